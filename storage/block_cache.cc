@@ -1,0 +1,592 @@
+#include "storage/block_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "spdlog/spdlog.h"
+
+namespace kvtier {
+
+// ---------------------------------------------------------------------------
+// Creation and namespaces
+
+absl::StatusOr<std::unique_ptr<BlockCache>> BlockCache::Create(const BlockCacheOptions& options,
+                                                               Clock* clock) {
+  if (options.max_block_bytes == 0 || options.max_block_bytes > options.slab_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_block_bytes (", options.max_block_bytes, ") must be in 1..slab_bytes (",
+        options.slab_bytes, ")"));
+  }
+  if (options.max_keys_per_request == 0 || options.max_namespaces == 0) {
+    return absl::InvalidArgumentError("max_keys_per_request and max_namespaces must be > 0");
+  }
+  if (options.default_lease_ttl <= absl::ZeroDuration() ||
+      options.default_lease_ttl > options.max_lease_ttl) {
+    return absl::InvalidArgumentError("default lease TTL must be in (0, max lease TTL]");
+  }
+  absl::StatusOr<std::unique_ptr<SlabAllocator>> allocator =
+      SlabAllocator::Create(options.host_bytes, options.slab_bytes);
+  if (!allocator.ok()) return allocator.status();
+  absl::StatusOr<std::unique_ptr<HostArena>> arena = HostArena::Create((*allocator)->capacity());
+  if (!arena.ok()) return arena.status();
+  return std::unique_ptr<BlockCache>(
+      new BlockCache(options, clock, std::move(*arena), std::move(*allocator)));
+}
+
+BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
+                       std::unique_ptr<HostArena> arena, std::unique_ptr<SlabAllocator> allocator)
+    : options_(options), clock_(clock), arena_(std::move(arena)), allocator_(std::move(allocator)) {}
+
+BlockCache::~BlockCache() = default;
+
+absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpec& spec) {
+  if (absl::Status s = ValidateNamespaceSpec(spec, options_.max_block_bytes); !s.ok()) return s;
+  NamespaceSpec normalized = spec;
+  if (normalized.layout.tp_size == 0) normalized.layout.tp_size = 1;
+  const NamespaceId id = NamespaceId::Of(normalized);
+  const uint64_t block_bytes = *BlockBytes(normalized.layout);
+  absl::MutexLock lock(&mu_);
+  if (namespaces_.contains(id)) return OpenNamespaceResult{id, block_bytes, false};
+  if (namespaces_.size() >= options_.max_namespaces) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this daemon already has ", namespaces_.size(),
+                     " namespaces open (max_namespaces)"));
+  }
+  namespaces_.emplace(id, NamespaceEntry{std::move(normalized), block_bytes, 0, 0});
+  spdlog::info("opened namespace {} (model '{}', {} bytes per block)", id.ToHex(), spec.model_id,
+               block_bytes);
+  return OpenNamespaceResult{id, block_bytes, true};
+}
+
+absl::StatusOr<BlockCache::NamespaceEntry*> BlockCache::FindNamespaceLocked(
+    const NamespaceId& ns) {
+  auto it = namespaces_.find(ns);
+  if (it == namespaces_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("namespace ", ns.ToHex(), " is not open; call OpenNamespace first"));
+  }
+  return &it->second;
+}
+
+absl::Status BlockCache::CheckKeyCount(size_t n) const {
+  if (n == 0 || n > options_.max_keys_per_request) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request has ", n, " keys; must be 1..", options_.max_keys_per_request));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Lookup and leases
+
+absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
+                                                absl::Span<const BlockKey> keys, bool take_lease,
+                                                absl::Duration lease_ttl) {
+  if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
+  if (lease_ttl < absl::ZeroDuration() || lease_ttl > options_.max_lease_ttl) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease TTL ", absl::FormatDuration(lease_ttl), " is above the maximum of ",
+                     absl::FormatDuration(options_.max_lease_ttl)));
+  }
+  if (!take_lease && lease_ttl != absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("lease_ttl_ms is set but take_lease is false");
+  }
+  absl::MutexLock lock(&mu_);
+  ExpireLeasesLocked();
+  if (absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns); !entry.ok()) {
+    return entry.status();
+  }
+  std::vector<BlockRecord*> matched;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    BlockRecord* rec = index_.Find(ns, keys[i]);
+    if (rec == nullptr) break;
+    if (i > 0 && rec->parent_key != keys[i - 1]) break;
+    matched.push_back(rec);
+  }
+  if (take_lease && !matched.empty() && leases_.size() >= options_.max_leases) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(leases_.size(), " leases are held (max_leases); release some"));
+  }
+  LookupResult result;
+  result.blocks.reserve(matched.size());
+  for (BlockRecord* rec : matched) {
+    index_.Touch(rec);
+    result.blocks.push_back(MatchedBlock{rec->key, rec->size});
+  }
+  counters_.lookup_keys += keys.size();
+  counters_.lookup_hits += matched.size();
+  if (take_lease && !matched.empty()) {
+    const absl::Duration ttl = lease_ttl == absl::ZeroDuration() ? options_.default_lease_ttl
+                                                                 : lease_ttl;
+    std::string id;
+    do {
+      id = absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(bitgen_),
+                           absl::Uniform<uint64_t>(bitgen_));
+    } while (leases_.contains(id));
+    Lease lease{matched, clock_->Now() + ttl};
+    for (BlockRecord* rec : matched) index_.AddLease(rec);
+    lease_expiry_.emplace(lease.expiry, id);
+    result.lease_expiry = lease.expiry;
+    result.lease_id = id;
+    leases_.emplace(std::move(id), std::move(lease));
+    ++counters_.leases_taken;
+  }
+  return result;
+}
+
+absl::StatusOr<uint32_t> BlockCache::Release(absl::string_view lease_id) {
+  absl::MutexLock lock(&mu_);
+  ExpireLeasesLocked();
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("lease '", lease_id.substr(0, 64), "' is unknown or expired"));
+  }
+  const uint32_t n = static_cast<uint32_t>(it->second.blocks.size());
+  DropLeaseLocked(it->first);
+  return n;
+}
+
+void BlockCache::ExpireLeasesLocked() {
+  const absl::Time now = clock_->Now();
+  while (!lease_expiry_.empty() && lease_expiry_.begin()->first <= now) {
+    const std::string id = lease_expiry_.begin()->second;
+    DropLeaseLocked(id);
+    ++counters_.leases_expired;
+  }
+}
+
+void BlockCache::DropLeaseLocked(std::string id) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return;
+  Lease lease = std::move(it->second);
+  leases_.erase(it);
+  for (auto [e, end] = lease_expiry_.equal_range(lease.expiry); e != end; ++e) {
+    if (e->second == id) {
+      lease_expiry_.erase(e);
+      break;
+    }
+  }
+  for (BlockRecord* rec : lease.blocks) {
+    index_.DropLease(rec);
+    ReleaseIfDeadLocked(rec);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Slots, removal and pins
+
+absl::StatusOr<SlabAllocator::Slot> BlockCache::AllocateLocked(uint64_t size) {
+  absl::StatusOr<uint32_t> cls = allocator_->ClassFor(size);
+  if (!cls.ok()) return cls.status();
+  while (true) {
+    if (std::optional<SlabAllocator::Slot> slot = allocator_->Allocate(*cls)) return *slot;
+    // Prefer a victim of the same class: its slot is reusable at once.
+    BlockRecord* victim = index_.ColdestEvictable(*cls);
+    if (victim == nullptr) victim = index_.ColdestEvictable(std::nullopt);
+    if (victim == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "host tier is full: no room for a ", size, "-byte block and no evictable block (",
+          allocator_->used_bytes(), " of ", allocator_->capacity(),
+          " bytes are pinned, leased, being written or hold ancestors)"));
+    }
+    RemoveLocked(victim);
+    ++counters_.evictions;
+  }
+}
+
+void BlockCache::RemoveLocked(BlockRecord* record) {
+  NamespaceEntry& entry = namespaces_.at(record->ns);
+  entry.blocks -= 1;
+  entry.bytes -= record->size;
+  stored_bytes_ -= record->size;
+  std::unique_ptr<BlockRecord> owned = index_.Remove(record);
+  if (owned->pinned()) {
+    removed_pinned_.emplace(owned.get(), std::move(owned));
+  } else {
+    allocator_->Free(owned->slot);
+  }
+}
+
+void BlockCache::ReleaseIfDeadLocked(BlockRecord* record) {
+  if (record->indexed || record->pinned()) return;
+  auto it = removed_pinned_.find(record);
+  if (it == removed_pinned_.end()) return;
+  allocator_->Free(record->slot);
+  removed_pinned_.erase(it);
+}
+
+void BlockCache::DropSubtreeLocked(BlockRecord* root) {
+  std::vector<BlockRecord*> order = index_.SubtreePostOrder(root);
+  counters_.dropped_descendants += order.size() - 1;
+  for (BlockRecord* rec : order) RemoveLocked(rec);
+}
+
+void BlockCache::UnpinLocked(BlockRecord* record) {
+  index_.DropRef(record);
+  ReleaseIfDeadLocked(record);
+}
+
+void BlockCache::Unpin(BlockRecord* record) {
+  absl::MutexLock lock(&mu_);
+  UnpinLocked(record);
+}
+
+// ---------------------------------------------------------------------------
+// Read
+
+BlockCache::ReadHandle::ReadHandle(ReadHandle&& other) noexcept
+    : cache_(std::exchange(other.cache_, nullptr)), record_(std::exchange(other.record_, nullptr)) {}
+
+BlockCache::ReadHandle& BlockCache::ReadHandle::operator=(ReadHandle&& other) noexcept {
+  if (this != &other) {
+    if (cache_ != nullptr) cache_->Unpin(record_);
+    cache_ = std::exchange(other.cache_, nullptr);
+    record_ = std::exchange(other.record_, nullptr);
+  }
+  return *this;
+}
+
+BlockCache::ReadHandle::~ReadHandle() {
+  if (cache_ != nullptr) cache_->Unpin(record_);
+}
+
+absl::Span<const uint8_t> BlockCache::ReadHandle::bytes() const {
+  return {cache_->SlotData(record_->slot), record_->size};
+}
+
+absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
+    const NamespaceId& ns, absl::Span<const BlockKey> keys) {
+  if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
+  std::vector<ReadHandle> handles;
+  handles.reserve(keys.size());
+  {
+    absl::MutexLock lock(&mu_);
+    ExpireLeasesLocked();
+    if (absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns); !entry.ok()) {
+      return entry.status();
+    }
+    for (const BlockKey& key : keys) {
+      if (index_.Find(ns, key) == nullptr) {
+        return absl::NotFoundError(absl::StrCat("block ", key.ToHex(), " is not cached"));
+      }
+    }
+    for (const BlockKey& key : keys) {
+      BlockRecord* rec = index_.Find(ns, key);
+      index_.AddRef(rec);
+      index_.Touch(rec);
+      handles.push_back(ReadHandle(this, rec));
+    }
+  }
+  // Verify outside the lock: pinned slots are never rewritten.
+  std::vector<BlockRecord*> corrupt;
+  for (const ReadHandle& h : handles) {
+    if (Checksum64(h.bytes()) != h.record_->checksum) corrupt.push_back(h.record_);
+  }
+  absl::MutexLock lock(&mu_);
+  if (!corrupt.empty()) {
+    for (BlockRecord* rec : corrupt) {
+      ++counters_.checksum_mismatches;
+      spdlog::error("block {} of namespace {} failed its checksum; dropping it and its "
+                    "cached descendants",
+                    rec->key.ToHex(), rec->ns.ToHex());
+      if (rec->indexed) DropSubtreeLocked(rec);
+    }
+    // Unpin under this same lock (handles are released without re-locking).
+    for (ReadHandle& h : handles) {
+      UnpinLocked(h.record_);
+      h.cache_ = nullptr;
+    }
+    return absl::NotFoundError(absl::StrCat("block ", corrupt.front()->key.ToHex(),
+                                            " failed its checksum and was dropped"));
+  }
+  for (const ReadHandle& h : handles) {
+    ++counters_.blocks_get;
+    counters_.bytes_get += h.record_->size;
+  }
+  return handles;
+}
+
+// ---------------------------------------------------------------------------
+// Delete
+
+absl::StatusOr<DeleteResult> BlockCache::Delete(const NamespaceId& ns,
+                                                absl::Span<const BlockKey> keys, bool recursive) {
+  if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  ExpireLeasesLocked();
+  if (absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns); !entry.ok()) {
+    return entry.status();
+  }
+  absl::flat_hash_set<BlockRecord*> doomed;
+  std::vector<BlockRecord*> roots;
+  for (const BlockKey& key : keys) {
+    BlockRecord* rec = index_.Find(ns, key);
+    if (rec == nullptr) {
+      return absl::NotFoundError(absl::StrCat("block ", key.ToHex(), " is not cached"));
+    }
+    roots.push_back(rec);
+    if (recursive) {
+      for (BlockRecord* r : index_.SubtreePostOrder(rec)) doomed.insert(r);
+    } else {
+      doomed.insert(rec);
+    }
+  }
+  for (BlockRecord* rec : doomed) {
+    if (rec->leases > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("block ", rec->key.ToHex(), " is held by a lease"));
+    }
+    if (rec->refs > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("block ", rec->key.ToHex(), " is being read or written; retry"));
+    }
+    for (BlockRecord* child : rec->children) {
+      if (!doomed.contains(child)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "block ", rec->key.ToHex(), " has cached child ", child->key.ToHex(),
+            "; delete it too or set recursive"));
+      }
+    }
+  }
+  // Remove children before parents: deepest first.
+  std::vector<std::pair<size_t, BlockRecord*>> by_depth;
+  for (BlockRecord* rec : doomed) {
+    size_t depth = 0;
+    for (BlockRecord* p = rec->parent; p != nullptr; p = p->parent) ++depth;
+    by_depth.emplace_back(depth, rec);
+  }
+  std::sort(by_depth.begin(), by_depth.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  DeleteResult result;
+  for (auto& [depth, rec] : by_depth) {
+    result.blocks_deleted += 1;
+    result.bytes_freed += rec->size;
+    RemoveLocked(rec);
+  }
+  counters_.blocks_deleted += result.blocks_deleted;
+  return result;
+}
+
+// ---------------------------------------------------------------------------
+// Put
+
+absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> BlockCache::BeginPut(const NamespaceId& ns) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns);
+  if (!entry.ok()) return entry.status();
+  return std::unique_ptr<PutBatch>(new PutBatch(this, ns, (*entry)->block_bytes));
+}
+
+BlockCache::PutBatch::~PutBatch() {
+  if (done_) return;
+  absl::MutexLock lock(&cache_->mu_);
+  ReleaseLocked();
+}
+
+void BlockCache::PutBatch::ReleaseLocked() {
+  for (Staged& s : staged_) {
+    if (s.slot.has_value()) cache_->allocator_->Free(*s.slot);
+  }
+  staged_.clear();
+  for (BlockRecord* rec : pinned_) cache_->UnpinLocked(rec);
+  pinned_.clear();
+  done_ = true;
+}
+
+absl::Status BlockCache::PutBatch::Fail(absl::Status status) {
+  dead_ = true;
+  return status;
+}
+
+absl::Status BlockCache::PutBatch::StartBlock(const BlockKey& key, const BlockKey& parent,
+                                              uint64_t size) {
+  if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
+  if (!staged_.empty() && staged_.back().filled != staged_.back().size) {
+    const Staged& prev = staged_.back();
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("block ", prev.key.ToHex(), " ended after ", prev.filled, " of its ",
+                     prev.size, " bytes")));
+  }
+  if (size == 0 || size > block_bytes_) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("block ", key.ToHex(), " declares ", size, " bytes; blocks in this "
+                     "namespace are 1..", block_bytes_, " bytes")));
+  }
+  if (key == parent) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("block ", key.ToHex(), " names itself as its parent")));
+  }
+  if (staged_index_.contains(key)) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("block ", key.ToHex(), " appears twice in one Put")));
+  }
+  absl::MutexLock lock(&cache_->mu_);
+  PrefixIndex& index = cache_->index_;
+  auto pin = [&](BlockRecord* rec) {
+    if (std::find(pinned_.begin(), pinned_.end(), rec) != pinned_.end()) return;
+    index.AddRef(rec);
+    pinned_.push_back(rec);
+  };
+  if (!parent.empty() && !staged_index_.contains(parent)) {
+    BlockRecord* p = index.Find(ns_, parent);
+    if (p == nullptr) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          "parent ", parent.ToHex(), " of block ", key.ToHex(),
+          " is not cached and not earlier in this Put")));
+    }
+    pin(p);
+  }
+  Staged staged{key, parent, size, 0, std::nullopt, 0};
+  if (BlockRecord* existing = index.Find(ns_, key); existing != nullptr) {
+    if (existing->parent_key != parent) {
+      return Fail(absl::AlreadyExistsError(absl::StrCat(
+          "block ", key.ToHex(), " is cached with parent '", existing->parent_key.ToHex(),
+          "', not '", parent.ToHex(), "'")));
+    }
+    pin(existing);
+  } else {
+    absl::StatusOr<SlabAllocator::Slot> slot = cache_->AllocateLocked(size);
+    if (!slot.ok()) return Fail(slot.status());
+    staged.slot = *slot;
+  }
+  staged_index_.emplace(key, staged_.size());
+  staged_.push_back(staged);
+  hasher_.Reset();
+  return absl::OkStatus();
+}
+
+absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data) {
+  if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
+  if (staged_.empty()) {
+    return Fail(absl::InvalidArgumentError("data arrived before any block was named"));
+  }
+  Staged& s = staged_.back();
+  if (data.size() > s.size - s.filled) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "chunk of ", data.size(), " bytes overruns block ", s.key.ToHex(), " (", s.filled,
+        " of ", s.size, " bytes already received)")));
+  }
+  if (s.slot.has_value()) {
+    // The slot belongs to this batch alone until Commit: no lock needed.
+    std::memcpy(cache_->SlotData(*s.slot) + s.filled, data.data(), data.size());
+    hasher_.Update(data);
+  }
+  s.filled += data.size();
+  if (s.filled == s.size && s.slot.has_value()) s.checksum = hasher_.Digest();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
+  if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
+  if (staged_.empty()) return Fail(absl::InvalidArgumentError("Put carried no blocks"));
+  if (staged_.back().filled != staged_.back().size) {
+    const Staged& last = staged_.back();
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "stream ended after ", last.filled, " of the ", last.size, " bytes of block ",
+        last.key.ToHex())));
+  }
+  absl::MutexLock lock(&cache_->mu_);
+  PrefixIndex& index = cache_->index_;
+  // Validate everything first: the batch lands whole or not at all.
+  std::vector<bool> skip(staged_.size(), false);
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    const Staged& s = staged_[i];
+    BlockRecord* now = index.Find(ns_, s.key);
+    if (!s.slot.has_value() && now == nullptr) {
+      return Fail(absl::AbortedError(absl::StrCat(
+          "cached block ", s.key.ToHex(), " was dropped during the Put; retry")));
+    }
+    if (s.slot.has_value() && now != nullptr) {
+      if (now->parent_key != s.parent) {
+        return Fail(absl::AbortedError(absl::StrCat(
+            "block ", s.key.ToHex(), " was stored concurrently with another parent")));
+      }
+      skip[i] = true;  // a concurrent Put stored the same block first
+    }
+    if (!s.parent.empty() && !staged_index_.contains(s.parent) &&
+        index.Find(ns_, s.parent) == nullptr) {
+      return Fail(absl::AbortedError(absl::StrCat(
+          "parent ", s.parent.ToHex(), " was dropped during the Put; retry")));
+    }
+  }
+  PutResult result;
+  NamespaceEntry& entry = cache_->namespaces_.at(ns_);
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    Staged& s = staged_[i];
+    if (!s.slot.has_value() || skip[i]) {
+      ++result.blocks_already_cached;
+      continue;
+    }
+    auto rec = std::make_unique<BlockRecord>();
+    rec->ns = ns_;
+    rec->key = s.key;
+    rec->parent_key = s.parent;
+    rec->size = s.size;
+    rec->checksum = s.checksum;
+    rec->slot = *s.slot;
+    if (absl::Status st = index.Insert(std::move(rec)); !st.ok()) {
+      // Unreachable after validation; a failure here is a bug, not bad input.
+      spdlog::critical("Put commit: {}", st.ToString());
+      std::abort();
+    }
+    s.slot.reset();  // now owned by the index
+    ++result.blocks_stored;
+    result.bytes_stored += s.size;
+    entry.blocks += 1;
+    entry.bytes += s.size;
+  }
+  cache_->stored_bytes_ += result.bytes_stored;
+  cache_->counters_.blocks_put += result.blocks_stored;
+  cache_->counters_.bytes_put += result.bytes_stored;
+  ReleaseLocked();
+  return result;
+}
+
+// ---------------------------------------------------------------------------
+// Introspection
+
+CacheSnapshot BlockCache::Snapshot() {
+  absl::MutexLock lock(&mu_);
+  ExpireLeasesLocked();
+  CacheSnapshot snap;
+  snap.namespaces = static_cast<uint32_t>(namespaces_.size());
+  snap.blocks = index_.size();
+  snap.bytes = stored_bytes_;
+  snap.active_leases = static_cast<uint32_t>(leases_.size());
+  snap.stranded_blocks = index_.CountStranded();
+  snap.counters = counters_;
+  snap.host.capacity_bytes = allocator_->capacity();
+  snap.host.used_bytes = allocator_->used_bytes();
+  snap.host.stored_bytes = stored_bytes_;
+  snap.host.blocks = index_.size();
+  snap.host.evictions = counters_.evictions;
+  snap.host.evictable_blocks = index_.evictable_count();
+  return snap;
+}
+
+std::vector<NamespaceSnapshot> BlockCache::Namespaces() {
+  absl::MutexLock lock(&mu_);
+  std::vector<NamespaceSnapshot> out;
+  for (const auto& [id, e] : namespaces_) {
+    out.push_back(NamespaceSnapshot{id, e.spec, e.block_bytes, e.blocks, e.bytes});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.id.ToHex() < b.id.ToHex();
+  });
+  return out;
+}
+
+absl::StatusOr<absl::Span<uint8_t>> BlockCache::MutableBytesForTesting(const NamespaceId& ns,
+                                                                       const BlockKey& key) {
+  absl::MutexLock lock(&mu_);
+  BlockRecord* rec = index_.Find(ns, key);
+  if (rec == nullptr) return absl::NotFoundError("not cached");
+  return absl::Span<uint8_t>(SlotData(rec->slot), rec->size);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,33 @@
+#include "storage/checksum.h"
+
+#include <xxhash.h>
+
+#include <new>
+
+namespace kvtier {
+
+uint64_t Checksum64(absl::Span<const uint8_t> bytes) {
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+Checksum64Stream::Checksum64Stream() : state_(XXH3_createState()) {
+  if (state_ == nullptr) throw std::bad_alloc();
+  Reset();
+}
+
+Checksum64Stream::~Checksum64Stream() { XXH3_freeState(state_); }
+
+void Checksum64Stream::Reset() { XXH3_64bits_reset(state_); }
+
+void Checksum64Stream::Update(absl::Span<const uint8_t> bytes) {
+  XXH3_64bits_update(state_, bytes.data(), bytes.size());
+}
+
+uint64_t Checksum64Stream::Digest() const { return XXH3_64bits_digest(state_); }
+
+Hash128 Fingerprint128(absl::string_view bytes) {
+  XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  return Hash128{h.high64, h.low64};
+}
+
+}  // namespace kvtier

@@ -1,0 +1,87 @@
+// NamespaceSpec: everything that must match for two blocks to be
+// interchangeable (model id, KV layout of one rank, tenant salt), its
+// validation, the size of one block, and its fingerprint (NamespaceId).
+//
+// Thread-safety: value types and pure functions.
+#ifndef KVTIER_STORAGE_NAMESPACE_SPEC_H_
+#define KVTIER_STORAGE_NAMESPACE_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kvtier {
+
+enum class DType : uint8_t {
+  kUnspecified = 0,
+  kBf16 = 1,
+  kFp16 = 2,
+  kFp32 = 3,
+  kFp8E4m3 = 4,
+  kFp8E5m2 = 5,
+};
+
+// Bytes per element; 0 for kUnspecified.
+uint32_t DTypeBytes(DType dtype);
+
+struct KvLayout {
+  uint32_t num_layers = 0;
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;
+  DType dtype = DType::kUnspecified;
+  uint32_t tokens_per_block = 0;
+  uint32_t tp_rank = 0;
+  uint32_t tp_size = 1;
+};
+
+struct NamespaceSpec {
+  std::string model_id;
+  KvLayout layout;
+  std::string salt;
+};
+
+inline constexpr size_t kMaxModelIdBytes = 256;
+inline constexpr size_t kMaxSaltBytes = 256;
+
+// 2 (K and V) * layers * kv heads * head dim * tokens * dtype bytes.
+// INVALID_ARGUMENT if a factor is zero or the product overflows 64 bits.
+absl::StatusOr<uint64_t> BlockBytes(const KvLayout& layout);
+
+// INVALID_ARGUMENT naming the first offending field, or OK. A spec is valid
+// when every layout field is set, tp_rank < tp_size, the model id is
+// 1..256 bytes, the salt at most 256 bytes, and a block is at most
+// `max_block_bytes`.
+absl::Status ValidateNamespaceSpec(const NamespaceSpec& spec,
+                                   uint64_t max_block_bytes);
+
+// 128-bit fingerprint of a namespace spec, written as 32 hex digits.
+class NamespaceId {
+ public:
+  // Fingerprint of every field of `spec` (tp_size 0 reads as 1).
+  static NamespaceId Of(const NamespaceSpec& spec);
+  // INVALID_ARGUMENT unless `hex` is exactly 32 hex digits.
+  static absl::StatusOr<NamespaceId> FromHex(absl::string_view hex);
+
+  NamespaceId() = default;
+  std::string ToHex() const;
+
+  friend bool operator==(const NamespaceId& a, const NamespaceId& b) {
+    return a.high_ == b.high_ && a.low_ == b.low_;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const NamespaceId& id) {
+    return H::combine(std::move(h), id.high_, id.low_);
+  }
+
+ private:
+  NamespaceId(uint64_t high, uint64_t low) : high_(high), low_(low) {}
+  uint64_t high_ = 0;
+  uint64_t low_ = 0;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_STORAGE_NAMESPACE_SPEC_H_

@@ -1,0 +1,147 @@
+#include "storage/prefix_index.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvtier {
+namespace {
+
+NamespaceId Ns(const std::string& model) {
+  NamespaceSpec s;
+  s.model_id = model;
+  s.layout = KvLayout{1, 1, 64, DType::kBf16, 16, 0, 1};
+  return NamespaceId::Of(s);
+}
+
+BlockKey Key(const std::string& k) { return *BlockKey::Create(k); }
+
+std::unique_ptr<BlockRecord> Rec(const NamespaceId& ns, const std::string& key,
+                                 const std::string& parent, uint32_t cls = 0) {
+  auto r = std::make_unique<BlockRecord>();
+  r->ns = ns;
+  r->key = Key(key);
+  if (!parent.empty()) r->parent_key = Key(parent);
+  r->size = 100;
+  r->slot.size_class = cls;
+  return r;
+}
+
+TEST(PrefixIndexTest, InsertRequiresParentInSameNamespace) {
+  PrefixIndex index;
+  const NamespaceId a = Ns("a"), b = Ns("b");
+  EXPECT_EQ(index.Insert(Rec(a, "k1", "k0")).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(index.Insert(Rec(a, "k0", "")).ok());
+  EXPECT_EQ(index.Insert(Rec(b, "k1", "k0")).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(index.Insert(Rec(a, "k1", "k0")).ok());
+  EXPECT_EQ(index.Insert(Rec(a, "k1", "k0")).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(index.size(), 2u);
+  EXPECT_EQ(index.Find(b, Key("k0")), nullptr);
+}
+
+TEST(PrefixIndexTest, OnlyUnpinnedLeavesAreEvictableColdestFirst) {
+  PrefixIndex index;
+  const NamespaceId ns = Ns("m");
+  ASSERT_TRUE(index.Insert(Rec(ns, "a", "")).ok());
+  ASSERT_TRUE(index.Insert(Rec(ns, "b", "a")).ok());
+  ASSERT_TRUE(index.Insert(Rec(ns, "c", "")).ok());
+  BlockRecord* a = index.Find(ns, Key("a"));
+  BlockRecord* b = index.Find(ns, Key("b"));
+  BlockRecord* c = index.Find(ns, Key("c"));
+  EXPECT_EQ(index.evictable_count(), 2u);  // b and c; a has a child
+  EXPECT_EQ(index.ColdestEvictable(std::nullopt), b);
+  index.Touch(b);
+  EXPECT_EQ(index.ColdestEvictable(std::nullopt), c);
+  index.AddLease(c);
+  EXPECT_EQ(index.ColdestEvictable(std::nullopt), b);
+  index.AddRef(b);
+  EXPECT_EQ(index.ColdestEvictable(std::nullopt), nullptr);
+  index.DropRef(b);
+  index.DropLease(c);
+  EXPECT_EQ(index.evictable_count(), 2u);
+  index.Remove(b);
+  EXPECT_EQ(index.evictable_count(), 2u);  // a became a leaf
+  EXPECT_EQ(index.ColdestEvictable(std::nullopt), a);
+  EXPECT_EQ(index.CountStranded(), 0u);
+}
+
+TEST(PrefixIndexTest, SubtreePostOrderPutsChildrenFirst) {
+  PrefixIndex index;
+  const NamespaceId ns = Ns("m");
+  ASSERT_TRUE(index.Insert(Rec(ns, "r", "")).ok());
+  ASSERT_TRUE(index.Insert(Rec(ns, "x", "r")).ok());
+  ASSERT_TRUE(index.Insert(Rec(ns, "y", "r")).ok());
+  ASSERT_TRUE(index.Insert(Rec(ns, "z", "x")).ok());
+  std::vector<BlockRecord*> order = index.SubtreePostOrder(index.Find(ns, Key("r")));
+  ASSERT_EQ(order.size(), 4u);
+  EXPECT_EQ(order.back()->key, Key("r"));
+  for (BlockRecord* rec : order) index.Remove(rec);  // aborts if order is wrong
+  EXPECT_EQ(index.size(), 0u);
+}
+
+TEST(PrefixIndexDeathTest, RemovingABlockWithChildrenAborts) {
+  PrefixIndex index;
+  const NamespaceId ns = Ns("m");
+  ASSERT_TRUE(index.Insert(Rec(ns, "a", "")).ok());
+  ASSERT_TRUE(index.Insert(Rec(ns, "b", "a")).ok());
+  EXPECT_DEATH(index.Remove(index.Find(ns, Key("a"))), "children");
+}
+
+// Randomized: inserts (roots and children of random cached blocks), pins,
+// unpins, touches and evictions of the coldest evictable block. After every
+// operation no block is stranded and the evictable set is exactly the set of
+// unpinned leaves.
+TEST(PrefixIndexTest, RandomizedNeverStrands) {
+  PrefixIndex index;
+  const NamespaceId ns = Ns("m");
+  std::mt19937_64 rng(12345);
+  std::vector<std::string> live;
+  std::vector<BlockRecord*> pinned;
+  int next = 0;
+  for (int step = 0; step < 20000; ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 4 || live.empty()) {
+      std::string parent = (live.empty() || rng() % 4 == 0) ? "" : live[rng() % live.size()];
+      std::string key = absl::StrCat("k", next++);
+      ASSERT_TRUE(index.Insert(Rec(ns, key, parent, static_cast<uint32_t>(rng() % 3))).ok());
+      live.push_back(key);
+    } else if (op < 6) {
+      BlockRecord* rec = index.Find(ns, Key(live[rng() % live.size()]));
+      index.AddRef(rec);
+      pinned.push_back(rec);
+    } else if (op < 7 && !pinned.empty()) {
+      size_t i = rng() % pinned.size();
+      index.DropRef(pinned[i]);
+      pinned.erase(pinned.begin() + static_cast<long>(i));
+    } else if (op < 8) {
+      index.Touch(index.Find(ns, Key(live[rng() % live.size()])));
+    } else {
+      std::optional<uint32_t> cls;
+      if (rng() % 2) cls = static_cast<uint32_t>(rng() % 3);
+      BlockRecord* victim = index.ColdestEvictable(cls);
+      if (victim == nullptr) continue;
+      ASSERT_TRUE(victim->children.empty());
+      ASSERT_FALSE(victim->pinned());
+      if (cls) {
+        ASSERT_EQ(victim->slot.size_class, *cls);
+      }
+      std::string key(victim->key.bytes());
+      index.Remove(victim);
+      live.erase(std::find(live.begin(), live.end(), key));
+    }
+    ASSERT_EQ(index.CountStranded(), 0u) << "step " << step;
+    size_t leaves = 0;
+    index.ForEach([&](const BlockRecord& r) {
+      if (r.children.empty() && !r.pinned()) ++leaves;
+    });
+    ASSERT_EQ(index.evictable_count(), leaves) << "step " << step;
+  }
+  EXPECT_GT(index.size(), 0u);
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -1,0 +1,112 @@
+#include "storage/slab_allocator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kvtier {
+namespace {
+
+uint64_t RoundUp(uint64_t v, uint64_t align) { return (v + align - 1) / align * align; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SlabAllocator>> SlabAllocator::Create(uint64_t capacity,
+                                                                     uint64_t slab_bytes) {
+  if (slab_bytes == 0 || slab_bytes % kAlignment != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slab size ", slab_bytes, " is not a positive multiple of 4096"));
+  }
+  if (capacity < slab_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "capacity ", capacity, " is smaller than one slab (", slab_bytes, " bytes)"));
+  }
+  return std::unique_ptr<SlabAllocator>(new SlabAllocator(slab_bytes, capacity / slab_bytes));
+}
+
+SlabAllocator::SlabAllocator(uint64_t slab_bytes, size_t num_slabs)
+    : slab_bytes_(slab_bytes), slabs_(num_slabs) {
+  for (uint64_t pow = kAlignment; pow <= slab_bytes; pow *= 2) {
+    for (uint64_t step = 0; step < 8; ++step) {
+      uint64_t size = RoundUp(pow + pow / 8 * step, kAlignment);
+      if (size > slab_bytes) break;
+      if (class_bytes_.empty() || class_bytes_.back() < size) class_bytes_.push_back(size);
+    }
+  }
+  if (class_bytes_.back() < slab_bytes) class_bytes_.push_back(slab_bytes);
+  partial_slabs_.resize(class_bytes_.size());
+  free_slabs_.reserve(num_slabs);
+  for (size_t i = num_slabs; i > 0; --i) free_slabs_.push_back(static_cast<uint32_t>(i - 1));
+}
+
+absl::StatusOr<uint32_t> SlabAllocator::ClassFor(uint64_t bytes) const {
+  if (bytes == 0 || bytes > slab_bytes_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot allocate ", bytes, " bytes; the slab size is ", slab_bytes_));
+  }
+  auto it = std::lower_bound(class_bytes_.begin(), class_bytes_.end(), bytes);
+  return static_cast<uint32_t>(it - class_bytes_.begin());
+}
+
+std::optional<SlabAllocator::Slot> SlabAllocator::Allocate(uint32_t size_class) {
+  std::set<uint32_t>& partial = partial_slabs_[size_class];
+  uint32_t slab_index;
+  if (!partial.empty()) {
+    slab_index = *partial.begin();
+  } else if (!free_slabs_.empty()) {
+    slab_index = free_slabs_.back();
+    free_slabs_.pop_back();
+    Slab& slab = slabs_[slab_index];
+    const uint32_t slots = static_cast<uint32_t>(slab_bytes_ / class_bytes_[size_class]);
+    slab.size_class = static_cast<int32_t>(size_class);
+    slab.allocated.assign(slots, false);
+    slab.free_slots.clear();
+    for (uint32_t s = slots; s > 0; --s) slab.free_slots.push_back(s - 1);
+    partial.insert(slab_index);
+  } else {
+    return std::nullopt;
+  }
+  Slab& slab = slabs_[slab_index];
+  const uint32_t slot = slab.free_slots.back();
+  slab.free_slots.pop_back();
+  slab.allocated[slot] = true;
+  if (slab.free_slots.empty()) partial.erase(slab_index);
+  used_bytes_ += class_bytes_[size_class];
+  return Slot{slab_index * slab_bytes_ + slot * class_bytes_[size_class], size_class};
+}
+
+void SlabAllocator::Free(const Slot& slot) {
+  const uint32_t slab_index = static_cast<uint32_t>(slot.offset / slab_bytes_);
+  if (slab_index >= slabs_.size() || slot.size_class >= class_bytes_.size()) {
+    std::fprintf(stderr, "SlabAllocator::Free: slot offset %llu is outside the arena\n",
+                 static_cast<unsigned long long>(slot.offset));
+    std::abort();
+  }
+  Slab& slab = slabs_[slab_index];
+  const uint64_t cls_bytes = class_bytes_[slot.size_class];
+  const uint64_t in_slab = slot.offset % slab_bytes_;
+  const uint32_t index = static_cast<uint32_t>(in_slab / cls_bytes);
+  if (slab.size_class != static_cast<int32_t>(slot.size_class) || in_slab % cls_bytes != 0 ||
+      index >= slab.allocated.size() || !slab.allocated[index]) {
+    std::fprintf(stderr, "SlabAllocator::Free: slot at offset %llu (class %u) is not allocated\n",
+                 static_cast<unsigned long long>(slot.offset), slot.size_class);
+    std::abort();
+  }
+  slab.allocated[index] = false;
+  slab.free_slots.push_back(index);
+  used_bytes_ -= cls_bytes;
+  if (slab.free_slots.size() == slab.allocated.size()) {
+    partial_slabs_[slot.size_class].erase(slab_index);
+    slab.size_class = -1;
+    slab.free_slots.clear();
+    slab.allocated.clear();
+    free_slabs_.push_back(slab_index);
+  } else {
+    partial_slabs_[slot.size_class].insert(slab_index);
+  }
+}
+
+}  // namespace kvtier
