@@ -1,0 +1,413 @@
+// kvtier: the operator's command line for kvtierd.
+//   kvtier [--addr A] [--json] status | tiers | namespaces
+//   kvtier put FILE [--block-bytes 256KiB]      prints the block keys (hex)
+//   kvtier get KEY... -o FILE [--block-bytes N | --namespace ID]
+// Exit status: 0 success, 1 the daemon returned an error or is unreachable,
+// 2 bad usage or a local file error.
+#include <grpcpp/grpcpp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "client/cli/file_blocks.h"
+#include "google/protobuf/util/json_util.h"
+#include "kvtier/v1/admin.grpc.pb.h"
+#include "kvtier/v1/kvcache.grpc.pb.h"
+#include "nlohmann/json.hpp"
+
+namespace kvtier {
+namespace {
+
+constexpr int kMaxMessageBytes = 64 << 20;
+
+struct Globals {
+  std::string addr = "127.0.0.1:50051";
+  bool json = false;
+  double timeout_s = 30;
+};
+
+std::string CodeName(grpc::StatusCode code) {
+  static const char* const kNames[] = {
+      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  const int i = static_cast<int>(code);
+  return (i >= 0 && i < 17) ? kNames[i] : std::to_string(i);
+}
+
+int RpcFailed(const Globals& g, const char* what, const grpc::Status& s) {
+  std::fprintf(stderr, "kvtier: %s on %s failed: %s: %s\n", what, g.addr.c_str(),
+               CodeName(s.error_code()).c_str(), s.error_message().c_str());
+  return 1;
+}
+
+int LocalError(const std::string& message) {
+  std::fprintf(stderr, "kvtier: %s\n", message.c_str());
+  return 2;
+}
+
+std::shared_ptr<grpc::Channel> Connect(const Globals& g) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  return grpc::CreateCustomChannel(g.addr, grpc::InsecureChannelCredentials(), args);
+}
+
+void SetDeadline(const Globals& g, grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(g.timeout_s * 1000)));
+}
+
+void PrintJson(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions o;
+  o.add_whitespace = true;
+  o.preserve_proto_field_names = true;
+  o.always_print_primitive_fields = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  std::cout << out;
+}
+
+std::string Hex(const std::string& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+bool Unhex(const std::string& hex, std::string* out) {
+  if (hex.empty() || hex.size() % 2 != 0 || hex.size() > 64) return false;
+  out->clear();
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    auto nib = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    const int hi = nib(hex[i]), lo = nib(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return true;
+}
+
+std::string HumanBytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+// --- status / tiers / namespaces ------------------------------------------
+
+int Status(const Globals& g) {
+  auto stub = v1::Admin::NewStub(Connect(g));
+  grpc::ClientContext ctx;
+  SetDeadline(g, &ctx);
+  v1::GetStatusResponse r;
+  grpc::Status s = stub->GetStatus(&ctx, v1::GetStatusRequest(), &r);
+  if (!s.ok()) return RpcFailed(g, "GetStatus", s);
+  if (g.json) {
+    PrintJson(r);
+    return 0;
+  }
+  std::cout << "kvtierd " << r.build().version() << " at " << r.listen_address() << ", up "
+            << r.uptime_seconds() << " s\n"
+            << "  build:      cuda=" << r.build().with_cuda() << " ucx=" << r.build().with_ucx()
+            << " uring=" << r.build().with_uring() << "\n"
+            << "  gpu:        " << r.gpu().detail() << "\n"
+            << "  namespaces: " << r.namespaces() << "\n"
+            << "  blocks:     " << r.blocks() << " (" << HumanBytes(r.bytes()) << ")\n"
+            << "  leases:     " << r.active_leases() << " active\n"
+            << "  stranded:   " << r.stranded_blocks() << "\n"
+            << "  lookups:    " << r.counters().lookup_hits() << " of "
+            << r.counters().lookup_keys() << " keys hit\n"
+            << "  evictions:  " << r.counters().evictions()
+            << ", checksum mismatches: " << r.counters().checksum_mismatches() << "\n";
+  return 0;
+}
+
+int Tiers(const Globals& g) {
+  auto stub = v1::Admin::NewStub(Connect(g));
+  grpc::ClientContext ctx;
+  SetDeadline(g, &ctx);
+  v1::ListTiersResponse r;
+  grpc::Status s = stub->ListTiers(&ctx, v1::ListTiersRequest(), &r);
+  if (!s.ok()) return RpcFailed(g, "ListTiers", s);
+  if (g.json) {
+    PrintJson(r);
+    return 0;
+  }
+  for (const v1::TierStatus& t : r.tiers()) {
+    std::string kind = v1::TierKind_Name(t.kind());
+    kind = kind.substr(std::string("TIER_KIND_").size());
+    std::cout << kind << ": " << HumanBytes(t.used_bytes()) << " used of "
+              << HumanBytes(t.capacity_bytes()) << ", " << t.blocks() << " blocks ("
+              << HumanBytes(t.stored_bytes()) << "), " << t.evictable_blocks()
+              << " evictable, " << t.evictions() << " evicted\n";
+  }
+  return 0;
+}
+
+int Namespaces(const Globals& g) {
+  auto stub = v1::Admin::NewStub(Connect(g));
+  grpc::ClientContext ctx;
+  SetDeadline(g, &ctx);
+  v1::ListNamespacesResponse r;
+  grpc::Status s = stub->ListNamespaces(&ctx, v1::ListNamespacesRequest(), &r);
+  if (!s.ok()) return RpcFailed(g, "ListNamespaces", s);
+  if (g.json) {
+    PrintJson(r);
+    return 0;
+  }
+  if (r.namespaces().empty()) std::cout << "no namespaces open\n";
+  for (const v1::NamespaceStatus& n : r.namespaces()) {
+    const v1::NamespaceLayout& l = n.layout();
+    std::cout << n.namespace_id() << "  " << n.model_id() << "  layers=" << l.num_layers()
+              << " kv_heads=" << l.num_kv_heads() << " head_dim=" << l.head_dim()
+              << " tokens/block=" << l.tokens_per_block() << " tp=" << l.tp_rank() << "/"
+              << l.tp_size() << (n.salted() ? " salted" : "") << "  " << n.blocks()
+              << " blocks, " << HumanBytes(n.bytes()) << "\n";
+  }
+  return 0;
+}
+
+// --- put / get --------------------------------------------------------------
+
+struct FileNamespace {
+  std::string model = "kvtier-cli";
+  uint64_t block_bytes = 256 * 1024;
+  std::string namespace_id;  // overrides model/block_bytes for get
+};
+
+// Opens (idempotently) the namespace `kvtier put` uses for this block size.
+int OpenFileNamespace(const Globals& g, v1::KvCache::Stub* stub, const FileNamespace& f,
+                      std::string* id, uint64_t* block_bytes) {
+  if (f.block_bytes == 0 || f.block_bytes % kFileBlockGranule != 0) {
+    return LocalError("--block-bytes must be a positive multiple of 512");
+  }
+  v1::OpenNamespaceRequest req;
+  req.set_model_id(f.model);
+  v1::NamespaceLayout* l = req.mutable_layout();
+  l->set_num_layers(1);
+  l->set_num_kv_heads(1);
+  l->set_head_dim(128);
+  l->set_dtype(v1::DTYPE_BF16);
+  l->set_tokens_per_block(static_cast<uint32_t>(f.block_bytes / kFileBlockGranule));
+  l->set_tp_size(1);
+  grpc::ClientContext ctx;
+  SetDeadline(g, &ctx);
+  v1::OpenNamespaceResponse r;
+  grpc::Status s = stub->OpenNamespace(&ctx, req, &r);
+  if (!s.ok()) return RpcFailed(g, "OpenNamespace", s);
+  *id = r.namespace_id();
+  *block_bytes = r.block_bytes();
+  return 0;
+}
+
+int Put(const Globals& g, const std::string& path, const FileNamespace& f, uint64_t chunk_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return LocalError("cannot read '" + path + "'");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string contents = buf.str();
+  if (contents.empty()) return LocalError("'" + path + "' is empty; nothing to put");
+  if (chunk_bytes == 0 || chunk_bytes > static_cast<uint64_t>(kMaxMessageBytes) / 2) {
+    return LocalError("--chunk-bytes must be in 1..32MiB");
+  }
+
+  auto stub = v1::KvCache::NewStub(Connect(g));
+  std::string ns;
+  uint64_t block_bytes = 0;
+  if (int rc = OpenFileNamespace(g, stub.get(), f, &ns, &block_bytes); rc != 0) return rc;
+  const std::vector<FileBlock> blocks = SplitIntoBlocks(contents, block_bytes);
+
+  grpc::ClientContext ctx;
+  SetDeadline(g, &ctx);
+  v1::PutResponse resp;
+  std::unique_ptr<grpc::ClientWriter<v1::PutChunk>> writer = stub->Put(&ctx, &resp);
+  for (const FileBlock& b : blocks) {
+    for (uint64_t off = 0; off < b.size; off += chunk_bytes) {
+      v1::PutChunk chunk;
+      if (off == 0) {
+        chunk.set_namespace_id(ns);
+        chunk.set_key(b.key);
+        chunk.set_parent_key(b.parent_key);
+        chunk.set_block_bytes(b.size);
+      }
+      chunk.set_data(contents.data() + b.offset + off, std::min(chunk_bytes, b.size - off));
+      if (!writer->Write(chunk)) break;  // the server ended the call; Finish says why
+    }
+  }
+  writer->WritesDone();
+  grpc::Status s = writer->Finish();
+  if (!s.ok()) return RpcFailed(g, "Put", s);
+
+  if (g.json) {
+    nlohmann::json j;
+    j["namespace_id"] = ns;
+    j["block_bytes"] = block_bytes;
+    j["blocks"] = blocks.size();
+    j["bytes"] = contents.size();
+    j["blocks_stored"] = resp.blocks_stored();
+    j["blocks_already_cached"] = resp.blocks_already_cached();
+    j["keys"] = nlohmann::json::array();
+    for (const FileBlock& b : blocks) j["keys"].push_back(Hex(b.key));
+    std::cout << j.dump(2) << "\n";
+  } else {
+    for (const FileBlock& b : blocks) std::cout << Hex(b.key) << "\n";
+    std::fprintf(stderr, "kvtier: put %zu blocks (%s; %u new, %u already cached) in namespace %s\n",
+                 blocks.size(), HumanBytes(contents.size()).c_str(), resp.blocks_stored(),
+                 resp.blocks_already_cached(), ns.c_str());
+  }
+  return 0;
+}
+
+int Get(const Globals& g, const std::vector<std::string>& hex_keys, const std::string& out_path,
+        const FileNamespace& f) {
+  v1::GetRequest req;
+  for (const std::string& h : hex_keys) {
+    std::string key;
+    if (!Unhex(h, &key)) return LocalError("'" + h + "' is not a hex key of 1..32 bytes");
+    req.add_keys(key);
+  }
+  auto stub = v1::KvCache::NewStub(Connect(g));
+  if (!f.namespace_id.empty()) {
+    req.set_namespace_id(f.namespace_id);
+  } else {
+    uint64_t block_bytes = 0;
+    if (int rc = OpenFileNamespace(g, stub.get(), f, req.mutable_namespace_id(), &block_bytes);
+        rc != 0) {
+      return rc;
+    }
+  }
+  // Write to a temporary file and rename on success: a failed get leaves no
+  // partial output behind.
+  const std::string tmp = out_path + ".kvtier-partial";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) return LocalError("cannot write '" + tmp + "'");
+  grpc::ClientContext ctx;
+  SetDeadline(g, &ctx);
+  std::unique_ptr<grpc::ClientReader<v1::GetChunk>> reader = stub->Get(&ctx, req);
+  v1::GetChunk chunk;
+  uint64_t total = 0, blocks = 0, expect_offset = 0, block_size = 0;
+  std::string protocol_error;
+  while (reader->Read(&chunk)) {
+    if (!chunk.key().empty()) {
+      if (expect_offset != block_size) protocol_error = "a block ended early";
+      if (blocks >= static_cast<uint64_t>(req.keys_size()) || chunk.key() != req.keys(blocks)) {
+        protocol_error = "blocks arrived out of order";
+      }
+      ++blocks;
+      block_size = chunk.block_bytes();
+      expect_offset = 0;
+    }
+    if (chunk.offset() != expect_offset) protocol_error = "chunk offsets are not contiguous";
+    if (!protocol_error.empty()) {
+      ctx.TryCancel();
+      break;
+    }
+    out.write(chunk.data().data(), static_cast<std::streamsize>(chunk.data().size()));
+    expect_offset += chunk.data().size();
+    total += chunk.data().size();
+  }
+  grpc::Status s = reader->Finish();
+  out.close();
+  if (protocol_error.empty() && s.ok() &&
+      (blocks != static_cast<uint64_t>(req.keys_size()) || expect_offset != block_size)) {
+    protocol_error = "the stream ended before every block arrived";
+  }
+  if (!protocol_error.empty() || !s.ok() || !out) {
+    std::remove(tmp.c_str());
+    if (!protocol_error.empty()) return LocalError("Get: " + protocol_error);
+    if (!s.ok()) return RpcFailed(g, "Get", s);
+    return LocalError("cannot write '" + tmp + "'");
+  }
+  if (std::rename(tmp.c_str(), out_path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return LocalError("cannot rename '" + tmp + "' to '" + out_path + "'");
+  }
+  if (g.json) {
+    nlohmann::json j;
+    j["blocks"] = blocks;
+    j["bytes"] = total;
+    j["output"] = out_path;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::fprintf(stderr, "kvtier: wrote %llu blocks (%s) to %s\n",
+                 static_cast<unsigned long long>(blocks), HumanBytes(total).c_str(),
+                 out_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvtier
+
+int main(int argc, char** argv) {
+  using namespace kvtier;
+  CLI::App app{"kvtier: inspect and exercise a kvtierd daemon"};
+  app.require_subcommand(1);
+  app.fallthrough();  // global flags may follow the subcommand: `kvtier status --json`
+  Globals g;
+  if (const char* env = std::getenv("KVTIER_ADDR"); env != nullptr && *env != '\0') g.addr = env;
+  app.add_option("--addr", g.addr, "daemon address, host:port or unix:/path (env KVTIER_ADDR)")
+      ->capture_default_str();
+  app.add_flag("--json", g.json, "machine-readable output");
+  app.add_option("--timeout", g.timeout_s, "seconds to wait for each call")
+      ->capture_default_str();
+
+  auto* status = app.add_subcommand("status", "daemon status and counters");
+  auto* tiers = app.add_subcommand("tiers", "capacity and use of each tier");
+  auto* namespaces = app.add_subcommand("namespaces", "open namespaces");
+
+  FileNamespace fns;
+  uint64_t chunk_bytes = 1 << 20;
+  std::string put_path;
+  auto* put = app.add_subcommand("put", "store a file as a chain of blocks; prints their keys");
+  put->add_option("FILE", put_path, "file to store")->required();
+  put->add_option("--block-bytes", fns.block_bytes, "block size (multiple of 512)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  put->add_option("--chunk-bytes", chunk_bytes, "bytes per Put message")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  put->add_option("--model", fns.model, "model id of the namespace")->capture_default_str();
+
+  std::vector<std::string> get_keys;
+  std::string out_path;
+  auto* get = app.add_subcommand("get", "fetch blocks by key (hex) into a file");
+  get->add_option("KEY", get_keys, "block keys in hex, in order")->required();
+  get->add_option("-o,--output", out_path, "output file")->required();
+  get->add_option("--block-bytes", fns.block_bytes, "block size used by put")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  get->add_option("--model", fns.model, "model id used by put")->capture_default_str();
+  get->add_option("--namespace", fns.namespace_id, "namespace id (instead of --block-bytes/--model)");
+
+  CLI11_PARSE(app, argc, argv);
+  if (status->parsed()) return Status(g);
+  if (tiers->parsed()) return Tiers(g);
+  if (namespaces->parsed()) return Namespaces(g);
+  if (put->parsed()) return Put(g, put_path, fns, chunk_bytes);
+  if (get->parsed()) return Get(g, get_keys, out_path, fns);
+  return 2;
+}

@@ -1,0 +1,48 @@
+// AdminService: the gRPC adapter for kvtier.v1.Admin (operator views of the
+// daemon: status, tiers, namespaces).
+//
+// Thread-safety: thread-safe.
+#ifndef KVTIER_SERVER_ADMIN_SERVICE_H_
+#define KVTIER_SERVER_ADMIN_SERVICE_H_
+
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gpu/gpu_probe.h"
+#include "kvtier/v1/admin.grpc.pb.h"
+#include "storage/block_cache.h"
+
+namespace kvtier {
+
+class AdminService final : public v1::Admin::Service {
+ public:
+  AdminService(BlockCache* cache, GpuInventory gpus, absl::Time started)
+      : cache_(cache), gpus_(std::move(gpus)), started_(started) {}
+
+  // The address is known only once the server has bound it.
+  void set_listen_address(std::string address) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    listen_address_ = std::move(address);
+  }
+
+  grpc::Status GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest* request,
+                         v1::GetStatusResponse* response) override;
+  grpc::Status ListTiers(grpc::ServerContext* context, const v1::ListTiersRequest* request,
+                         v1::ListTiersResponse* response) override;
+  grpc::Status ListNamespaces(grpc::ServerContext* context,
+                              const v1::ListNamespacesRequest* request,
+                              v1::ListNamespacesResponse* response) override;
+
+ private:
+  BlockCache* const cache_;
+  const GpuInventory gpus_;
+  const absl::Time started_;
+  absl::Mutex mu_;
+  std::string listen_address_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_SERVER_ADMIN_SERVICE_H_

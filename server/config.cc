@@ -1,0 +1,265 @@
+#include "server/config.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "spdlog/common.h"
+#include "yaml-cpp/yaml.h"
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+struct KeySpec {
+  const char* path;
+  std::function<absl::Status(absl::string_view, DaemonConfig*)> set;
+  std::function<std::string(const DaemonConfig&)> get;
+};
+
+absl::StatusOr<uint32_t> ParseU32(absl::string_view text) {
+  uint32_t v = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &v)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not an integer in 0..4294967295"));
+  }
+  return v;
+}
+
+KeySpec Bytes(const char* path, uint64_t DaemonConfig::*field) {
+  return {path,
+          [field](absl::string_view v, DaemonConfig* c) {
+            absl::StatusOr<uint64_t> b = ParseBytes(v);
+            if (!b.ok()) return b.status();
+            c->*field = *b;
+            return absl::OkStatus();
+          },
+          [field](const DaemonConfig& c) { return std::to_string(c.*field); }};
+}
+
+KeySpec U32(const char* path, uint32_t DaemonConfig::*field) {
+  return {path,
+          [field](absl::string_view v, DaemonConfig* c) {
+            absl::StatusOr<uint32_t> n = ParseU32(v);
+            if (!n.ok()) return n.status();
+            c->*field = *n;
+            return absl::OkStatus();
+          },
+          [field](const DaemonConfig& c) { return std::to_string(c.*field); }};
+}
+
+KeySpec String(const char* path, std::string DaemonConfig::*field) {
+  return {path,
+          [field](absl::string_view v, DaemonConfig* c) {
+            c->*field = std::string(v);
+            return absl::OkStatus();
+          },
+          [field](const DaemonConfig& c) { return c.*field; }};
+}
+
+const std::vector<KeySpec>& Keys() {
+  static const std::vector<KeySpec>* keys = new std::vector<KeySpec>{
+      String("server.listen", &DaemonConfig::listen),
+      Bytes("server.max_message_bytes", &DaemonConfig::max_message_bytes),
+      Bytes("server.get_chunk_bytes", &DaemonConfig::get_chunk_bytes),
+      U32("server.shutdown_grace_ms", &DaemonConfig::shutdown_grace_ms),
+      Bytes("host_tier.bytes", &DaemonConfig::host_tier_bytes),
+      Bytes("host_tier.slab_bytes", &DaemonConfig::host_slab_bytes),
+      Bytes("limits.max_block_bytes", &DaemonConfig::max_block_bytes),
+      U32("limits.max_namespaces", &DaemonConfig::max_namespaces),
+      U32("limits.max_keys_per_request", &DaemonConfig::max_keys_per_request),
+      U32("limits.max_leases", &DaemonConfig::max_leases),
+      U32("leases.default_ttl_ms", &DaemonConfig::default_lease_ttl_ms),
+      U32("leases.max_ttl_ms", &DaemonConfig::max_lease_ttl_ms),
+      String("log.level", &DaemonConfig::log_level),
+  };
+  return *keys;
+}
+
+// Flattens a YAML mapping into (dotted key, scalar, line) triples.
+absl::Status Flatten(const YAML::Node& node, const std::string& prefix,
+                     std::vector<std::tuple<std::string, std::string, int>>* out) {
+  for (const auto& kv : node) {
+    const std::string name = kv.first.as<std::string>();
+    const std::string path = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
+    const YAML::Node& value = kv.second;
+    const int line = kv.first.Mark().line + 1;
+    if (value.IsMap()) {
+      if (absl::Status s = Flatten(value, path, out); !s.ok()) return s;
+    } else if (value.IsScalar()) {
+      out->emplace_back(path, value.Scalar(), line);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config line ", line, ": key '", path, "' must be a scalar or a mapping"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
+  absl::string_view t = absl::StripAsciiWhitespace(text);
+  struct Suffix {
+    const char* name;
+    int shift;
+  };
+  static constexpr Suffix kSuffixes[] = {{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
+  int shift = 0;
+  for (const Suffix& s : kSuffixes) {
+    if (absl::EndsWith(t, s.name)) {
+      shift = s.shift;
+      t.remove_suffix(3);
+      t = absl::StripTrailingAsciiWhitespace(t);
+      break;
+    }
+  }
+  uint64_t v = 0;
+  if (!absl::SimpleAtoi(t, &v) || (shift > 0 && v > (~uint64_t{0} >> shift))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a size (an integer, optionally with KiB, MiB, GiB or TiB)"));
+  }
+  return v << shift;
+}
+
+uint64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 4 * kGiB;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+DaemonConfig DefaultConfig(uint64_t physical_memory_bytes) {
+  DaemonConfig c;
+  const uint64_t want = std::min(physical_memory_bytes / 4, 8 * kGiB);
+  c.host_tier_bytes = std::max(want / c.host_slab_bytes, uint64_t{1}) * c.host_slab_bytes;
+  return c;
+}
+
+absl::Status SetConfigKey(absl::string_view key, absl::string_view value,
+                          DaemonConfig* config) {
+  for (const KeySpec& k : Keys()) {
+    if (key != k.path) continue;
+    DaemonConfig copy = *config;
+    if (absl::Status s = k.set(value, &copy); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("config key '", key, "': ", s.message()));
+    }
+    *config = std::move(copy);
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown config key '", key, "'"));
+}
+
+absl::Status SetConfigAssignment(absl::string_view assignment, DaemonConfig* config) {
+  std::pair<absl::string_view, absl::string_view> kv =
+      absl::StrSplit(assignment, absl::MaxSplits('=', 1));
+  if (assignment.find('=') == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", assignment, "' is not KEY=VALUE (e.g. host_tier.bytes=4GiB)"));
+  }
+  return SetConfigKey(absl::StripAsciiWhitespace(kv.first), kv.second, config);
+}
+
+absl::Status ApplyYaml(absl::string_view yaml, DaemonConfig* config) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config is not valid YAML: ", e.what()));
+  }
+  if (root.IsNull()) return absl::OkStatus();  // empty file
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError("config must be a YAML mapping of sections");
+  }
+  std::vector<std::tuple<std::string, std::string, int>> flat;
+  try {
+    if (absl::Status s = Flatten(root, "", &flat); !s.ok()) return s;
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config: ", e.what()));
+  }
+  DaemonConfig copy = *config;
+  for (const auto& [key, value, line] : flat) {
+    if (absl::Status s = SetConfigKey(key, value, &copy); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("config line ", line, ": ", s.message()));
+    }
+  }
+  *config = std::move(copy);
+  return absl::OkStatus();
+}
+
+absl::Status ApplyYamlFile(const std::string& path, DaemonConfig* config) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "'"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  absl::Status s = ApplyYaml(buf.str(), config);
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+  return s;
+}
+
+absl::Status ValidateConfig(const DaemonConfig& c) {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (c.listen.empty()) return bad("server.listen must not be empty");
+  if (c.max_message_bytes < (uint64_t{1} << 20) || c.max_message_bytes > (uint64_t{1} << 30)) {
+    return bad("server.max_message_bytes must be in 1MiB..1GiB");
+  }
+  if (c.get_chunk_bytes < 4096 || c.get_chunk_bytes + 65536 > c.max_message_bytes) {
+    return bad("server.get_chunk_bytes must be at least 4096 and leave 64KiB of "
+               "server.max_message_bytes for headers");
+  }
+  if (c.host_slab_bytes == 0 || c.host_slab_bytes % 4096 != 0) {
+    return bad("host_tier.slab_bytes must be a positive multiple of 4096");
+  }
+  if (c.host_tier_bytes < c.host_slab_bytes) {
+    return bad("host_tier.bytes (", c.host_tier_bytes, ") must hold at least one slab (",
+               c.host_slab_bytes, ")");
+  }
+  if (c.max_block_bytes == 0 || c.max_block_bytes > c.host_slab_bytes) {
+    return bad("limits.max_block_bytes must be in 1..host_tier.slab_bytes");
+  }
+  if (c.max_namespaces == 0 || c.max_keys_per_request == 0 || c.max_leases == 0) {
+    return bad("limits.max_namespaces, max_keys_per_request and max_leases must be > 0");
+  }
+  if (c.default_lease_ttl_ms == 0 || c.default_lease_ttl_ms > c.max_lease_ttl_ms) {
+    return bad("leases.default_ttl_ms must be in 1..leases.max_ttl_ms");
+  }
+  if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off") {
+    return bad("log.level '", c.log_level,
+               "' is not one of trace, debug, info, warn, error, critical, off");
+  }
+  return absl::OkStatus();
+}
+
+std::string ConfigToYaml(const DaemonConfig& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  std::string section;
+  for (const KeySpec& k : Keys()) {
+    std::pair<std::string, std::string> parts = absl::StrSplit(k.path, absl::MaxSplits('.', 1));
+    if (parts.first != section) {
+      if (!section.empty()) out << YAML::EndMap;
+      section = parts.first;
+      out << YAML::Key << section << YAML::Value << YAML::BeginMap;
+    }
+    out << YAML::Key << parts.second << YAML::Value << k.get(config);
+  }
+  if (!section.empty()) out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::vector<std::string> ConfigKeys() {
+  std::vector<std::string> out;
+  for (const KeySpec& k : Keys()) out.push_back(k.path);
+  return out;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,84 @@
+#include "server/daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
+
+namespace kvtier {
+namespace {
+
+// "host:port" with the port replaced by the one actually bound.
+std::string BoundAddress(const std::string& requested, int port) {
+  if (absl::StartsWith(requested, "unix:") || absl::StartsWith(requested, "unix-abstract:")) {
+    return requested;
+  }
+  const size_t colon = requested.rfind(':');
+  return absl::StrCat(requested.substr(0, colon), ":", port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
+  if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
+  std::unique_ptr<Daemon> d(new Daemon());
+
+  BlockCacheOptions options;
+  options.host_bytes = config.host_tier_bytes;
+  options.slab_bytes = config.host_slab_bytes;
+  options.max_block_bytes = config.max_block_bytes;
+  options.max_namespaces = config.max_namespaces;
+  options.max_keys_per_request = config.max_keys_per_request;
+  options.max_leases = config.max_leases;
+  options.default_lease_ttl = absl::Milliseconds(config.default_lease_ttl_ms);
+  options.max_lease_ttl = absl::Milliseconds(config.max_lease_ttl_ms);
+  absl::StatusOr<std::unique_ptr<BlockCache>> cache = BlockCache::Create(options, &d->clock_);
+  if (!cache.ok()) return cache.status();
+  d->cache_ = std::move(*cache);
+  d->gpus_ = ProbeGpus();
+
+  const int max_message = static_cast<int>(config.max_message_bytes);
+  d->kvcache_service_ = std::make_unique<KvCacheService>(
+      d->cache_.get(), config.get_chunk_bytes, config.max_message_bytes - 65536);
+
+  // Both are process-wide switches of gRPC's; they only affect servers built
+  // after them, and every kvtierd server wants them.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(max_message);
+  builder.SetMaxSendMessageSize(max_message);
+  builder.RegisterService(d->kvcache_service_.get());
+  d->admin_service_ = std::make_unique<AdminService>(d->cache_.get(), d->gpus_, absl::Now());
+  builder.RegisterService(d->admin_service_.get());
+  d->server_ = builder.BuildAndStart();
+  if (d->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on '", config.listen,
+                                               "' (address in use or invalid?)"));
+  }
+  d->listen_address_ = BoundAddress(config.listen, port);
+  d->admin_service_->set_listen_address(d->listen_address_);
+  d->server_->GetHealthCheckService()->SetServingStatus(true);
+  return d;
+}
+
+Daemon::~Daemon() { Shutdown(absl::ZeroDuration()); }
+
+void Daemon::Shutdown(absl::Duration grace) {
+  absl::MutexLock lock(&shutdown_mu_);
+  if (shut_down_ || server_ == nullptr) return;
+  shut_down_ = true;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+  server_->Wait();
+}
+
+}  // namespace kvtier

@@ -1,0 +1,60 @@
+// Daemon: one running kvtierd. Start builds the storage engine from a
+// DaemonConfig, probes GPUs, and serves KvCache, Admin, grpc.health.v1.Health
+// and server reflection on the configured address until Shutdown.
+//
+// Thread-safety: Shutdown and the accessors may be called from any thread.
+#ifndef KVTIER_SERVER_DAEMON_H_
+#define KVTIER_SERVER_DAEMON_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/server.h>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gpu/gpu_probe.h"
+#include "server/admin_service.h"
+#include "server/config.h"
+#include "server/kvcache_service.h"
+#include "storage/block_cache.h"
+#include "storage/clock.h"
+
+namespace kvtier {
+
+class Daemon {
+ public:
+  // INVALID_ARGUMENT for a bad config, UNAVAILABLE if the address cannot be
+  // bound, RESOURCE_EXHAUSTED if the host arena cannot be mapped.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonConfig& config);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // The address actually bound ("127.0.0.1:41234" when port 0 was asked).
+  const std::string& listen_address() const { return listen_address_; }
+  const GpuInventory& gpus() const { return gpus_; }
+  BlockCache& cache() { return *cache_; }
+
+  // Stops accepting calls, lets in-flight calls finish for up to `grace`,
+  // then cancels the rest. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  Daemon() = default;
+
+  SystemClock clock_;
+  std::unique_ptr<BlockCache> cache_;
+  GpuInventory gpus_;
+  std::string listen_address_;
+  std::unique_ptr<KvCacheService> kvcache_service_;
+  std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_SERVER_DAEMON_H_

@@ -1,0 +1,177 @@
+#include "server/kvcache_service.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/proto_convert.h"
+#include "spdlog/spdlog.h"
+
+namespace kvtier {
+namespace {
+
+grpc::Status Finish(const char* rpc, const absl::Status& status) {
+  if (!status.ok()) spdlog::debug("{}: {}", rpc, status.ToString());
+  return ToGrpcStatus(status);
+}
+
+}  // namespace
+
+grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext*,
+                                           const v1::OpenNamespaceRequest* request,
+                                           v1::OpenNamespaceResponse* response) {
+  absl::StatusOr<NamespaceSpec> spec = NamespaceSpecFromProto(*request);
+  if (!spec.ok()) return Finish("OpenNamespace", spec.status());
+  absl::StatusOr<OpenNamespaceResult> r = cache_->OpenNamespace(*spec);
+  if (!r.ok()) return Finish("OpenNamespace", r.status());
+  response->set_namespace_id(r->id.ToHex());
+  response->set_block_bytes(r->block_bytes);
+  response->set_created(r->created);
+  return grpc::Status::OK;
+}
+
+grpc::Status KvCacheService::Lookup(grpc::ServerContext*, const v1::LookupRequest* request,
+                                    v1::LookupResponse* response) {
+  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
+  if (!ns.ok()) return Finish("Lookup", ns.status());
+  absl::StatusOr<std::vector<BlockKey>> keys = KeysFromProto(request->keys());
+  if (!keys.ok()) return Finish("Lookup", keys.status());
+  absl::StatusOr<LookupResult> r = cache_->Lookup(
+      *ns, *keys, request->take_lease(), absl::Milliseconds(request->lease_ttl_ms()));
+  if (!r.ok()) return Finish("Lookup", r.status());
+  response->set_matched(static_cast<uint32_t>(r->blocks.size()));
+  for (const MatchedBlock& b : r->blocks) {
+    v1::BlockInfo* info = response->add_blocks();
+    info->set_key(std::string(b.key.bytes()));
+    info->set_size_bytes(b.size);
+    info->set_tier(v1::TIER_KIND_HOST);
+  }
+  if (!r->lease_id.empty()) {
+    response->set_lease_id(r->lease_id);
+    response->set_lease_expires_unix_ms(static_cast<uint64_t>(absl::ToUnixMillis(r->lease_expiry)));
+  }
+  return grpc::Status::OK;
+}
+
+absl::Status KvCacheService::DoPut(grpc::ServerReader<v1::PutChunk>* reader,
+                                   v1::PutResponse* response) {
+  v1::PutChunk chunk;
+  std::unique_ptr<BlockCache::PutBatch> batch;
+  std::string ns_hex;
+  int64_t index = -1;
+  while (reader->Read(&chunk)) {
+    ++index;
+    if (batch == nullptr) {
+      absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(chunk.namespace_id());
+      if (!ns.ok()) return ns.status();
+      absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> b = cache_->BeginPut(*ns);
+      if (!b.ok()) return b.status();
+      batch = std::move(*b);
+      ns_hex = chunk.namespace_id();
+    } else if (!chunk.namespace_id().empty() && chunk.namespace_id() != ns_hex) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chunk ", index, ": all blocks of one Put must share a namespace"));
+    }
+    if (chunk.data().size() > batch->block_bytes()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chunk ", index, " carries ", chunk.data().size(),
+                       " bytes, more than the namespace's block size of ",
+                       batch->block_bytes()));
+    }
+    if (!chunk.key().empty()) {
+      absl::StatusOr<BlockKey> key = OptionalKeyFromProto(chunk.key(), "key");
+      if (!key.ok()) return key.status();
+      absl::StatusOr<BlockKey> parent = OptionalKeyFromProto(chunk.parent_key(), "parent_key");
+      if (!parent.ok()) return parent.status();
+      if (chunk.block_bytes() == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "chunk ", index, " starts block ", key->ToHex(), " without block_bytes"));
+      }
+      if (absl::Status s = batch->StartBlock(*key, *parent, chunk.block_bytes()); !s.ok()) {
+        return s;
+      }
+    } else if (!chunk.parent_key().empty() || chunk.block_bytes() != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chunk ", index, " sets parent_key or block_bytes without a key"));
+    }
+    const std::string& data = chunk.data();
+    if (absl::Status s = batch->Append(absl::Span<const uint8_t>(
+            reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (batch == nullptr) return absl::InvalidArgumentError("Put carried no blocks");
+  absl::StatusOr<PutResult> r = batch->Commit();
+  if (!r.ok()) return r.status();
+  response->set_blocks_stored(r->blocks_stored);
+  response->set_blocks_already_cached(r->blocks_already_cached);
+  response->set_bytes_stored(r->bytes_stored);
+  return absl::OkStatus();
+}
+
+grpc::Status KvCacheService::Put(grpc::ServerContext*, grpc::ServerReader<v1::PutChunk>* reader,
+                                 v1::PutResponse* response) {
+  return Finish("Put", DoPut(reader, response));
+}
+
+grpc::Status KvCacheService::Get(grpc::ServerContext*, const v1::GetRequest* request,
+                                 grpc::ServerWriter<v1::GetChunk>* writer) {
+  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
+  if (!ns.ok()) return Finish("Get", ns.status());
+  absl::StatusOr<std::vector<BlockKey>> keys = KeysFromProto(request->keys());
+  if (!keys.ok()) return Finish("Get", keys.status());
+  const uint64_t chunk_bytes =
+      request->max_chunk_bytes() == 0
+          ? get_chunk_bytes_
+          : std::min<uint64_t>(request->max_chunk_bytes(), max_chunk_bytes_);
+  absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles = cache_->Read(*ns, *keys);
+  if (!handles.ok()) return Finish("Get", handles.status());
+  v1::GetChunk chunk;
+  for (const BlockCache::ReadHandle& h : *handles) {
+    absl::Span<const uint8_t> bytes = h.bytes();
+    uint64_t offset = 0;
+    do {
+      const uint64_t n = std::min<uint64_t>(chunk_bytes, bytes.size() - offset);
+      chunk.Clear();
+      if (offset == 0) {
+        chunk.set_key(std::string(h.key().bytes()));
+        chunk.set_block_bytes(bytes.size());
+      }
+      chunk.set_offset(offset);
+      chunk.set_data(bytes.data() + offset, n);
+      if (!writer->Write(chunk)) {
+        return Finish("Get", absl::CancelledError("client went away during Get"));
+      }
+      offset += n;
+    } while (offset < bytes.size());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status KvCacheService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,
+                                     v1::ReleaseResponse* response) {
+  if (request->lease_id().empty()) {
+    return Finish("Release", absl::InvalidArgumentError("lease_id is required"));
+  }
+  absl::StatusOr<uint32_t> n = cache_->Release(request->lease_id());
+  if (!n.ok()) return Finish("Release", n.status());
+  response->set_blocks_released(*n);
+  return grpc::Status::OK;
+}
+
+grpc::Status KvCacheService::Delete(grpc::ServerContext*, const v1::DeleteRequest* request,
+                                    v1::DeleteResponse* response) {
+  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
+  if (!ns.ok()) return Finish("Delete", ns.status());
+  absl::StatusOr<std::vector<BlockKey>> keys = KeysFromProto(request->keys());
+  if (!keys.ok()) return Finish("Delete", keys.status());
+  absl::StatusOr<DeleteResult> r = cache_->Delete(*ns, *keys, request->recursive());
+  if (!r.ok()) return Finish("Delete", r.status());
+  response->set_blocks_deleted(r->blocks_deleted);
+  response->set_bytes_freed(r->bytes_freed);
+  return grpc::Status::OK;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,47 @@
+// KvCacheService: the gRPC adapter for kvtier.v1.KvCache. It converts
+// messages to domain types, calls BlockCache, and maps the result to a gRPC
+// status; it holds no state of its own.
+//
+// Thread-safety: thread-safe (BlockCache is).
+#ifndef KVTIER_SERVER_KVCACHE_SERVICE_H_
+#define KVTIER_SERVER_KVCACHE_SERVICE_H_
+
+#include <cstdint>
+
+#include "kvtier/v1/kvcache.grpc.pb.h"
+#include "storage/block_cache.h"
+
+namespace kvtier {
+
+class KvCacheService final : public v1::KvCache::Service {
+ public:
+  // `get_chunk_bytes`: default Get chunk; `max_chunk_bytes`: the cap for a
+  // client's max_chunk_bytes (keeps messages under the size limit).
+  KvCacheService(BlockCache* cache, uint64_t get_chunk_bytes, uint64_t max_chunk_bytes)
+      : cache_(cache), get_chunk_bytes_(get_chunk_bytes), max_chunk_bytes_(max_chunk_bytes) {}
+
+  grpc::Status OpenNamespace(grpc::ServerContext* context,
+                             const v1::OpenNamespaceRequest* request,
+                             v1::OpenNamespaceResponse* response) override;
+  grpc::Status Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
+                      v1::LookupResponse* response) override;
+  grpc::Status Put(grpc::ServerContext* context, grpc::ServerReader<v1::PutChunk>* reader,
+                   v1::PutResponse* response) override;
+  grpc::Status Get(grpc::ServerContext* context, const v1::GetRequest* request,
+                   grpc::ServerWriter<v1::GetChunk>* writer) override;
+  grpc::Status Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
+                       v1::ReleaseResponse* response) override;
+  grpc::Status Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
+                      v1::DeleteResponse* response) override;
+
+ private:
+  absl::Status DoPut(grpc::ServerReader<v1::PutChunk>* reader, v1::PutResponse* response);
+
+  BlockCache* const cache_;
+  const uint64_t get_chunk_bytes_;
+  const uint64_t max_chunk_bytes_;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_SERVER_KVCACHE_SERVICE_H_

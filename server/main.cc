@@ -1,0 +1,89 @@
+// kvtierd: parses flags, loads the configuration, starts the Daemon and
+// waits for SIGINT or SIGTERM.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
+#include "server/build_info.h"
+#include "server/config.h"
+#include "server/daemon.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+int main(int argc, char** argv) {
+  using kvtier::DaemonConfig;
+  CLI::App app{"kvtierd: KV-cache tiering daemon"};
+  app.set_version_flag("--version", std::string(kvtier::kKvtierVersion));
+  std::string config_path, listen, host_tier_bytes, log_level;
+  std::vector<std::string> sets;
+  bool print_config = false;
+  app.add_option("--config", config_path, "YAML config file (keys: see docs/operations.md)");
+  app.add_option("--listen", listen, "gRPC address, host:port or unix:/path (server.listen)");
+  app.add_option("--host-tier-bytes", host_tier_bytes, "host tier size, e.g. 8GiB (host_tier.bytes)");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off (log.level)");
+  app.add_option("--set", sets, "KEY=VALUE for any config key; repeatable. Keys: " +
+                                    absl::StrJoin(kvtier::ConfigKeys(), ", "));
+  app.add_flag("--print-config", print_config, "print the effective configuration and exit");
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_default_logger(spdlog::stderr_color_mt("kvtierd"));
+
+  // Defaults < YAML file < flags.
+  DaemonConfig config = kvtier::DefaultConfig(kvtier::PhysicalMemoryBytes());
+  absl::Status status;
+  if (!config_path.empty()) status = kvtier::ApplyYamlFile(config_path, &config);
+  if (status.ok() && !listen.empty()) status = kvtier::SetConfigKey("server.listen", listen, &config);
+  if (status.ok() && !host_tier_bytes.empty()) {
+    status = kvtier::SetConfigKey("host_tier.bytes", host_tier_bytes, &config);
+  }
+  if (status.ok() && !log_level.empty()) status = kvtier::SetConfigKey("log.level", log_level, &config);
+  for (const std::string& s : sets) {
+    if (status.ok()) status = kvtier::SetConfigAssignment(s, &config);
+  }
+  if (status.ok()) status = kvtier::ValidateConfig(config);
+  if (!status.ok()) {
+    std::fprintf(stderr, "kvtierd: invalid configuration: %s\n",
+                 std::string(status.message()).c_str());
+    return 2;
+  }
+  const std::string yaml = kvtier::ConfigToYaml(config);
+  if (print_config) {
+    std::cout << yaml;
+    return 0;
+  }
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  std::cout << "# kvtierd " << kvtier::kKvtierVersion << " effective configuration\n"
+            << yaml << std::flush;
+
+  // Block the stop signals in every thread (gRPC's inherit this mask) and
+  // wait for them here.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<kvtier::Daemon>> daemon = kvtier::Daemon::Start(config);
+  if (!daemon.ok()) {
+    spdlog::critical("cannot start: {}", daemon.status().ToString());
+    return 1;
+  }
+  spdlog::info("gpu: {}", (*daemon)->gpus().detail);
+  spdlog::info("host tier: {} bytes", (*daemon)->cache().Snapshot().host.capacity_bytes);
+  spdlog::info("kvtierd listening on {}", (*daemon)->listen_address());
+
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  spdlog::info("received {}; shutting down (grace {} ms)", signal == SIGINT ? "SIGINT" : "SIGTERM",
+               config.shutdown_grace_ms);
+  (*daemon)->Shutdown(absl::Milliseconds(config.shutdown_grace_ms));
+  daemon->reset();
+  spdlog::info("kvtierd stopped cleanly");
+  return 0;
+}

@@ -1,0 +1,40 @@
+// Conversions between kvtier.v1 protobuf messages and domain types, and the
+// one place where absl::Status becomes grpc::Status. Every parse error is
+// INVALID_ARGUMENT and names the offending field.
+//
+// Thread-safety: pure functions.
+#ifndef KVTIER_SERVER_PROTO_CONVERT_H_
+#define KVTIER_SERVER_PROTO_CONVERT_H_
+
+#include <string>
+#include <vector>
+
+#include <grpcpp/support/status.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "google/protobuf/repeated_field.h"
+#include "kvtier/v1/kvcache.pb.h"
+#include "kvtier/v1/types.pb.h"
+#include "storage/block_key.h"
+#include "storage/namespace_spec.h"
+
+namespace kvtier {
+
+// absl and gRPC share code numbers; this maps them explicitly.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+absl::StatusOr<NamespaceSpec> NamespaceSpecFromProto(const v1::OpenNamespaceRequest& request);
+void LayoutToProto(const KvLayout& layout, v1::NamespaceLayout* out);
+
+absl::StatusOr<NamespaceId> NamespaceIdFromProto(const std::string& hex);
+
+// Each entry must be a valid key; "keys[3]: block key is 40 bytes ...".
+absl::StatusOr<std::vector<BlockKey>> KeysFromProto(
+    const google::protobuf::RepeatedPtrField<std::string>& keys);
+// Empty bytes give an empty BlockKey (no parent).
+absl::StatusOr<BlockKey> OptionalKeyFromProto(const std::string& bytes, const char* field);
+
+}  // namespace kvtier
+
+#endif  // KVTIER_SERVER_PROTO_CONVERT_H_
