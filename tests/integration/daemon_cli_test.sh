@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# End-to-end check of the real binaries, as an operator uses them:
+#   kvtierd refuses a malformed config (naming the key) and exits 2;
+#   kvtierd starts on embedded defaults (ephemeral port), answers
+#   `kvtier status --json`, round-trips a file through put/get byte-exact,
+#   reports a missing key with exit 1 and no partial output, serves a unix
+#   socket, and stops cleanly (exit 0) on SIGINT and SIGTERM.
+# Usage: daemon_cli_test.sh KVTIERD KVTIER
+set -euo pipefail
+KVTIERD=$1
+KVTIER=$2
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do [[ -n "$p" ]] && kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "--- $*"; }
+
+# Starts kvtierd with extra args; sets DAEMON_PID and ADDR (from its log).
+start_daemon() {
+  local log=$1; shift
+  "$KVTIERD" "$@" >"$log.out" 2>"$log.err" &
+  DAEMON_PID=$!
+  PIDS+=("$DAEMON_PID")
+  for _ in $(seq 1 100); do
+    ADDR=$(sed -n 's/.*kvtierd listening on \(.*\)$/\1/p' "$log.err" | head -1)
+    [[ -n "$ADDR" ]] && return 0
+    kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$log.err" >&2; fail "kvtierd exited at start"; }
+    sleep 0.1
+  done
+  fail "kvtierd did not report its address"
+}
+
+stop_daemon() {
+  local sig=$1 log=$2
+  kill "-$sig" "$DAEMON_PID"
+  local rc=0
+  wait "$DAEMON_PID" || rc=$?
+  [[ $rc -eq 0 ]] || { cat "$log.err" >&2; fail "kvtierd exited $rc after SIG$sig"; }
+  grep -q "kvtierd stopped cleanly" "$log.err" || fail "no clean-stop message after SIG$sig"
+}
+
+step "malformed config: unknown key is named, exit 2"
+printf 'host_tier:\n  bytez: 1GiB\n' >"$WORK/bad.yaml"
+rc=0; "$KVTIERD" --config "$WORK/bad.yaml" --listen 127.0.0.1:0 2>"$WORK/bad.err" || rc=$?
+[[ $rc -eq 2 ]] || fail "expected exit 2 for an unknown key, got $rc"
+grep -q "host_tier.bytez" "$WORK/bad.err" || fail "error does not name the key: $(cat "$WORK/bad.err")"
+printf 'server: [unclosed\n' >"$WORK/bad2.yaml"
+rc=0; "$KVTIERD" --config "$WORK/bad2.yaml" 2>"$WORK/bad2.err" || rc=$?
+[[ $rc -eq 2 ]] || fail "expected exit 2 for invalid YAML, got $rc"
+rc=0; "$KVTIERD" --config "$WORK/missing.yaml" 2>/dev/null || rc=$?
+[[ $rc -eq 2 ]] || fail "expected exit 2 for a missing config file, got $rc"
+
+step "--print-config shows every section; file < flag precedence"
+printf 'host_tier:\n  bytes: 512MiB\nlog:\n  level: warn\n' >"$WORK/good.yaml"
+"$KVTIERD" --config "$WORK/good.yaml" --log-level debug --print-config >"$WORK/eff.yaml"
+grep -q "bytes: 536870912" "$WORK/eff.yaml" || fail "YAML value not applied"
+grep -q "level: debug" "$WORK/eff.yaml" || fail "flag did not override YAML"
+
+step "start on embedded defaults (ephemeral port)"
+start_daemon "$WORK/d1" --listen 127.0.0.1:0
+grep -q "^server:" "$WORK/d1.out" || fail "effective configuration not printed"
+"$KVTIER" --addr "$ADDR" status --json >"$WORK/status.json"
+grep -q "\"listen_address\": \"$ADDR\"" "$WORK/status.json" || fail "status --json: $(cat "$WORK/status.json")"
+grep -q '"stranded_blocks": "0"' "$WORK/status.json" || fail "stranded_blocks missing"
+"$KVTIER" --addr "$ADDR" status | grep -q "gpu:" || fail "status text"
+
+step "put / get round trip"
+head -c 3000017 /dev/urandom >"$WORK/in.bin"
+"$KVTIER" --addr "$ADDR" put "$WORK/in.bin" >"$WORK/keys.txt"
+[[ $(wc -l <"$WORK/keys.txt") -eq 12 ]] || fail "expected 12 keys for 3000017 bytes at 256 KiB"
+# shellcheck disable=SC2046
+"$KVTIER" --addr "$ADDR" get $(cat "$WORK/keys.txt") -o "$WORK/out.bin"
+cmp "$WORK/in.bin" "$WORK/out.bin" || fail "round trip is not byte-exact"
+"$KVTIER" --addr "$ADDR" put --block-bytes 64KiB --json "$WORK/in.bin" >"$WORK/put.json"
+grep -q '"block_bytes": 65536' "$WORK/put.json" || fail "put --json"
+"$KVTIER" --addr "$ADDR" tiers --json | grep -q '"TIER_KIND_HOST"' || fail "tiers --json"
+[[ $("$KVTIER" --addr "$ADDR" namespaces | wc -l) -eq 2 ]] || fail "expected two namespaces"
+
+step "missing key: exit 1, no output file"
+rc=0; "$KVTIER" --addr "$ADDR" get "$(head -1 "$WORK/keys.txt")" deadbeef -o "$WORK/miss.bin" 2>"$WORK/miss.err" || rc=$?
+[[ $rc -eq 1 ]] || fail "expected exit 1, got $rc"
+grep -q NOT_FOUND "$WORK/miss.err" || fail "missing key error: $(cat "$WORK/miss.err")"
+[[ ! -e "$WORK/miss.bin" && ! -e "$WORK/miss.bin.kvtier-partial" ]] || fail "partial output left behind"
+rc=0; "$KVTIER" --addr "$ADDR" get zz -o "$WORK/x.bin" 2>/dev/null || rc=$?
+[[ $rc -eq 2 ]] || fail "bad hex key should be a usage error"
+
+step "second daemon on the same port fails"
+rc=0; "$KVTIERD" --listen "$ADDR" --host-tier-bytes 64MiB >/dev/null 2>"$WORK/dup.err" || rc=$?
+[[ $rc -eq 1 ]] || fail "expected exit 1 for an address in use, got $rc"
+
+step "SIGINT stops cleanly"
+stop_daemon INT "$WORK/d1"
+rc=0; "$KVTIER" --addr "$ADDR" --timeout 2 status >/dev/null 2>&1 || rc=$?
+[[ $rc -eq 1 ]] || fail "kvtier status against a stopped daemon should exit 1"
+
+step "unix socket; SIGTERM stops cleanly"
+start_daemon "$WORK/d2" --listen "unix:$WORK/kvtier.sock" --host-tier-bytes 64MiB
+"$KVTIER" --addr "unix:$WORK/kvtier.sock" status --json | grep -q '"namespaces": 0' || fail "unix socket status"
+stop_daemon TERM "$WORK/d2"
+
+echo "daemon_cli_test: all checks passed"
