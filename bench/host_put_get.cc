@@ -169,9 +169,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long v = std::atol(argv[i + 1]);
-    if (flag == "--mib-per-size") args.mib_per_size = static_cast<uint64_t>(v);
-    else if (flag == "--reps") args.reps = static_cast<int>(v);
-    else if (flag == "--blocks-per-call") args.blocks_per_call = static_cast<int>(v);
+    if (flag == "--mib-per-size")
+      args.mib_per_size = static_cast<uint64_t>(v);
+    else if (flag == "--reps")
+      args.reps = static_cast<int>(v);
+    else if (flag == "--blocks-per-call")
+      args.blocks_per_call = static_cast<int>(v);
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -194,10 +197,10 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::printf("host tier Put/Get over gRPC vs memcpy of the same bytes; %llu MiB per size, "
-              "median of %d after a warm-up, %d blocks per call\n",
-              static_cast<unsigned long long>(args.mib_per_size), args.reps,
-              args.blocks_per_call);
+  std::printf(
+      "host tier Put/Get over gRPC vs memcpy of the same bytes; %llu MiB per size, "
+      "median of %d after a warm-up, %d blocks per call\n",
+      static_cast<unsigned long long>(args.mib_per_size), args.reps, args.blocks_per_call);
   std::printf("%-8s %-6s %10s %10s %12s %11s %11s\n", "block", "via", "put GB/s", "get GB/s",
               "memcpy GB/s", "put/memcpy", "get/memcpy");
   for (uint64_t block : {uint64_t{256} << 10, uint64_t{1} << 20, uint64_t{4} << 20}) {
@@ -225,8 +228,8 @@ int main(int argc, char** argv) {
       }
       const double p = Median(put), g = Median(get), m = Median(mem);
       std::printf("%-8s %-6s %10.2f %10.2f %12.2f %11.3f %11.3f\n",
-                  absl::StrCat(block >> 10, "KiB").c_str(),
-                  d == &*tcp_daemon ? "tcp" : "unix", p, g, m, p / m, g / m);
+                  absl::StrCat(block >> 10, "KiB").c_str(), d == &*tcp_daemon ? "tcp" : "unix", p,
+                  g, m, p / m, g / m);
       std::fflush(stdout);
     }
   }

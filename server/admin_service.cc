@@ -20,8 +20,7 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
     absl::MutexLock lock(&mu_);
     response->set_listen_address(listen_address_);
   }
-  response->set_uptime_seconds(
-      static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - started_)));
+  response->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - started_)));
   response->set_namespaces(snap.namespaces);
   response->set_blocks(snap.blocks);
   response->set_bytes(snap.bytes);

@@ -97,8 +97,8 @@ absl::Status Flatten(const YAML::Node& node, const std::string& prefix,
     } else if (value.IsScalar()) {
       out->emplace_back(path, value.Scalar(), line);
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "config line ", line, ": key '", path, "' must be a scalar or a mapping"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("config line ", line, ": key '", path, "' must be a scalar or a mapping"));
     }
   }
   return absl::OkStatus();
@@ -144,8 +144,7 @@ DaemonConfig DefaultConfig(uint64_t physical_memory_bytes) {
   return c;
 }
 
-absl::Status SetConfigKey(absl::string_view key, absl::string_view value,
-                          DaemonConfig* config) {
+absl::Status SetConfigKey(absl::string_view key, absl::string_view value, DaemonConfig* config) {
   for (const KeySpec& k : Keys()) {
     if (key != k.path) continue;
     DaemonConfig copy = *config;
@@ -212,8 +211,9 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
     return bad("server.max_message_bytes must be in 1MiB..1GiB");
   }
   if (c.get_chunk_bytes < 4096 || c.get_chunk_bytes + 65536 > c.max_message_bytes) {
-    return bad("server.get_chunk_bytes must be at least 4096 and leave 64KiB of "
-               "server.max_message_bytes for headers");
+    return bad(
+        "server.get_chunk_bytes must be at least 4096 and leave 64KiB of "
+        "server.max_message_bytes for headers");
   }
   if (c.host_slab_bytes == 0 || c.host_slab_bytes % 4096 != 0) {
     return bad("host_tier.slab_bytes must be a positive multiple of 4096");

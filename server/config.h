@@ -54,8 +54,7 @@ uint64_t PhysicalMemoryBytes();
 
 // Sets one key ("host_tier.bytes") from its text form. INVALID_ARGUMENT for
 // an unknown key or a bad value; `config` is unchanged then.
-absl::Status SetConfigKey(absl::string_view key, absl::string_view value,
-                          DaemonConfig* config);
+absl::Status SetConfigKey(absl::string_view key, absl::string_view value, DaemonConfig* config);
 // Applies "KEY=VALUE".
 absl::Status SetConfigAssignment(absl::string_view assignment, DaemonConfig* config);
 // Applies a YAML document. On any error (syntax, unknown key, bad value)

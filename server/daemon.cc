@@ -43,8 +43,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   d->gpus_ = ProbeGpus();
 
   const int max_message = static_cast<int>(config.max_message_bytes);
-  d->kvcache_service_ = std::make_unique<KvCacheService>(
-      d->cache_.get(), config.get_chunk_bytes, config.max_message_bytes - 65536);
+  d->kvcache_service_ = std::make_unique<KvCacheService>(d->cache_.get(), config.get_chunk_bytes,
+                                                         config.max_message_bytes - 65536);
 
   // Both are process-wide switches of gRPC's; they only affect servers built
   // after them, and every kvtierd server wants them.
@@ -63,8 +63,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.RegisterService(d->admin_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on '", config.listen,
-                                               "' (address in use or invalid?)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on '", config.listen, "' (address in use or invalid?)"));
   }
   d->listen_address_ = BoundAddress(config.listen, port);
   d->admin_service_->set_listen_address(d->listen_address_);

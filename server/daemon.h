@@ -6,10 +6,10 @@
 #ifndef KVTIER_SERVER_DAEMON_H_
 #define KVTIER_SERVER_DAEMON_H_
 
+#include <grpcpp/server.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"

@@ -37,8 +37,8 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext*, const v1::LookupReques
   if (!ns.ok()) return Finish("Lookup", ns.status());
   absl::StatusOr<std::vector<BlockKey>> keys = KeysFromProto(request->keys());
   if (!keys.ok()) return Finish("Lookup", keys.status());
-  absl::StatusOr<LookupResult> r = cache_->Lookup(
-      *ns, *keys, request->take_lease(), absl::Milliseconds(request->lease_ttl_ms()));
+  absl::StatusOr<LookupResult> r = cache_->Lookup(*ns, *keys, request->take_lease(),
+                                                  absl::Milliseconds(request->lease_ttl_ms()));
   if (!r.ok()) return Finish("Lookup", r.status());
   response->set_matched(static_cast<uint32_t>(r->blocks.size()));
   for (const MatchedBlock& b : r->blocks) {
@@ -76,8 +76,7 @@ absl::Status KvCacheService::DoPut(grpc::ServerReader<v1::PutChunk>* reader,
     if (chunk.data().size() > batch->block_bytes()) {
       return absl::InvalidArgumentError(
           absl::StrCat("chunk ", index, " carries ", chunk.data().size(),
-                       " bytes, more than the namespace's block size of ",
-                       batch->block_bytes()));
+                       " bytes, more than the namespace's block size of ", batch->block_bytes()));
     }
     if (!chunk.key().empty()) {
       absl::StatusOr<BlockKey> key = OptionalKeyFromProto(chunk.key(), "key");
@@ -85,8 +84,8 @@ absl::Status KvCacheService::DoPut(grpc::ServerReader<v1::PutChunk>* reader,
       absl::StatusOr<BlockKey> parent = OptionalKeyFromProto(chunk.parent_key(), "parent_key");
       if (!parent.ok()) return parent.status();
       if (chunk.block_bytes() == 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "chunk ", index, " starts block ", key->ToHex(), " without block_bytes"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("chunk ", index, " starts block ", key->ToHex(), " without block_bytes"));
       }
       if (absl::Status s = batch->StartBlock(*key, *parent, chunk.block_bytes()); !s.ok()) {
         return s;
@@ -96,8 +95,8 @@ absl::Status KvCacheService::DoPut(grpc::ServerReader<v1::PutChunk>* reader,
           absl::StrCat("chunk ", index, " sets parent_key or block_bytes without a key"));
     }
     const std::string& data = chunk.data();
-    if (absl::Status s = batch->Append(absl::Span<const uint8_t>(
-            reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+    if (absl::Status s = batch->Append(
+            absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
         !s.ok()) {
       return s;
     }

@@ -20,8 +20,7 @@ class KvCacheService final : public v1::KvCache::Service {
   KvCacheService(BlockCache* cache, uint64_t get_chunk_bytes, uint64_t max_chunk_bytes)
       : cache_(cache), get_chunk_bytes_(get_chunk_bytes), max_chunk_bytes_(max_chunk_bytes) {}
 
-  grpc::Status OpenNamespace(grpc::ServerContext* context,
-                             const v1::OpenNamespaceRequest* request,
+  grpc::Status OpenNamespace(grpc::ServerContext* context, const v1::OpenNamespaceRequest* request,
                              v1::OpenNamespaceResponse* response) override;
   grpc::Status Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
                       v1::LookupResponse* response) override;

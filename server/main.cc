@@ -25,10 +25,12 @@ int main(int argc, char** argv) {
   bool print_config = false;
   app.add_option("--config", config_path, "YAML config file (keys: see docs/operations.md)");
   app.add_option("--listen", listen, "gRPC address, host:port or unix:/path (server.listen)");
-  app.add_option("--host-tier-bytes", host_tier_bytes, "host tier size, e.g. 8GiB (host_tier.bytes)");
+  app.add_option("--host-tier-bytes", host_tier_bytes,
+                 "host tier size, e.g. 8GiB (host_tier.bytes)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off (log.level)");
-  app.add_option("--set", sets, "KEY=VALUE for any config key; repeatable. Keys: " +
-                                    absl::StrJoin(kvtier::ConfigKeys(), ", "));
+  app.add_option("--set", sets,
+                 "KEY=VALUE for any config key; repeatable. Keys: " +
+                     absl::StrJoin(kvtier::ConfigKeys(), ", "));
   app.add_flag("--print-config", print_config, "print the effective configuration and exit");
   CLI11_PARSE(app, argc, argv);
 
@@ -38,11 +40,13 @@ int main(int argc, char** argv) {
   DaemonConfig config = kvtier::DefaultConfig(kvtier::PhysicalMemoryBytes());
   absl::Status status;
   if (!config_path.empty()) status = kvtier::ApplyYamlFile(config_path, &config);
-  if (status.ok() && !listen.empty()) status = kvtier::SetConfigKey("server.listen", listen, &config);
+  if (status.ok() && !listen.empty())
+    status = kvtier::SetConfigKey("server.listen", listen, &config);
   if (status.ok() && !host_tier_bytes.empty()) {
     status = kvtier::SetConfigKey("host_tier.bytes", host_tier_bytes, &config);
   }
-  if (status.ok() && !log_level.empty()) status = kvtier::SetConfigKey("log.level", log_level, &config);
+  if (status.ok() && !log_level.empty())
+    status = kvtier::SetConfigKey("log.level", log_level, &config);
   for (const std::string& s : sets) {
     if (status.ok()) status = kvtier::SetConfigAssignment(s, &config);
   }

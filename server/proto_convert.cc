@@ -6,8 +6,7 @@ namespace kvtier {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 absl::StatusOr<NamespaceSpec> NamespaceSpecFromProto(const v1::OpenNamespaceRequest& request) {
@@ -38,8 +37,8 @@ absl::StatusOr<NamespaceSpec> NamespaceSpecFromProto(const v1::OpenNamespaceRequ
   NamespaceSpec spec;
   spec.model_id = request.model_id();
   spec.salt = request.salt();
-  spec.layout = KvLayout{l.num_layers(), l.num_kv_heads(),     l.head_dim(), dtype,
-                         l.tokens_per_block(), l.tp_rank(), l.tp_size()};
+  spec.layout = KvLayout{l.num_layers(),       l.num_kv_heads(), l.head_dim(), dtype,
+                         l.tokens_per_block(), l.tp_rank(),      l.tp_size()};
   return spec;
 }
 
@@ -64,7 +63,8 @@ absl::StatusOr<std::vector<BlockKey>> KeysFromProto(
   out.reserve(keys.size());
   for (int i = 0; i < keys.size(); ++i) {
     absl::StatusOr<BlockKey> k = BlockKey::Create(keys[i]);
-    if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("keys[", i, "]: ", k.status().message()));
+    if (!k.ok())
+      return absl::InvalidArgumentError(absl::StrCat("keys[", i, "]: ", k.status().message()));
     out.push_back(*k);
   }
   return out;

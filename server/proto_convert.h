@@ -6,10 +6,10 @@
 #ifndef KVTIER_SERVER_PROTO_CONVERT_H_
 #define KVTIER_SERVER_PROTO_CONVERT_H_
 
+#include <grpcpp/support/status.h>
+
 #include <string>
 #include <vector>
-
-#include <grpcpp/support/status.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

@@ -17,9 +17,9 @@ namespace kvtier {
 absl::StatusOr<std::unique_ptr<BlockCache>> BlockCache::Create(const BlockCacheOptions& options,
                                                                Clock* clock) {
   if (options.max_block_bytes == 0 || options.max_block_bytes > options.slab_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_block_bytes (", options.max_block_bytes, ") must be in 1..slab_bytes (",
-        options.slab_bytes, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("max_block_bytes (", options.max_block_bytes,
+                                                   ") must be in 1..slab_bytes (",
+                                                   options.slab_bytes, ")"));
   }
   if (options.max_keys_per_request == 0 || options.max_namespaces == 0) {
     return absl::InvalidArgumentError("max_keys_per_request and max_namespaces must be > 0");
@@ -39,7 +39,10 @@ absl::StatusOr<std::unique_ptr<BlockCache>> BlockCache::Create(const BlockCacheO
 
 BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
                        std::unique_ptr<HostArena> arena, std::unique_ptr<SlabAllocator> allocator)
-    : options_(options), clock_(clock), arena_(std::move(arena)), allocator_(std::move(allocator)) {}
+    : options_(options),
+      clock_(clock),
+      arena_(std::move(arena)),
+      allocator_(std::move(allocator)) {}
 
 BlockCache::~BlockCache() = default;
 
@@ -52,9 +55,8 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
   absl::MutexLock lock(&mu_);
   if (namespaces_.contains(id)) return OpenNamespaceResult{id, block_bytes, false};
   if (namespaces_.size() >= options_.max_namespaces) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("this daemon already has ", namespaces_.size(),
-                     " namespaces open (max_namespaces)"));
+    return absl::ResourceExhaustedError(absl::StrCat("this daemon already has ", namespaces_.size(),
+                                                     " namespaces open (max_namespaces)"));
   }
   namespaces_.emplace(id, NamespaceEntry{std::move(normalized), block_bytes, 0, 0});
   spdlog::info("opened namespace {} (model '{}', {} bytes per block)", id.ToHex(), spec.model_id,
@@ -62,8 +64,7 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
   return OpenNamespaceResult{id, block_bytes, true};
 }
 
-absl::StatusOr<BlockCache::NamespaceEntry*> BlockCache::FindNamespaceLocked(
-    const NamespaceId& ns) {
+absl::StatusOr<BlockCache::NamespaceEntry*> BlockCache::FindNamespaceLocked(const NamespaceId& ns) {
   auto it = namespaces_.find(ns);
   if (it == namespaces_.end()) {
     return absl::NotFoundError(
@@ -74,8 +75,8 @@ absl::StatusOr<BlockCache::NamespaceEntry*> BlockCache::FindNamespaceLocked(
 
 absl::Status BlockCache::CheckKeyCount(size_t n) const {
   if (n == 0 || n > options_.max_keys_per_request) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request has ", n, " keys; must be 1..", options_.max_keys_per_request));
+    return absl::InvalidArgumentError(
+        absl::StrCat("request has ", n, " keys; must be 1..", options_.max_keys_per_request));
   }
   return absl::OkStatus();
 }
@@ -88,9 +89,9 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
                                                 absl::Duration lease_ttl) {
   if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
   if (lease_ttl < absl::ZeroDuration() || lease_ttl > options_.max_lease_ttl) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("lease TTL ", absl::FormatDuration(lease_ttl), " is above the maximum of ",
-                     absl::FormatDuration(options_.max_lease_ttl)));
+    return absl::InvalidArgumentError(absl::StrCat("lease TTL ", absl::FormatDuration(lease_ttl),
+                                                   " is above the maximum of ",
+                                                   absl::FormatDuration(options_.max_lease_ttl)));
   }
   if (!take_lease && lease_ttl != absl::ZeroDuration()) {
     return absl::InvalidArgumentError("lease_ttl_ms is set but take_lease is false");
@@ -120,8 +121,8 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
   counters_.lookup_keys += keys.size();
   counters_.lookup_hits += matched.size();
   if (take_lease && !matched.empty()) {
-    const absl::Duration ttl = lease_ttl == absl::ZeroDuration() ? options_.default_lease_ttl
-                                                                 : lease_ttl;
+    const absl::Duration ttl =
+        lease_ttl == absl::ZeroDuration() ? options_.default_lease_ttl : lease_ttl;
     std::string id;
     do {
       id = absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(bitgen_),
@@ -240,7 +241,8 @@ void BlockCache::Unpin(BlockRecord* record) {
 // Read
 
 BlockCache::ReadHandle::ReadHandle(ReadHandle&& other) noexcept
-    : cache_(std::exchange(other.cache_, nullptr)), record_(std::exchange(other.record_, nullptr)) {}
+    : cache_(std::exchange(other.cache_, nullptr)),
+      record_(std::exchange(other.record_, nullptr)) {}
 
 BlockCache::ReadHandle& BlockCache::ReadHandle::operator=(ReadHandle&& other) noexcept {
   if (this != &other) {
@@ -289,20 +291,23 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
   }
   absl::MutexLock lock(&mu_);
   if (!corrupt.empty()) {
+    // Build the message first: unpinning below may free the records.
+    const std::string message = absl::StrCat("block ", corrupt.front()->key.ToHex(),
+                                             " failed its checksum and was dropped");
     for (BlockRecord* rec : corrupt) {
+      if (!rec->indexed) continue;  // already dropped (a repeated key, or a concurrent reader)
       ++counters_.checksum_mismatches;
-      spdlog::error("block {} of namespace {} failed its checksum; dropping it and its "
-                    "cached descendants",
-                    rec->key.ToHex(), rec->ns.ToHex());
-      if (rec->indexed) DropSubtreeLocked(rec);
+      spdlog::error(
+          "block {} of namespace {} failed its checksum; dropping it and its cached descendants",
+          rec->key.ToHex(), rec->ns.ToHex());
+      DropSubtreeLocked(rec);
     }
-    // Unpin under this same lock (handles are released without re-locking).
+    // Unpin under this same lock (the handles must not re-lock).
     for (ReadHandle& h : handles) {
       UnpinLocked(h.record_);
       h.cache_ = nullptr;
     }
-    return absl::NotFoundError(absl::StrCat("block ", corrupt.front()->key.ToHex(),
-                                            " failed its checksum and was dropped"));
+    return absl::NotFoundError(message);
   }
   for (const ReadHandle& h : handles) {
     ++counters_.blocks_get;
@@ -347,9 +352,9 @@ absl::StatusOr<DeleteResult> BlockCache::Delete(const NamespaceId& ns,
     }
     for (BlockRecord* child : rec->children) {
       if (!doomed.contains(child)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "block ", rec->key.ToHex(), " has cached child ", child->key.ToHex(),
-            "; delete it too or set recursive"));
+        return absl::FailedPreconditionError(absl::StrCat("block ", rec->key.ToHex(),
+                                                          " has cached child ", child->key.ToHex(),
+                                                          "; delete it too or set recursive"));
       }
     }
   }
@@ -408,14 +413,15 @@ absl::Status BlockCache::PutBatch::StartBlock(const BlockKey& key, const BlockKe
   if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
   if (!staged_.empty() && staged_.back().filled != staged_.back().size) {
     const Staged& prev = staged_.back();
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("block ", prev.key.ToHex(), " ended after ", prev.filled, " of its ",
-                     prev.size, " bytes")));
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("block ", prev.key.ToHex(), " ended after ",
+                                                prev.filled, " of its ", prev.size, " bytes")));
   }
   if (size == 0 || size > block_bytes_) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("block ", key.ToHex(), " declares ", size, " bytes; blocks in this "
-                     "namespace are 1..", block_bytes_, " bytes")));
+    return Fail(absl::InvalidArgumentError(absl::StrCat("block ", key.ToHex(), " declares ", size,
+                                                        " bytes; blocks in this "
+                                                        "namespace are 1..",
+                                                        block_bytes_, " bytes")));
   }
   if (key == parent) {
     return Fail(absl::InvalidArgumentError(
@@ -435,18 +441,18 @@ absl::Status BlockCache::PutBatch::StartBlock(const BlockKey& key, const BlockKe
   if (!parent.empty() && !staged_index_.contains(parent)) {
     BlockRecord* p = index.Find(ns_, parent);
     if (p == nullptr) {
-      return Fail(absl::FailedPreconditionError(absl::StrCat(
-          "parent ", parent.ToHex(), " of block ", key.ToHex(),
-          " is not cached and not earlier in this Put")));
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat("parent ", parent.ToHex(), " of block ", key.ToHex(),
+                       " is not cached and not earlier in this Put")));
     }
     pin(p);
   }
   Staged staged{key, parent, size, 0, std::nullopt, 0};
   if (BlockRecord* existing = index.Find(ns_, key); existing != nullptr) {
     if (existing->parent_key != parent) {
-      return Fail(absl::AlreadyExistsError(absl::StrCat(
-          "block ", key.ToHex(), " is cached with parent '", existing->parent_key.ToHex(),
-          "', not '", parent.ToHex(), "'")));
+      return Fail(absl::AlreadyExistsError(
+          absl::StrCat("block ", key.ToHex(), " is cached with parent '",
+                       existing->parent_key.ToHex(), "', not '", parent.ToHex(), "'")));
     }
     pin(existing);
   } else {
@@ -467,9 +473,9 @@ absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data) {
   }
   Staged& s = staged_.back();
   if (data.size() > s.size - s.filled) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "chunk of ", data.size(), " bytes overruns block ", s.key.ToHex(), " (", s.filled,
-        " of ", s.size, " bytes already received)")));
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("chunk of ", data.size(), " bytes overruns block ", s.key.ToHex(), " (",
+                     s.filled, " of ", s.size, " bytes already received)")));
   }
   if (s.slot.has_value()) {
     // The slot belongs to this batch alone until Commit: no lock needed.
@@ -486,9 +492,9 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
   if (staged_.empty()) return Fail(absl::InvalidArgumentError("Put carried no blocks"));
   if (staged_.back().filled != staged_.back().size) {
     const Staged& last = staged_.back();
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "stream ended after ", last.filled, " of the ", last.size, " bytes of block ",
-        last.key.ToHex())));
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("stream ended after ", last.filled, " of the ",
+                                                last.size, " bytes of block ", last.key.ToHex())));
   }
   absl::MutexLock lock(&cache_->mu_);
   PrefixIndex& index = cache_->index_;
@@ -498,20 +504,20 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
     const Staged& s = staged_[i];
     BlockRecord* now = index.Find(ns_, s.key);
     if (!s.slot.has_value() && now == nullptr) {
-      return Fail(absl::AbortedError(absl::StrCat(
-          "cached block ", s.key.ToHex(), " was dropped during the Put; retry")));
+      return Fail(absl::AbortedError(
+          absl::StrCat("cached block ", s.key.ToHex(), " was dropped during the Put; retry")));
     }
     if (s.slot.has_value() && now != nullptr) {
       if (now->parent_key != s.parent) {
-        return Fail(absl::AbortedError(absl::StrCat(
-            "block ", s.key.ToHex(), " was stored concurrently with another parent")));
+        return Fail(absl::AbortedError(
+            absl::StrCat("block ", s.key.ToHex(), " was stored concurrently with another parent")));
       }
       skip[i] = true;  // a concurrent Put stored the same block first
     }
     if (!s.parent.empty() && !staged_index_.contains(s.parent) &&
         index.Find(ns_, s.parent) == nullptr) {
-      return Fail(absl::AbortedError(absl::StrCat(
-          "parent ", s.parent.ToHex(), " was dropped during the Put; retry")));
+      return Fail(absl::AbortedError(
+          absl::StrCat("parent ", s.parent.ToHex(), " was dropped during the Put; retry")));
     }
   }
   PutResult result;
@@ -575,9 +581,8 @@ std::vector<NamespaceSnapshot> BlockCache::Namespaces() {
   for (const auto& [id, e] : namespaces_) {
     out.push_back(NamespaceSnapshot{id, e.spec, e.block_bytes, e.blocks, e.bytes});
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a.id.ToHex() < b.id.ToHex();
-  });
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.id.ToHex() < b.id.ToHex(); });
   return out;
 }
 

@@ -23,7 +23,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -31,6 +30,7 @@
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -205,9 +205,7 @@ class BlockCache {
   void UnpinLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseIfDeadLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unpin(BlockRecord* record) ABSL_LOCKS_EXCLUDED(mu_);
-  uint8_t* SlotData(const SlabAllocator::Slot& slot) const {
-    return arena_->data() + slot.offset;
-  }
+  uint8_t* SlotData(const SlabAllocator::Slot& slot) const { return arena_->data() + slot.offset; }
 
   const BlockCacheOptions options_;
   Clock* const clock_;

@@ -131,8 +131,7 @@ TEST_F(BlockCacheTest, BlocksNeverMatchAcrossNamespaces) {
   auto expect_mine = Content(ns_.ToHex(), "a", 64 * kKiB);
   auto expect_theirs = Content(salted.ToHex(), "a", 64 * kKiB);
   EXPECT_TRUE(std::equal(expect_mine.begin(), expect_mine.end(), (*mine)[0].bytes().begin()));
-  EXPECT_TRUE(
-      std::equal(expect_theirs.begin(), expect_theirs.end(), (*theirs)[0].bytes().begin()));
+  EXPECT_TRUE(std::equal(expect_theirs.begin(), expect_theirs.end(), (*theirs)[0].bytes().begin()));
 }
 
 TEST_F(BlockCacheTest, ChecksumMismatchIsAMissAndDropsTheSubtree) {
@@ -250,8 +249,7 @@ TEST_F(BlockCacheTest, FailedPutChangesNothing) {
   {
     // Same key twice in one Put; key equal to parent.
     auto batch = *cache_->BeginPut(ns_);
-    EXPECT_EQ(batch->StartBlock(Key("s"), Key("s"), 1).code(),
-              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(batch->StartBlock(Key("s"), Key("s"), 1).code(), absl::StatusCode::kInvalidArgument);
   }
   const CacheSnapshot after = cache_->Snapshot();
   EXPECT_EQ(after.blocks, before.blocks);

@@ -11,8 +11,7 @@ namespace kvtier {
 absl::StatusOr<BlockKey> BlockKey::Create(absl::string_view bytes) {
   if (bytes.empty() || bytes.size() > kMaxBytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("block key is ", bytes.size(), " bytes; keys are 1..",
-                     kMaxBytes, " bytes"));
+        absl::StrCat("block key is ", bytes.size(), " bytes; keys are 1..", kMaxBytes, " bytes"));
   }
   BlockKey key;
   std::memcpy(key.data_.data(), bytes.data(), bytes.size());

@@ -10,9 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace kvtier {
 
@@ -32,9 +32,7 @@ class BlockKey {
   bool empty() const { return size_ == 0; }
   std::string ToHex() const;
 
-  friend bool operator==(const BlockKey& a, const BlockKey& b) {
-    return a.bytes() == b.bytes();
-  }
+  friend bool operator==(const BlockKey& a, const BlockKey& b) { return a.bytes() == b.bytes(); }
   template <typename H>
   friend H AbslHashValue(H h, const BlockKey& k) {
     return H::combine(std::move(h), k.bytes());

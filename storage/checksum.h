@@ -4,8 +4,8 @@
 #define KVTIER_STORAGE_CHECKSUM_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 struct XXH3_state_s;  // xxhash.h

@@ -54,16 +54,15 @@ absl::StatusOr<uint64_t> BlockBytes(const KvLayout& layout) {
   return bytes;
 }
 
-absl::Status ValidateNamespaceSpec(const NamespaceSpec& spec,
-                                   uint64_t max_block_bytes) {
+absl::Status ValidateNamespaceSpec(const NamespaceSpec& spec, uint64_t max_block_bytes) {
   const KvLayout& l = spec.layout;
   if (spec.model_id.empty() || spec.model_id.size() > kMaxModelIdBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model_id is ", spec.model_id.size(), " bytes; must be 1..", kMaxModelIdBytes));
+    return absl::InvalidArgumentError(absl::StrCat("model_id is ", spec.model_id.size(),
+                                                   " bytes; must be 1..", kMaxModelIdBytes));
   }
   if (spec.salt.size() > kMaxSaltBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "salt is ", spec.salt.size(), " bytes; must be at most ", kMaxSaltBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("salt is ", spec.salt.size(), " bytes; must be at most ", kMaxSaltBytes));
   }
   if (l.num_layers == 0) return absl::InvalidArgumentError("layout.num_layers must be > 0");
   if (l.num_kv_heads == 0) {
@@ -76,15 +75,15 @@ absl::Status ValidateNamespaceSpec(const NamespaceSpec& spec,
   }
   const uint32_t tp_size = l.tp_size == 0 ? 1 : l.tp_size;
   if (l.tp_rank >= tp_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "layout.tp_rank ", l.tp_rank, " must be < tp_size ", tp_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layout.tp_rank ", l.tp_rank, " must be < tp_size ", tp_size));
   }
   absl::StatusOr<uint64_t> bytes = BlockBytes(l);
   if (!bytes.ok()) return bytes.status();
   if (*bytes > max_block_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a block of this layout is ", *bytes,
-                     " bytes; this daemon's max_block_bytes is ", max_block_bytes));
+    return absl::InvalidArgumentError(absl::StrCat("a block of this layout is ", *bytes,
+                                                   " bytes; this daemon's max_block_bytes is ",
+                                                   max_block_bytes));
   }
   return absl::OkStatus();
 }
@@ -106,8 +105,8 @@ NamespaceId NamespaceId::Of(const NamespaceSpec& spec) {
 absl::StatusOr<NamespaceId> NamespaceId::FromHex(absl::string_view hex) {
   if (hex.size() != 32 ||
       hex.find_first_not_of("0123456789abcdefABCDEF") != absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "namespace_id '", hex.substr(0, 80), "' is not 32 hex digits"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("namespace_id '", hex.substr(0, 80), "' is not 32 hex digits"));
   }
   std::string bytes = absl::HexStringToBytes(hex);
   uint64_t high = 0, low = 0;

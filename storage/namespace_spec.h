@@ -8,10 +8,10 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace kvtier {
 
@@ -54,8 +54,7 @@ absl::StatusOr<uint64_t> BlockBytes(const KvLayout& layout);
 // when every layout field is set, tp_rank < tp_size, the model id is
 // 1..256 bytes, the salt at most 256 bytes, and a block is at most
 // `max_block_bytes`.
-absl::Status ValidateNamespaceSpec(const NamespaceSpec& spec,
-                                   uint64_t max_block_bytes);
+absl::Status ValidateNamespaceSpec(const NamespaceSpec& spec, uint64_t max_block_bytes);
 
 // 128-bit fingerprint of a namespace spec, written as 32 hex digits.
 class NamespaceId {

@@ -27,9 +27,9 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
   if (!record->parent_key.empty()) {
     parent = Find(record->ns, record->parent_key);
     if (parent == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("parent ", record->parent_key.ToHex(), " of block ",
-                       record->key.ToHex(), " is not cached"));
+      return absl::FailedPreconditionError(absl::StrCat("parent ", record->parent_key.ToHex(),
+                                                        " of block ", record->key.ToHex(),
+                                                        " is not cached"));
     }
   }
   FullKey full{record->ns, record->key};

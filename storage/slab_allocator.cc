@@ -21,8 +21,8 @@ absl::StatusOr<std::unique_ptr<SlabAllocator>> SlabAllocator::Create(uint64_t ca
         absl::StrCat("slab size ", slab_bytes, " is not a positive multiple of 4096"));
   }
   if (capacity < slab_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "capacity ", capacity, " is smaller than one slab (", slab_bytes, " bytes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("capacity ", capacity, " is smaller than one slab (", slab_bytes, " bytes)"));
   }
   return std::unique_ptr<SlabAllocator>(new SlabAllocator(slab_bytes, capacity / slab_bytes));
 }

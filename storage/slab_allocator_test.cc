@@ -19,8 +19,8 @@ TEST(SlabAllocatorTest, RejectsBadGeometry) {
 
 TEST(SlabAllocatorTest, ClassesAreAlignedAndWasteLessThanAnEighth) {
   auto a = *SlabAllocator::Create(64 * kMiB, 8 * kMiB);
-  for (uint64_t bytes : {uint64_t{1}, 4 * kKiB, 4 * kKiB + 1, 256 * kKiB, 2 * kMiB,
-                         2 * kMiB + 1, 3 * kMiB + 17, 8 * kMiB}) {
+  for (uint64_t bytes : {uint64_t{1}, 4 * kKiB, 4 * kKiB + 1, 256 * kKiB, 2 * kMiB, 2 * kMiB + 1,
+                         3 * kMiB + 17, 8 * kMiB}) {
     const uint64_t cls = a->ClassBytes(*a->ClassFor(bytes));
     EXPECT_GE(cls, bytes);
     EXPECT_EQ(cls % 4096, 0u);

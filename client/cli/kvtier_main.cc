@@ -34,11 +34,23 @@ struct Globals {
 };
 
 std::string CodeName(grpc::StatusCode code) {
-  static const char* const kNames[] = {
-      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
   const int i = static_cast<int>(code);
   return (i >= 0 && i < 17) ? kNames[i] : std::to_string(i);
 }
@@ -161,8 +173,8 @@ int Tiers(const Globals& g) {
     kind = kind.substr(std::string("TIER_KIND_").size());
     std::cout << kind << ": " << HumanBytes(t.used_bytes()) << " used of "
               << HumanBytes(t.capacity_bytes()) << ", " << t.blocks() << " blocks ("
-              << HumanBytes(t.stored_bytes()) << "), " << t.evictable_blocks()
-              << " evictable, " << t.evictions() << " evicted\n";
+              << HumanBytes(t.stored_bytes()) << "), " << t.evictable_blocks() << " evictable, "
+              << t.evictions() << " evicted\n";
   }
   return 0;
 }
@@ -184,8 +196,8 @@ int Namespaces(const Globals& g) {
     std::cout << n.namespace_id() << "  " << n.model_id() << "  layers=" << l.num_layers()
               << " kv_heads=" << l.num_kv_heads() << " head_dim=" << l.head_dim()
               << " tokens/block=" << l.tokens_per_block() << " tp=" << l.tp_rank() << "/"
-              << l.tp_size() << (n.salted() ? " salted" : "") << "  " << n.blocks()
-              << " blocks, " << HumanBytes(n.bytes()) << "\n";
+              << l.tp_size() << (n.salted() ? " salted" : "") << "  " << n.blocks() << " blocks, "
+              << HumanBytes(n.bytes()) << "\n";
   }
   return 0;
 }
@@ -372,8 +384,7 @@ int main(int argc, char** argv) {
   app.add_option("--addr", g.addr, "daemon address, host:port or unix:/path (env KVTIER_ADDR)")
       ->capture_default_str();
   app.add_flag("--json", g.json, "machine-readable output");
-  app.add_option("--timeout", g.timeout_s, "seconds to wait for each call")
-      ->capture_default_str();
+  app.add_option("--timeout", g.timeout_s, "seconds to wait for each call")->capture_default_str();
 
   auto* status = app.add_subcommand("status", "daemon status and counters");
   auto* tiers = app.add_subcommand("tiers", "capacity and use of each tier");
@@ -401,7 +412,8 @@ int main(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   get->add_option("--model", fns.model, "model id used by put")->capture_default_str();
-  get->add_option("--namespace", fns.namespace_id, "namespace id (instead of --block-bytes/--model)");
+  get->add_option("--namespace", fns.namespace_id,
+                  "namespace id (instead of --block-bytes/--model)");
 
   CLI11_PARSE(app, argc, argv);
   if (status->parsed()) return Status(g);

@@ -174,9 +174,9 @@ class KvCacheRpcTest : public ::testing::Test {
       const auto& c = s.counters();
       out += absl::StrCat("ns=", s.namespaces(), " blocks=", s.blocks(), " bytes=", s.bytes(),
                           " leases=", s.active_leases(), " stranded=", s.stranded_blocks(),
-                          " put=", c.blocks_put(), "/", c.bytes_put(),
-                          " evict=", c.evictions(), " del=", c.blocks_deleted(),
-                          " bad=", c.checksum_mismatches(), " leased=", c.leases_taken(), "\n");
+                          " put=", c.blocks_put(), "/", c.bytes_put(), " evict=", c.evictions(),
+                          " del=", c.blocks_deleted(), " bad=", c.checksum_mismatches(),
+                          " leased=", c.leases_taken(), "\n");
     }
     {
       grpc::ClientContext ctx;
@@ -326,7 +326,7 @@ TEST_F(KvCacheRpcTest, AdminReportsStatusTiersAndNamespaces) {
   EXPECT_EQ(tiers.tiers(0).capacity_bytes(), 32ull << 20);
   EXPECT_EQ(tiers.tiers(0).stored_bytes(), st.bytes());
   EXPECT_EQ(tiers.tiers(0).used_bytes(), 3 * 64 * kKiB + 12 * kKiB);  // 10000 -> 12 KiB class
-  EXPECT_EQ(tiers.tiers(0).evictable_blocks(), 2u);                      // c and r
+  EXPECT_EQ(tiers.tiers(0).evictable_blocks(), 2u);                   // c and r
   grpc::ClientContext ctx3;
   v1::ListNamespacesResponse nss;
   ASSERT_TRUE(admin_->ListNamespaces(&ctx3, v1::ListNamespacesRequest(), &nss).ok());
@@ -551,8 +551,7 @@ TEST(DaemonStartTest, MalformedConfigIsRejected) {
   c.max_block_bytes = c.host_slab_bytes * 2;
   EXPECT_EQ(Daemon::Start(c).status().code(), absl::StatusCode::kInvalidArgument);
   DaemonConfig d = DefaultConfig(4ull << 30);
-  EXPECT_EQ(ApplyYaml("host_tier:\n  size: 1GiB\n", &d).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyYaml("host_tier:\n  size: 1GiB\n", &d).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(DaemonStartTest, AddressInUseIsUnavailable) {
