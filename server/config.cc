@@ -34,52 +34,41 @@ absl::StatusOr<uint32_t> ParseU32(absl::string_view text) {
   return v;
 }
 
-KeySpec Bytes(const char* path, uint64_t DaemonConfig::*field) {
-  return {path,
-          [field](absl::string_view v, DaemonConfig* c) {
-            absl::StatusOr<uint64_t> b = ParseBytes(v);
-            if (!b.ok()) return b.status();
-            c->*field = *b;
-            return absl::OkStatus();
-          },
-          [field](const DaemonConfig& c) { return std::to_string(c.*field); }};
-}
+absl::StatusOr<std::string> ParseString(absl::string_view text) { return std::string(text); }
 
-KeySpec U32(const char* path, uint32_t DaemonConfig::*field) {
-  return {path,
-          [field](absl::string_view v, DaemonConfig* c) {
-            absl::StatusOr<uint32_t> n = ParseU32(v);
-            if (!n.ok()) return n.status();
-            c->*field = *n;
-            return absl::OkStatus();
-          },
-          [field](const DaemonConfig& c) { return std::to_string(c.*field); }};
-}
+std::string Print(uint64_t v) { return std::to_string(v); }
+std::string Print(uint32_t v) { return std::to_string(v); }
+std::string Print(const std::string& v) { return v; }
 
-KeySpec String(const char* path, std::string DaemonConfig::*field) {
+// A key bound to one field of DaemonConfig, read with `parse`.
+template <typename T>
+KeySpec Field(const char* path, T DaemonConfig::*field,
+              absl::StatusOr<T> (*parse)(absl::string_view)) {
   return {path,
-          [field](absl::string_view v, DaemonConfig* c) {
-            c->*field = std::string(v);
+          [field, parse](absl::string_view v, DaemonConfig* c) {
+            absl::StatusOr<T> parsed = parse(v);
+            if (!parsed.ok()) return parsed.status();
+            c->*field = *std::move(parsed);
             return absl::OkStatus();
           },
-          [field](const DaemonConfig& c) { return c.*field; }};
+          [field](const DaemonConfig& c) { return Print(c.*field); }};
 }
 
 const std::vector<KeySpec>& Keys() {
   static const std::vector<KeySpec>* keys = new std::vector<KeySpec>{
-      String("server.listen", &DaemonConfig::listen),
-      Bytes("server.max_message_bytes", &DaemonConfig::max_message_bytes),
-      Bytes("server.get_chunk_bytes", &DaemonConfig::get_chunk_bytes),
-      U32("server.shutdown_grace_ms", &DaemonConfig::shutdown_grace_ms),
-      Bytes("host_tier.bytes", &DaemonConfig::host_tier_bytes),
-      Bytes("host_tier.slab_bytes", &DaemonConfig::host_slab_bytes),
-      Bytes("limits.max_block_bytes", &DaemonConfig::max_block_bytes),
-      U32("limits.max_namespaces", &DaemonConfig::max_namespaces),
-      U32("limits.max_keys_per_request", &DaemonConfig::max_keys_per_request),
-      U32("limits.max_leases", &DaemonConfig::max_leases),
-      U32("leases.default_ttl_ms", &DaemonConfig::default_lease_ttl_ms),
-      U32("leases.max_ttl_ms", &DaemonConfig::max_lease_ttl_ms),
-      String("log.level", &DaemonConfig::log_level),
+      Field("server.listen", &DaemonConfig::listen, ParseString),
+      Field("server.max_message_bytes", &DaemonConfig::max_message_bytes, ParseBytes),
+      Field("server.get_chunk_bytes", &DaemonConfig::get_chunk_bytes, ParseBytes),
+      Field("server.shutdown_grace_ms", &DaemonConfig::shutdown_grace_ms, ParseU32),
+      Field("host_tier.bytes", &DaemonConfig::host_tier_bytes, ParseBytes),
+      Field("host_tier.slab_bytes", &DaemonConfig::host_slab_bytes, ParseBytes),
+      Field("limits.max_block_bytes", &DaemonConfig::max_block_bytes, ParseBytes),
+      Field("limits.max_namespaces", &DaemonConfig::max_namespaces, ParseU32),
+      Field("limits.max_keys_per_request", &DaemonConfig::max_keys_per_request, ParseU32),
+      Field("limits.max_leases", &DaemonConfig::max_leases, ParseU32),
+      Field("leases.default_ttl_ms", &DaemonConfig::default_lease_ttl_ms, ParseU32),
+      Field("leases.max_ttl_ms", &DaemonConfig::max_lease_ttl_ms, ParseU32),
+      Field("log.level", &DaemonConfig::log_level, ParseString),
   };
   return *keys;
 }

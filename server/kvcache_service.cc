@@ -33,11 +33,10 @@ grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext*,
 
 grpc::Status KvCacheService::Lookup(grpc::ServerContext*, const v1::LookupRequest* request,
                                     v1::LookupResponse* response) {
-  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
-  if (!ns.ok()) return Finish("Lookup", ns.status());
-  absl::StatusOr<std::vector<BlockKey>> keys = KeysFromProto(request->keys());
-  if (!keys.ok()) return Finish("Lookup", keys.status());
-  absl::StatusOr<LookupResult> r = cache_->Lookup(*ns, *keys, request->take_lease(),
+  absl::StatusOr<NamespaceKeys> req =
+      NamespaceKeysFromProto(request->namespace_id(), request->keys());
+  if (!req.ok()) return Finish("Lookup", req.status());
+  absl::StatusOr<LookupResult> r = cache_->Lookup(req->ns, req->keys, request->take_lease(),
                                                   absl::Milliseconds(request->lease_ttl_ms()));
   if (!r.ok()) return Finish("Lookup", r.status());
   response->set_matched(static_cast<uint32_t>(r->blocks.size()));
@@ -117,15 +116,14 @@ grpc::Status KvCacheService::Put(grpc::ServerContext*, grpc::ServerReader<v1::Pu
 
 grpc::Status KvCacheService::Get(grpc::ServerContext*, const v1::GetRequest* request,
                                  grpc::ServerWriter<v1::GetChunk>* writer) {
-  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
-  if (!ns.ok()) return Finish("Get", ns.status());
-  absl::StatusOr<std::vector<BlockKey>> keys = KeysFromProto(request->keys());
-  if (!keys.ok()) return Finish("Get", keys.status());
+  absl::StatusOr<NamespaceKeys> req =
+      NamespaceKeysFromProto(request->namespace_id(), request->keys());
+  if (!req.ok()) return Finish("Get", req.status());
   const uint64_t chunk_bytes =
       request->max_chunk_bytes() == 0
           ? get_chunk_bytes_
           : std::min<uint64_t>(request->max_chunk_bytes(), max_chunk_bytes_);
-  absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles = cache_->Read(*ns, *keys);
+  absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles = cache_->Read(req->ns, req->keys);
   if (!handles.ok()) return Finish("Get", handles.status());
   v1::GetChunk chunk;
   for (const BlockCache::ReadHandle& h : *handles) {
@@ -162,11 +160,10 @@ grpc::Status KvCacheService::Release(grpc::ServerContext*, const v1::ReleaseRequ
 
 grpc::Status KvCacheService::Delete(grpc::ServerContext*, const v1::DeleteRequest* request,
                                     v1::DeleteResponse* response) {
-  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
-  if (!ns.ok()) return Finish("Delete", ns.status());
-  absl::StatusOr<std::vector<BlockKey>> keys = KeysFromProto(request->keys());
-  if (!keys.ok()) return Finish("Delete", keys.status());
-  absl::StatusOr<DeleteResult> r = cache_->Delete(*ns, *keys, request->recursive());
+  absl::StatusOr<NamespaceKeys> req =
+      NamespaceKeysFromProto(request->namespace_id(), request->keys());
+  if (!req.ok()) return Finish("Delete", req.status());
+  absl::StatusOr<DeleteResult> r = cache_->Delete(req->ns, req->keys, request->recursive());
   if (!r.ok()) return Finish("Delete", r.status());
   response->set_blocks_deleted(r->blocks_deleted);
   response->set_bytes_freed(r->bytes_freed);

@@ -70,6 +70,15 @@ absl::StatusOr<std::vector<BlockKey>> KeysFromProto(
   return out;
 }
 
+absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
+    const std::string& namespace_id, const google::protobuf::RepeatedPtrField<std::string>& keys) {
+  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(namespace_id);
+  if (!ns.ok()) return ns.status();
+  absl::StatusOr<std::vector<BlockKey>> parsed = KeysFromProto(keys);
+  if (!parsed.ok()) return parsed.status();
+  return NamespaceKeys{*ns, *std::move(parsed)};
+}
+
 absl::StatusOr<BlockKey> OptionalKeyFromProto(const std::string& bytes, const char* field) {
   if (bytes.empty()) return BlockKey();
   absl::StatusOr<BlockKey> k = BlockKey::Create(bytes);

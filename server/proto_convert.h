@@ -32,6 +32,13 @@ absl::StatusOr<NamespaceId> NamespaceIdFromProto(const std::string& hex);
 // Each entry must be a valid key; "keys[3]: block key is 40 bytes ...".
 absl::StatusOr<std::vector<BlockKey>> KeysFromProto(
     const google::protobuf::RepeatedPtrField<std::string>& keys);
+// The (namespace_id, keys) pair that Lookup, Get and Delete share.
+struct NamespaceKeys {
+  NamespaceId ns;
+  std::vector<BlockKey> keys;
+};
+absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
+    const std::string& namespace_id, const google::protobuf::RepeatedPtrField<std::string>& keys);
 // Empty bytes give an empty BlockKey (no parent).
 absl::StatusOr<BlockKey> OptionalKeyFromProto(const std::string& bytes, const char* field);
 

@@ -130,16 +130,28 @@ std::string HumanBytes(uint64_t b) {
 
 // --- status / tiers / namespaces ------------------------------------------
 
-int Status(const Globals& g) {
+// Calls one Admin RPC. Returns 0 and fills `response`, or the exit status.
+// With --json it also prints the response and sets *printed.
+template <typename Request, typename Response>
+int CallAdmin(const Globals& g, const char* name,
+              grpc::Status (v1::Admin::Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
+              Response* response, bool* printed) {
   auto stub = v1::Admin::NewStub(Connect(g));
   grpc::ClientContext ctx;
   SetDeadline(g, &ctx);
+  grpc::Status s = (stub.get()->*rpc)(&ctx, Request(), response);
+  if (!s.ok()) return RpcFailed(g, name, s);
+  *printed = g.json;
+  if (g.json) PrintJson(*response);
+  return 0;
+}
+
+int Status(const Globals& g) {
   v1::GetStatusResponse r;
-  grpc::Status s = stub->GetStatus(&ctx, v1::GetStatusRequest(), &r);
-  if (!s.ok()) return RpcFailed(g, "GetStatus", s);
-  if (g.json) {
-    PrintJson(r);
-    return 0;
+  bool printed = false;
+  if (int rc = CallAdmin(g, "GetStatus", &v1::Admin::Stub::GetStatus, &r, &printed);
+      rc != 0 || printed) {
+    return rc;
   }
   std::cout << "kvtierd " << r.build().version() << " at " << r.listen_address() << ", up "
             << r.uptime_seconds() << " s\n"
@@ -158,15 +170,11 @@ int Status(const Globals& g) {
 }
 
 int Tiers(const Globals& g) {
-  auto stub = v1::Admin::NewStub(Connect(g));
-  grpc::ClientContext ctx;
-  SetDeadline(g, &ctx);
   v1::ListTiersResponse r;
-  grpc::Status s = stub->ListTiers(&ctx, v1::ListTiersRequest(), &r);
-  if (!s.ok()) return RpcFailed(g, "ListTiers", s);
-  if (g.json) {
-    PrintJson(r);
-    return 0;
+  bool printed = false;
+  if (int rc = CallAdmin(g, "ListTiers", &v1::Admin::Stub::ListTiers, &r, &printed);
+      rc != 0 || printed) {
+    return rc;
   }
   for (const v1::TierStatus& t : r.tiers()) {
     std::string kind = v1::TierKind_Name(t.kind());
@@ -180,15 +188,11 @@ int Tiers(const Globals& g) {
 }
 
 int Namespaces(const Globals& g) {
-  auto stub = v1::Admin::NewStub(Connect(g));
-  grpc::ClientContext ctx;
-  SetDeadline(g, &ctx);
   v1::ListNamespacesResponse r;
-  grpc::Status s = stub->ListNamespaces(&ctx, v1::ListNamespacesRequest(), &r);
-  if (!s.ok()) return RpcFailed(g, "ListNamespaces", s);
-  if (g.json) {
-    PrintJson(r);
-    return 0;
+  bool printed = false;
+  if (int rc = CallAdmin(g, "ListNamespaces", &v1::Admin::Stub::ListNamespaces, &r, &printed);
+      rc != 0 || printed) {
+    return rc;
   }
   if (r.namespaces().empty()) std::cout << "no namespaces open\n";
   for (const v1::NamespaceStatus& n : r.namespaces()) {

@@ -44,7 +44,6 @@ class KvCacheRpcTest : public ::testing::Test {
     c.get_chunk_bytes = 16 * kKiB;  // blocks span several Get chunks
     c.default_lease_ttl_ms = 10'000;
     c.max_lease_ttl_ms = 60'000;
-    c.log_level = "off";
     auto d = Daemon::Start(c);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = std::move(*d);
