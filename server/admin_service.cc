@@ -8,7 +8,7 @@ namespace kvtier {
 
 grpc::Status AdminService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
                                      v1::GetStatusResponse* response) {
-  const CacheSnapshot snap = cache_->Snapshot();
+  const CacheSnapshot snap = cache_->Snapshot(/*scan_for_stranded=*/true);
   v1::BuildInfo* build = response->mutable_build();
   build->set_version(kKvtierVersion);
   build->set_with_cuda(kBuiltWithCuda);

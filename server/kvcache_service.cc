@@ -53,11 +53,11 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext*, const v1::LookupReques
   return grpc::Status::OK;
 }
 
-absl::Status KvCacheService::DoPut(grpc::ServerReader<v1::PutChunk>* reader,
+absl::Status KvCacheService::DoPut(grpc::ServerContext* context,
+                                   grpc::ServerReader<v1::PutChunk>* reader,
                                    v1::PutResponse* response) {
   v1::PutChunk chunk;
   std::unique_ptr<BlockCache::PutBatch> batch;
-  std::string ns_hex;
   int64_t index = -1;
   while (reader->Read(&chunk)) {
     ++index;
@@ -67,10 +67,13 @@ absl::Status KvCacheService::DoPut(grpc::ServerReader<v1::PutChunk>* reader,
       absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> b = cache_->BeginPut(*ns);
       if (!b.ok()) return b.status();
       batch = std::move(*b);
-      ns_hex = chunk.namespace_id();
-    } else if (!chunk.namespace_id().empty() && chunk.namespace_id() != ns_hex) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("chunk ", index, ": all blocks of one Put must share a namespace"));
+    } else if (!chunk.namespace_id().empty()) {
+      absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(chunk.namespace_id());
+      if (!ns.ok()) return ns.status();
+      if (!(*ns == batch->ns())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("chunk ", index, ": all blocks of one Put must share a namespace"));
+      }
     }
     if (chunk.data().size() > batch->block_bytes()) {
       return absl::InvalidArgumentError(
@@ -100,6 +103,9 @@ absl::Status KvCacheService::DoPut(grpc::ServerReader<v1::PutChunk>* reader,
       return s;
     }
   }
+  // Read() also returns false when the call was cancelled (client gone,
+  // deadline, shutdown): only a cleanly finished stream commits.
+  if (context->IsCancelled()) return absl::CancelledError("Put cancelled before it finished");
   if (batch == nullptr) return absl::InvalidArgumentError("Put carried no blocks");
   absl::StatusOr<PutResult> r = batch->Commit();
   if (!r.ok()) return r.status();
@@ -109,9 +115,10 @@ absl::Status KvCacheService::DoPut(grpc::ServerReader<v1::PutChunk>* reader,
   return absl::OkStatus();
 }
 
-grpc::Status KvCacheService::Put(grpc::ServerContext*, grpc::ServerReader<v1::PutChunk>* reader,
+grpc::Status KvCacheService::Put(grpc::ServerContext* context,
+                                 grpc::ServerReader<v1::PutChunk>* reader,
                                  v1::PutResponse* response) {
-  return Finish("Put", DoPut(reader, response));
+  return Finish("Put", DoPut(context, reader, response));
 }
 
 grpc::Status KvCacheService::Get(grpc::ServerContext*, const v1::GetRequest* request,

@@ -34,7 +34,8 @@ class KvCacheService final : public v1::KvCache::Service {
                       v1::DeleteResponse* response) override;
 
  private:
-  absl::Status DoPut(grpc::ServerReader<v1::PutChunk>* reader, v1::PutResponse* response);
+  absl::Status DoPut(grpc::ServerContext* context, grpc::ServerReader<v1::PutChunk>* reader,
+                     v1::PutResponse* response);
 
   BlockCache* const cache_;
   const uint64_t get_chunk_bytes_;

@@ -182,22 +182,55 @@ void BlockCache::DropLeaseLocked(std::string id) {
 // Slots, removal and pins
 
 absl::StatusOr<SlabAllocator::Slot> BlockCache::AllocateLocked(uint64_t size) {
+  ExpireLeasesLocked();
   absl::StatusOr<uint32_t> cls = allocator_->ClassFor(size);
   if (!cls.ok()) return cls.status();
-  while (true) {
-    if (std::optional<SlabAllocator::Slot> slot = allocator_->Allocate(*cls)) return *slot;
-    // Prefer a victim of the same class: its slot is reusable at once.
-    BlockRecord* victim = index_.ColdestEvictable(*cls);
-    if (victim == nullptr) victim = index_.ColdestEvictable(std::nullopt);
-    if (victim == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "host tier is full: no room for a ", size, "-byte block and no evictable block (",
-          allocator_->used_bytes(), " of ", allocator_->capacity(),
-          " bytes are pinned, leased, being written or hold ancestors)"));
-    }
+  if (std::optional<SlabAllocator::Slot> slot = allocator_->Allocate(*cls)) return *slot;
+  // Eviction is bounded: either one cold leaf of the same class (its slot is
+  // reused at once) or every block of one slab whose blocks are all
+  // evictable (the slab returns to the pool). Nothing is evicted unless it
+  // makes room.
+  if (BlockRecord* victim = index_.ColdestEvictable(*cls); victim != nullptr) {
     RemoveLocked(victim);
     ++counters_.evictions;
+    return *allocator_->Allocate(*cls);
   }
+  if (std::optional<uint32_t> slab = ReclaimableSlabLocked(); slab.has_value()) {
+    std::vector<BlockRecord*> victims;
+    index_.ForEachEvictable([&](BlockRecord* rec) {
+      if (allocator_->SlabOf(rec->slot.offset) == *slab) victims.push_back(rec);
+    });
+    for (BlockRecord* rec : victims) {
+      RemoveLocked(rec);
+      ++counters_.evictions;
+    }
+    return *allocator_->Allocate(*cls);
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "host tier is full: no room for a ", size, "-byte block; ", allocator_->used_bytes(), " of ",
+      allocator_->capacity(),
+      " bytes are held by pinned blocks, blocks with cached children, or other size classes"));
+}
+
+std::optional<uint32_t> BlockCache::ReclaimableSlabLocked() {
+  // A slab qualifies when every allocated slot in it is an evictable block.
+  // Among those, take the one whose most recently used block is coldest.
+  absl::flat_hash_map<uint32_t, std::pair<uint32_t, uint64_t>> per_slab;  // count, newest
+  index_.ForEachEvictable([&](BlockRecord* rec) {
+    auto& [count, newest] = per_slab[allocator_->SlabOf(rec->slot.offset)];
+    ++count;
+    newest = std::max(newest, rec->last_access);
+  });
+  std::optional<uint32_t> best;
+  uint64_t best_newest = 0;
+  for (const auto& [slab, stats] : per_slab) {
+    if (stats.first != allocator_->SlotsInUse(slab)) continue;
+    if (!best.has_value() || stats.second < best_newest) {
+      best = slab;
+      best_newest = stats.second;
+    }
+  }
+  return best;
 }
 
 void BlockCache::RemoveLocked(BlockRecord* record) {
@@ -454,6 +487,10 @@ absl::Status BlockCache::PutBatch::StartBlock(const BlockKey& key, const BlockKe
           absl::StrCat("block ", key.ToHex(), " is cached with parent '",
                        existing->parent_key.ToHex(), "', not '", parent.ToHex(), "'")));
     }
+    if (existing->size != size) {
+      return Fail(absl::AlreadyExistsError(absl::StrCat("block ", key.ToHex(), " is cached with ",
+                                                        existing->size, " bytes, not ", size)));
+    }
     pin(existing);
   } else {
     absl::StatusOr<SlabAllocator::Slot> slot = cache_->AllocateLocked(size);
@@ -556,7 +593,7 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
 // ---------------------------------------------------------------------------
 // Introspection
 
-CacheSnapshot BlockCache::Snapshot() {
+CacheSnapshot BlockCache::Snapshot(bool scan_for_stranded) {
   absl::MutexLock lock(&mu_);
   ExpireLeasesLocked();
   CacheSnapshot snap;
@@ -564,7 +601,7 @@ CacheSnapshot BlockCache::Snapshot() {
   snap.blocks = index_.size();
   snap.bytes = stored_bytes_;
   snap.active_leases = static_cast<uint32_t>(leases_.size());
-  snap.stranded_blocks = index_.CountStranded();
+  if (scan_for_stranded) snap.stranded_blocks = index_.CountStranded();
   snap.counters = counters_;
   snap.host.capacity_bytes = allocator_->capacity();
   snap.host.used_bytes = allocator_->used_bytes();

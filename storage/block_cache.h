@@ -9,7 +9,9 @@
 //    with its cached descendants (which could no longer be reached);
 //  - blocks never match across namespaces (the index is keyed by both);
 //  - a block leaves the tier only as an unpinned leaf (never-strand);
-//  - every mutating call is all-or-nothing: on error nothing changed.
+//  - every mutating call is all-or-nothing: on error nothing changed, with
+//    one exception: a Put that reserved space before failing may have
+//    evicted cold, unpinned leaves (at most one block, or one slab's worth).
 //
 // Thread-safety: thread-safe. Bytes are copied and checksummed outside the
 // lock; the slots involved are pinned meanwhile. PutBatch objects are used
@@ -169,7 +171,9 @@ class BlockCache {
   absl::StatusOr<DeleteResult> Delete(const NamespaceId& ns, absl::Span<const BlockKey> keys,
                                       bool recursive);
 
-  CacheSnapshot Snapshot();
+  // Counters and sizes. `scan_for_stranded` also counts stranded blocks, an
+  // O(blocks) self-check under the lock (always 0 unless the index is broken).
+  CacheSnapshot Snapshot(bool scan_for_stranded = false);
   std::vector<NamespaceSnapshot> Namespaces();
   const BlockCacheOptions& options() const { return options_; }
 
@@ -197,8 +201,10 @@ class BlockCache {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLeaseLocked(std::string id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A slot for `size` bytes, evicting (boundedly) to make room.
   absl::StatusOr<SlabAllocator::Slot> AllocateLocked(uint64_t size)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<uint32_t> ReclaimableSlabLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Un-indexes a leaf and frees its slot now, or when its last pin drops.
   void RemoveLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropSubtreeLocked(BlockRecord* root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -259,7 +265,7 @@ class BlockCache::PutBatch {
   // INVALID_ARGUMENT: previous block incomplete, size 0 or above the
   // namespace's block size, key equal to parent, key repeated in the batch.
   // FAILED_PRECONDITION: parent neither cached nor earlier in the batch.
-  // ALREADY_EXISTS: key cached with another parent.
+  // ALREADY_EXISTS: key cached with another parent or another size.
   // RESOURCE_EXHAUSTED: no room even after evicting every evictable block.
   absl::Status StartBlock(const BlockKey& key, const BlockKey& parent, uint64_t size);
   // INVALID_ARGUMENT if no block is open or data overruns the block.

@@ -87,6 +87,12 @@ class PrefixIndex {
   // the index is broken; O(n).
   uint64_t CountStranded() const;
 
+  // Evictable blocks, coldest first.
+  template <typename Fn>
+  void ForEachEvictable(Fn&& fn) const {
+    for (const auto& [tick, rec] : evictable_) fn(rec);
+  }
+
   template <typename Fn>
   void ForEach(Fn&& fn) const {
     for (const auto& [k, rec] : records_) fn(*rec);

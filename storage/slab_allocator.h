@@ -46,6 +46,15 @@ class SlabAllocator {
   // Returns a slot from Allocate. Freeing a slot twice is a bug and aborts.
   void Free(const Slot& slot);
 
+  // Slab geometry, for callers that reclaim whole slabs.
+  size_t num_slabs() const { return slabs_.size(); }
+  uint32_t SlabOf(uint64_t offset) const { return static_cast<uint32_t>(offset / slab_bytes_); }
+  // Allocated slots in one slab (0 for a slab in the free pool).
+  uint32_t SlotsInUse(uint32_t slab) const {
+    const Slab& s = slabs_[slab];
+    return static_cast<uint32_t>(s.allocated.size() - s.free_slots.size());
+  }
+
   uint64_t capacity() const { return slab_bytes_ * slabs_.size(); }
   uint64_t slab_bytes() const { return slab_bytes_; }
   // Bytes of allocated slots (class sizes, not payload sizes).

@@ -246,8 +246,9 @@ int Put(const Globals& g, const std::string& path, const FileNamespace& f, uint6
   buf << in.rdbuf();
   const std::string contents = buf.str();
   if (contents.empty()) return LocalError("'" + path + "' is empty; nothing to put");
-  if (chunk_bytes == 0 || chunk_bytes > static_cast<uint64_t>(kMaxMessageBytes) / 2) {
-    return LocalError("--chunk-bytes must be in 1..32MiB");
+  // The daemon's default message limit is 16 MiB; leave room for headers.
+  if (chunk_bytes == 0 || chunk_bytes > (uint64_t{8} << 20)) {
+    return LocalError("--chunk-bytes must be in 1..8MiB");
   }
 
   auto stub = v1::KvCache::NewStub(Connect(g));

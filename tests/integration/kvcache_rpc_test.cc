@@ -5,8 +5,10 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -542,6 +544,80 @@ TEST_F(KvCacheRpcTest, BadDelete) {
   EXPECT_REJECTED_UNCHANGED(StatusCode::NOT_FOUND, del(std::string(32, 'e'), {"a"}, false));
   EXPECT_REJECTED_UNCHANGED(StatusCode::FAILED_PRECONDITION, del(ns_, {"a"}, false));
   EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT, del(ns_, {std::string(33, 'k')}, true));
+}
+
+TEST_F(KvCacheRpcTest, BadPutOnAFullTierEvictsNothing) {
+  // Fill the 32 MiB tier: 31 slabs of 64 KiB blocks are free (one slab holds
+  // the 12 KiB class of "r"), 3 slots of them are taken by a, b, c.
+  for (int i = 0; i < 493; ++i)
+    ASSERT_TRUE(PutChain(ns_, {absl::StrCat("f", i)}, "", 64 * kKiB).ok());
+  {
+    grpc::ClientContext ctx;
+    v1::ListTiersResponse tiers;
+    ASSERT_TRUE(admin_->ListTiers(&ctx, v1::ListTiersRequest(), &tiers).ok());
+    // Every 64 KiB slot is taken; the 12 KiB slab holds only "r".
+    ASSERT_EQ(tiers.tiers(0).used_bytes(), tiers.tiers(0).capacity_bytes() - (1 << 20) + 12 * kKiB);
+  }
+  const std::string small = Bytes("x", 1000);
+  const std::string big = Bytes("big", 64 * kKiB + 1);
+  // Every error visible on a block's first chunk is caught before space is
+  // reserved, so nothing is evicted (State() includes the eviction count).
+  EXPECT_REJECTED_UNCHANGED(StatusCode::NOT_FOUND,
+                            PutChunks({Start(std::string(32, 'f'), "x", "", 1000, small)}));
+  EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT,
+                            PutChunks({Start(ns_, std::string(33, 'k'), "", 1000, small)}));
+  EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT,
+                            PutChunks({Start(ns_, "x", "a", 64 * kKiB + 1, big)}));
+  EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT,
+                            PutChunks({Start(ns_, "x", "a", 64 * kKiB, big)}));
+  EXPECT_REJECTED_UNCHANGED(StatusCode::FAILED_PRECONDITION,
+                            PutChunks({Start(ns_, "x", "nope", 1000, small)}));
+  EXPECT_REJECTED_UNCHANGED(StatusCode::ALREADY_EXISTS,
+                            PutChunks({Start(ns_, "b", "r", 1000, small)}));
+  // A good Put still succeeds, evicting exactly one cold block.
+  ASSERT_TRUE(PutChain(ns_, {"fresh"}, "", 64 * kKiB).ok());
+  grpc::ClientContext ctx;
+  v1::GetStatusResponse st;
+  ASSERT_TRUE(admin_->GetStatus(&ctx, v1::GetStatusRequest(), &st).ok());
+  EXPECT_EQ(st.counters().evictions(), 1u);
+}
+
+TEST_F(KvCacheRpcTest, CancelledPutStoresNothing) {
+  const std::string before = State();
+  {
+    grpc::ClientContext ctx;
+    v1::PutResponse resp;
+    auto writer = kv_->Put(&ctx, &resp);
+    const std::string data = Bytes("whole", 4096);
+    ASSERT_TRUE(writer->Write(Start(ns_, "whole", "a", data.size(), data)));
+    // Let the server take the complete block and wait for more, then cancel:
+    // the stream never finished, so nothing may be stored.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ctx.TryCancel();
+    EXPECT_EQ(writer->Finish().error_code(), StatusCode::CANCELLED);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the server's handler ends
+  EXPECT_EQ(Matched(ns_, {"a", "whole"}), 1u);
+  EXPECT_EQ(State(), before);
+}
+
+TEST_F(KvCacheRpcTest, GetAndDeleteNeverCrossNamespaces) {
+  const std::string other = Open("model-b", 64 * kKiB);
+  std::vector<std::string> blocks;
+  EXPECT_EQ(Get(other, {"a"}, &blocks).error_code(), StatusCode::NOT_FOUND);
+  EXPECT_TRUE(blocks.empty());
+  grpc::ClientContext ctx;
+  v1::DeleteRequest del;
+  del.set_namespace_id(other);
+  del.add_keys("c");
+  v1::DeleteResponse resp;
+  EXPECT_EQ(kv_->Delete(&ctx, del, &resp).error_code(), StatusCode::NOT_FOUND);
+  EXPECT_EQ(Matched(ns_, {"a", "b", "c"}), 3u);
+  // Same key in the other namespace holds its own bytes.
+  ASSERT_TRUE(PutChain(other, {"a"}, "", 64 * kKiB).ok());
+  ASSERT_TRUE(Get(other, {"a"}, &blocks).ok());
+  EXPECT_EQ(blocks[0], Bytes(other + "a", 64 * kKiB));
+  EXPECT_NE(blocks[0], Bytes(ns_ + "a", 64 * kKiB));
 }
 
 TEST(DaemonStartTest, MalformedConfigIsRejected) {
