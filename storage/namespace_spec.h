@@ -64,8 +64,13 @@ class NamespaceId {
   // INVALID_ARGUMENT unless `hex` is exactly 32 hex digits.
   static absl::StatusOr<NamespaceId> FromHex(absl::string_view hex);
 
+  // From the two halves written by high() and low() (e.g. in a slot header).
+  static NamespaceId FromParts(uint64_t high, uint64_t low) { return NamespaceId(high, low); }
+
   NamespaceId() = default;
   std::string ToHex() const;
+  uint64_t high() const { return high_; }
+  uint64_t low() const { return low_; }
 
   friend bool operator==(const NamespaceId& a, const NamespaceId& b) {
     return a.high_ == b.high_ && a.low_ == b.low_;
