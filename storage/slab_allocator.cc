@@ -78,6 +78,47 @@ std::optional<SlabAllocator::Slot> SlabAllocator::Allocate(uint32_t size_class) 
   return Slot{slab_index * slab_bytes_ + slot * class_bytes_[size_class], size_class};
 }
 
+absl::Status SlabAllocator::AllocateAt(const Slot& slot) {
+  const uint32_t slab_index = SlabOf(slot.offset);
+  if (slab_index >= slabs_.size() || slot.size_class >= class_bytes_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slot at offset ", slot.offset, " class ", slot.size_class, " is out of range"));
+  }
+  const uint64_t cls_bytes = class_bytes_[slot.size_class];
+  const uint64_t in_slab = slot.offset % slab_bytes_;
+  const uint32_t index = static_cast<uint32_t>(in_slab / cls_bytes);
+  const uint32_t slots = static_cast<uint32_t>(slab_bytes_ / cls_bytes);
+  if (in_slab % cls_bytes != 0 || index >= slots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("offset ", slot.offset, " is not a slot boundary of class ", slot.size_class));
+  }
+  Slab& slab = slabs_[slab_index];
+  if (slab.size_class < 0) {
+    auto it = std::find(free_slabs_.begin(), free_slabs_.end(), slab_index);
+    free_slabs_.erase(it);
+    slab.size_class = static_cast<int32_t>(slot.size_class);
+    slab.allocated.assign(slots, false);
+    slab.free_slots.clear();
+    for (uint32_t s = slots; s > 0; --s) slab.free_slots.push_back(s - 1);
+  } else if (slab.size_class != static_cast<int32_t>(slot.size_class)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "slab ", slab_index, " holds class ", slab.size_class, ", not ", slot.size_class));
+  }
+  if (slab.allocated[index]) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("slot at offset ", slot.offset, " is already allocated"));
+  }
+  slab.allocated[index] = true;
+  slab.free_slots.erase(std::find(slab.free_slots.begin(), slab.free_slots.end(), index));
+  used_bytes_ += cls_bytes;
+  if (slab.free_slots.empty()) {
+    partial_slabs_[slot.size_class].erase(slab_index);
+  } else {
+    partial_slabs_[slot.size_class].insert(slab_index);
+  }
+  return absl::OkStatus();
+}
+
 void SlabAllocator::Free(const Slot& slot) {
   const uint32_t slab_index = static_cast<uint32_t>(slot.offset / slab_bytes_);
   if (slab_index >= slabs_.size() || slot.size_class >= class_bytes_.size()) {

@@ -43,6 +43,10 @@ class SlabAllocator {
   // A free slot of `size_class`, or nullopt when no slab has room and none is
   // free.
   std::optional<Slot> Allocate(uint32_t size_class);
+  // Marks one specific slot as allocated, as when rebuilding the state from
+  // a durable catalog. FAILED_PRECONDITION if the slot is taken or its slab
+  // holds another class; INVALID_ARGUMENT if it is not a slot of this range.
+  absl::Status AllocateAt(const Slot& slot);
   // Returns a slot from Allocate. Freeing a slot twice is a bug and aborts.
   void Free(const Slot& slot);
 

@@ -71,6 +71,30 @@ TEST(SlabAllocatorTest, FreedSlotIsReused) {
   EXPECT_NE(s2.offset, s1.offset);
 }
 
+TEST(SlabAllocatorTest, AllocateAtRebuildsTheSameState) {
+  auto a = *SlabAllocator::Create(8 * kMiB, 1 * kMiB);
+  const uint32_t small = *a->ClassFor(64 * kKiB), big = *a->ClassFor(512 * kKiB);
+  std::vector<SlabAllocator::Slot> taken;
+  for (int i = 0; i < 20; ++i) taken.push_back(*a->Allocate(small));
+  for (int i = 0; i < 3; ++i) taken.push_back(*a->Allocate(big));
+  // Rebuild a fresh allocator from the list of slots, as recovery does.
+  auto b = *SlabAllocator::Create(8 * kMiB, 1 * kMiB);
+  for (const auto& s : taken) ASSERT_TRUE(b->AllocateAt(s).ok());
+  EXPECT_EQ(b->used_bytes(), a->used_bytes());
+  EXPECT_EQ(b->free_slabs(), a->free_slabs());
+  // The same slot twice, a slot of another class in an assigned slab, and a
+  // misaligned offset are refused.
+  EXPECT_EQ(b->AllocateAt(taken[0]).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(b->AllocateAt({taken[0].offset, big}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(b->AllocateAt({taken[0].offset + 4096, small}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b->AllocateAt({64 * kMiB, small}).code(), absl::StatusCode::kInvalidArgument);
+  // Allocation continues without handing out a rebuilt slot again.
+  std::set<uint64_t> offsets;
+  for (const auto& s : taken) offsets.insert(s.offset);
+  while (auto s = b->Allocate(small)) EXPECT_TRUE(offsets.insert(s->offset).second);
+}
+
 TEST(SlabAllocatorDeathTest, DoubleFreeAborts) {
   auto a = *SlabAllocator::Create(2 * kMiB, 1 * kMiB);
   const uint32_t cls = *a->ClassFor(4096);
