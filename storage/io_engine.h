@@ -56,6 +56,9 @@ class IoEngine {
   // Registers an open file descriptor (the caller keeps ownership and closes
   // it after the engine is gone). Returns the index to use in IoOp::file.
   virtual absl::StatusOr<int> RegisterFile(int fd) = 0;
+  // Forgets a registered file; call before closing its descriptor. Its index
+  // is not reused.
+  virtual absl::Status UnregisterFile(int file) = 0;
   // Registers memory that later ops may reference by index (IoOp::buffer).
   // Returns the index of the first buffer. A no-op for engines without them.
   virtual absl::StatusOr<int> RegisterBuffers(absl::Span<const absl::Span<uint8_t>> buffers) = 0;

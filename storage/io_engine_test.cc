@@ -103,6 +103,30 @@ TEST_P(IoEngineTest, ErrorsArePerOperation) {
   EXPECT_EQ(engine_->Sync(42).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_P(IoEngineTest, UnregisteredFileIsRefusedAndOthersKeepTheirIndex) {
+  const int second_fd = open(path_.c_str(), O_RDWR | O_DIRECT);
+  ASSERT_GE(second_fd, 0);
+  const int second = *engine_->RegisterFile(second_fd);
+  EXPECT_NE(second, file_);
+  ASSERT_TRUE(engine_->UnregisterFile(file_).ok());
+  EXPECT_EQ(engine_->UnregisterFile(file_).code(), absl::StatusCode::kInvalidArgument);
+  AlignedBuffer buf(4096);
+  std::vector<IoOp> ops = {{IoOp::Kind::kRead, file_, 0, buf.data, 4096, -1},
+                           {IoOp::Kind::kRead, second, 0, buf.data, 4096, -1}};
+  std::vector<absl::Status> s = engine_->Run(ops);
+  EXPECT_EQ(s[0].code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(s[1].ok()) << s[1];
+  // A file registered after an unregistration still works.
+  const int third_fd = open(path_.c_str(), O_RDWR | O_DIRECT);
+  const int third = *engine_->RegisterFile(third_fd);
+  ops = {{IoOp::Kind::kRead, third, 0, buf.data, 4096, -1}};
+  EXPECT_TRUE(engine_->Run(ops)[0].ok());
+  engine_->UnregisterFile(second).IgnoreError();
+  engine_->UnregisterFile(third).IgnoreError();
+  close(second_fd);
+  close(third_fd);
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, IoEngineTest, ::testing::Values("pread", "io_uring"),
                          [](const auto& info) {
                            return info.param == "io_uring" ? "Uring" : "Pread";

@@ -45,6 +45,15 @@ class PosixIoEngine final : public IoEngine {
     return static_cast<int>(fds_.size() - 1);
   }
 
+  absl::Status UnregisterFile(int file) override {
+    absl::MutexLock lock(&mu_);
+    if (file < 0 || file >= static_cast<int>(fds_.size()) || fds_[file] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown file index ", file));
+    }
+    fds_[file] = -1;
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<int> RegisterBuffers(absl::Span<const absl::Span<uint8_t>>) override { return 0; }
 
   std::vector<absl::Status> Run(absl::Span<const IoOp> ops) override {

@@ -81,8 +81,8 @@ std::optional<SlabAllocator::Slot> SlabAllocator::Allocate(uint32_t size_class) 
 absl::Status SlabAllocator::AllocateAt(const Slot& slot) {
   const uint32_t slab_index = SlabOf(slot.offset);
   if (slab_index >= slabs_.size() || slot.size_class >= class_bytes_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("slot at offset ", slot.offset, " class ", slot.size_class, " is out of range"));
+    return absl::InvalidArgumentError(absl::StrCat("slot at offset ", slot.offset, " class ",
+                                                   slot.size_class, " is out of range"));
   }
   const uint64_t cls_bytes = class_bytes_[slot.size_class];
   const uint64_t in_slab = slot.offset % slab_bytes_;
@@ -101,8 +101,8 @@ absl::Status SlabAllocator::AllocateAt(const Slot& slot) {
     slab.free_slots.clear();
     for (uint32_t s = slots; s > 0; --s) slab.free_slots.push_back(s - 1);
   } else if (slab.size_class != static_cast<int32_t>(slot.size_class)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "slab ", slab_index, " holds class ", slab.size_class, ", not ", slot.size_class));
+    return absl::FailedPreconditionError(absl::StrCat("slab ", slab_index, " holds class ",
+                                                      slab.size_class, ", not ", slot.size_class));
   }
   if (slab.allocated[index]) {
     return absl::FailedPreconditionError(

@@ -55,6 +55,19 @@ class UringIoEngine final : public IoEngine {
     return static_cast<int>(fds_.size() - 1);
   }
 
+  absl::Status UnregisterFile(int file) override {
+    absl::MutexLock lock(&mu_);
+    if (file < 0 || file >= static_cast<int>(fds_.size()) || fds_[file] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown file index ", file));
+    }
+    // Indices stay stable: the slot becomes a sparse (-1) entry.
+    int empty = -1;
+    const int err = io_uring_register_files_update(&ring_, static_cast<unsigned>(file), &empty, 1);
+    if (err < 0) return IoErrorStatus(-err, "io_uring_register_files_update");
+    fds_[file] = -1;
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<int> RegisterBuffers(absl::Span<const absl::Span<uint8_t>> buffers) override {
     absl::MutexLock lock(&mu_);
     std::vector<iovec> next = iovecs_;
@@ -83,7 +96,7 @@ class UringIoEngine final : public IoEngine {
     std::deque<Work> pending;
     for (size_t i = 0; i < ops.size(); ++i) {
       const IoOp& op = ops[i];
-      if (op.file < 0 || op.file >= static_cast<int>(fds_.size())) {
+      if (op.file < 0 || op.file >= static_cast<int>(fds_.size()) || fds_[op.file] < 0) {
         status[i] = absl::InvalidArgumentError(absl::StrCat("unknown file index ", op.file));
       } else if (op.length > 0) {
         pending.push_back({i, 0});
@@ -138,7 +151,7 @@ class UringIoEngine final : public IoEngine {
 
   absl::Status Sync(int file) override {
     absl::MutexLock lock(&mu_);
-    if (file < 0 || file >= static_cast<int>(fds_.size())) {
+    if (file < 0 || file >= static_cast<int>(fds_.size()) || fds_[file] < 0) {
       return absl::InvalidArgumentError(absl::StrCat("unknown file index ", file));
     }
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
