@@ -26,7 +26,9 @@ test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 bench: build
+	@bash scripts/install-deps fio
 	./$(BUILD_DIR)/bench/host_put_get
+	./$(BUILD_DIR)/bench/nvme_store --dir $(BUILD_DIR)/nvme-bench
 
 # Every test (unit and integration) under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan: deps
