@@ -102,10 +102,13 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
     return entry.status();
   }
   std::vector<BlockRecord*> matched;
+  matched.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     BlockRecord* rec = index_.Find(ns, keys[i]);
     if (rec == nullptr) break;
-    if (i > 0 && rec->parent_key != keys[i - 1]) break;
+    // The chain holds when this block's cached parent is the previous match
+    // (the index links each block to its parent's record).
+    if (i > 0 && rec->parent != matched.back()) break;
     matched.push_back(rec);
   }
   if (take_lease && !matched.empty() && leases_.size() >= options_.max_leases) {
