@@ -120,6 +120,17 @@ absl::Status Catalog::Put(const CatalogEntry& entry) {
                    "put");
 }
 
+absl::Status Catalog::PutBatch(absl::Span<const CatalogEntry> entries) {
+  rocksdb::WriteBatch batch;
+  for (const CatalogEntry& e : entries) {
+    rocksdb::Status s = batch.Put(EncodeCatalogKey(e.ns, e.key), EncodeCatalogValue(e));
+    if (!s.ok()) return FromRocks(s, "batch");
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Write(wo, &batch), "put batch");
+}
+
 absl::Status Catalog::Delete(const NamespaceId& ns, const BlockKey& key) {
   return FromRocks(db_->Delete(rocksdb::WriteOptions(), EncodeCatalogKey(ns, key)), "delete");
 }

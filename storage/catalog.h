@@ -57,6 +57,8 @@ class Catalog {
 
   // Commits an entry durably (WAL fsync) before returning.
   absl::Status Put(const CatalogEntry& entry);
+  // Commits several entries atomically with one synced write.
+  absl::Status PutBatch(absl::Span<const CatalogEntry> entries);
   // Removes an entry. Not synced: an entry that survives a crash points at a
   // slot whose header then disagrees (or matches the same block), which is
   // detected on read.

@@ -81,6 +81,25 @@ TEST_F(CatalogTest, EntriesSurviveReopen) {
   }
 }
 
+TEST_F(CatalogTest, PutBatchCommitsEveryEntry) {
+  const NamespaceId a = Ns("a");
+  std::vector<CatalogEntry> entries;
+  for (int i = 0; i < 50; ++i) entries.push_back(Entry(a, i));
+  {
+    auto cat = *Catalog::Open(dir_);
+    ASSERT_TRUE(cat->PutBatch(entries).ok());
+  }
+  auto cat = *Catalog::Open(dir_);
+  int n = 0;
+  ASSERT_TRUE(cat->ForEach([&](const CatalogEntry& e) {
+                   EXPECT_EQ(e.ns, a);
+                   ++n;
+                   return absl::OkStatus();
+                 })
+                  .ok());
+  EXPECT_EQ(n, 50);
+}
+
 TEST_F(CatalogTest, SecondOpenOfTheSameCatalogIsUnavailable) {
   auto first = Catalog::Open(dir_);
   ASSERT_TRUE(first.ok());
