@@ -41,7 +41,7 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
   rec->parent = parent;
   rec->children.clear();
   rec->indexed = true;
-  rec->evictable = false;
+  rec->candidate_of = 0;
   rec->last_access = ++clock_;
   records_.emplace(full, std::move(record));
   if (parent != nullptr) {
@@ -87,14 +87,10 @@ std::vector<BlockRecord*> PrefixIndex::SubtreePostOrder(BlockRecord* root) const
 }
 
 void PrefixIndex::Touch(BlockRecord* record) {
-  const bool was_evictable = record->evictable;
-  if (was_evictable) {
-    record->evictable = false;
-    evictable_.erase(record->last_access);
-    evictable_by_class_[record->slot.size_class].erase(record->last_access);
-  }
+  const uint8_t was = record->candidate_of;
+  SetCandidates(record, 0);
   record->last_access = ++clock_;
-  UpdateEvictable(record);
+  SetCandidates(record, was);
 }
 
 void PrefixIndex::AddRef(BlockRecord* record) {
@@ -119,13 +115,14 @@ void PrefixIndex::DropLease(BlockRecord* record) {
   UpdateEvictable(record);
 }
 
-BlockRecord* PrefixIndex::ColdestEvictable(std::optional<uint32_t> size_class) const {
-  if (size_class.has_value()) {
-    if (*size_class >= evictable_by_class_.size()) return nullptr;
-    const auto& set = evictable_by_class_[*size_class];
+BlockRecord* PrefixIndex::Coldest(Candidate kind, std::optional<uint32_t> host_class) const {
+  if (host_class.has_value() && kind != kNvmeOnlyLeaf) {  // NVMe-only blocks have no host class
+    const auto& per_class = by_class_[kind];
+    if (*host_class >= per_class.size()) return nullptr;
+    const auto& set = per_class[*host_class];
     return set.empty() ? nullptr : set.begin()->second;
   }
-  return evictable_.empty() ? nullptr : evictable_.begin()->second;
+  return sets_[kind].empty() ? nullptr : sets_[kind].begin()->second;
 }
 
 uint64_t PrefixIndex::CountStranded() const {
@@ -137,18 +134,35 @@ uint64_t PrefixIndex::CountStranded() const {
 }
 
 void PrefixIndex::UpdateEvictable(BlockRecord* record) {
-  const bool should = record->indexed && record->children.empty() && !record->pinned();
-  if (should == record->evictable) return;
-  const uint32_t cls = record->slot.size_class;
-  if (evictable_by_class_.size() <= cls) evictable_by_class_.resize(cls + 1);
-  if (should) {
-    evictable_.emplace(record->last_access, record);
-    evictable_by_class_[cls].emplace(record->last_access, record);
-  } else {
-    evictable_.erase(record->last_access);
-    evictable_by_class_[cls].erase(record->last_access);
+  uint8_t want = 0;
+  if (record->indexed && !record->pinned()) {
+    const bool leaf = record->children.empty();
+    if (record->in_host && !record->on_nvme && leaf) want |= 1 << kHostOnlyLeaf;
+    if (record->in_host && record->on_nvme) want |= 1 << kHostCopy;
+    if (!record->in_host && record->on_nvme && leaf) want |= 1 << kNvmeOnlyLeaf;
   }
-  record->evictable = should;
+  SetCandidates(record, want);
+}
+
+void PrefixIndex::SetCandidates(BlockRecord* record, uint8_t want) {
+  // Leave every set under the class the record was filed with, then join the
+  // wanted ones under its current class.
+  for (int k = 0; k < kNumCandidates; ++k) {
+    if ((record->candidate_of >> k) & 1) {
+      sets_[k].erase(record->last_access);
+      by_class_[k][record->candidate_class].erase(record->last_access);
+    }
+  }
+  const uint32_t cls = record->slot.size_class;
+  for (int k = 0; k < kNumCandidates; ++k) {
+    if ((want >> k) & 1) {
+      sets_[k].emplace(record->last_access, record);
+      if (by_class_[k].size() <= cls) by_class_[k].resize(cls + 1);
+      by_class_[k][cls].emplace(record->last_access, record);
+    }
+  }
+  record->candidate_of = want;
+  record->candidate_class = cls;
 }
 
 }  // namespace kvtier

@@ -1,9 +1,16 @@
-// PrefixIndex: the blocks cached in one tier, keyed by (namespace, key), with
-// each block's parent and cached children, its pins (in-flight readers and
-// leases) and its access recency. It maintains the set of evictable blocks,
-// ordered coldest first: blocks that are indexed, unpinned and have no cached
-// child. Eviction only ever takes from that set, which is what keeps the
-// never-strand invariant: a block leaves the tier only as a leaf.
+// PrefixIndex: the blocks cached by the daemon, keyed by (namespace, key),
+// with each block's parent and cached children, where it resides (host
+// arena, NVMe, or both), its pins (in-flight readers and writers, leases) and
+// its access recency. It keeps three sets of reclamation candidates, each
+// ordered coldest first:
+//   kHostOnlyLeaf:  unpinned leaves held only in host memory; reclaiming one
+//                   drops the block entirely;
+//   kHostCopy:      unpinned blocks held in host memory and on NVMe;
+//                   reclaiming one frees the host copy only (any shape);
+//   kNvmeOnlyLeaf:  unpinned leaves held only on NVMe; reclaiming one drops
+//                   the block entirely.
+// A block leaves its last tier only as a leaf, which is the never-strand
+// invariant; the sets are the only source of victims.
 //
 // A block may be inserted only when its parent (if any) is indexed in the
 // same namespace, and removed only when it has no indexed child. A removed
@@ -24,6 +31,7 @@
 #include "absl/status/status.h"
 #include "storage/block_key.h"
 #include "storage/namespace_spec.h"
+#include "storage/nvme_store.h"
 #include "storage/slab_allocator.h"
 
 namespace kvtier {
@@ -34,16 +42,24 @@ struct BlockRecord {
   BlockKey parent_key;  // empty for a root block
   uint64_t size = 0;
   uint64_t checksum = 0;
-  SlabAllocator::Slot slot;
+
+  // Residency, set by the owner; call PrefixIndex::Reclassify after a change.
+  bool in_host = true;
+  SlabAllocator::Slot slot;  // host arena slot, valid while in_host
+  bool on_nvme = false;
+  NvmeSlot nvme;  // valid while on_nvme
+  uint64_t nvme_sequence = 0;
+  uint32_t uses = 0;  // Put, Lookup hits and Gets: drives NVMe admission
 
   // Maintained by PrefixIndex.
   BlockRecord* parent = nullptr;
   absl::flat_hash_set<BlockRecord*> children;
-  uint32_t refs = 0;    // in-flight readers and writers
+  uint32_t refs = 0;    // in-flight readers, writers and movers
   uint32_t leases = 0;  // Lookup leases holding this block
   uint64_t last_access = 0;
   bool indexed = false;
-  bool evictable = false;
+  uint8_t candidate_of = 0;      // bit per PrefixIndex::Candidate it is in
+  uint32_t candidate_class = 0;  // host size class it is filed under
 
   bool pinned() const { return refs > 0 || leases > 0; }
 };
@@ -78,19 +94,39 @@ class PrefixIndex {
   void AddLease(BlockRecord* record);
   void DropLease(BlockRecord* record);
 
-  // The coldest evictable block, restricted to one size class when given.
-  BlockRecord* ColdestEvictable(std::optional<uint32_t> size_class) const;
+  enum Candidate : uint8_t { kHostOnlyLeaf = 0, kHostCopy = 1, kNvmeOnlyLeaf = 2 };
+  static constexpr int kNumCandidates = 3;
+
+  // Recomputes a block's candidate sets after its residency changed.
+  void Reclassify(BlockRecord* record) { UpdateEvictable(record); }
+
+  // The coldest candidate of a kind, restricted to one host size class when
+  // given (host kinds only).
+  BlockRecord* Coldest(Candidate kind, std::optional<uint32_t> host_class) const;
+  // Candidates of a kind, coldest first.
+  template <typename Fn>
+  void ForEachCandidate(Candidate kind, Fn&& fn) const {
+    for (const auto& [tick, rec] : sets_[kind]) fn(rec);
+  }
+  size_t candidate_count(Candidate kind) const { return sets_[kind].size(); }
+
+  // Host-only unpinned leaves (the blocks host pressure may drop entirely).
+  BlockRecord* ColdestEvictable(std::optional<uint32_t> size_class) const {
+    return Coldest(kHostOnlyLeaf, size_class);
+  }
 
   size_t size() const { return records_.size(); }
-  size_t evictable_count() const { return evictable_.size(); }
+  size_t evictable_count() const {
+    return sets_[kHostOnlyLeaf].size() + sets_[kHostCopy].size() + sets_[kNvmeOnlyLeaf].size();
+  }
   // Indexed blocks whose parent key is set but not indexed. Always 0 unless
   // the index is broken; O(n).
   uint64_t CountStranded() const;
 
-  // Evictable blocks, coldest first.
+  // Host-only unpinned leaves, coldest first.
   template <typename Fn>
   void ForEachEvictable(Fn&& fn) const {
-    for (const auto& [tick, rec] : evictable_) fn(rec);
+    ForEachCandidate(kHostOnlyLeaf, fn);
   }
 
   template <typename Fn>
@@ -112,11 +148,13 @@ class PrefixIndex {
   };
 
   void UpdateEvictable(BlockRecord* record);
+  void SetCandidates(BlockRecord* record, uint8_t want);
 
   absl::flat_hash_map<FullKey, std::unique_ptr<BlockRecord>> records_;
-  // last_access -> record; last_access values are unique (a counter).
-  std::map<uint64_t, BlockRecord*> evictable_;
-  std::vector<std::map<uint64_t, BlockRecord*>> evictable_by_class_;
+  // Per candidate kind: last_access -> record (last_access values are unique,
+  // a counter), and for the host kinds the same per host size class.
+  std::map<uint64_t, BlockRecord*> sets_[kNumCandidates];
+  std::vector<std::map<uint64_t, BlockRecord*>> by_class_[kNumCandidates];
   uint64_t clock_ = 0;
 };
 

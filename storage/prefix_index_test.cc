@@ -92,9 +92,10 @@ TEST(PrefixIndexDeathTest, RemovingABlockWithChildrenAborts) {
 }
 
 // Randomized: inserts (roots and children of random cached blocks), pins,
-// unpins, touches and evictions of the coldest evictable block. After every
-// operation no block is stranded and the evictable set is exactly the set of
-// unpinned leaves.
+// unpins, touches, residency moves between host and NVMe, freed host copies
+// and removals of the coldest candidates. After every operation no block is
+// stranded, every block keeps a copy somewhere, and the candidate sets hold
+// exactly the blocks they should.
 TEST(PrefixIndexTest, RandomizedNeverStrands) {
   PrefixIndex index;
   const NamespaceId ns = Ns("m");
@@ -118,15 +119,35 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
       index.DropRef(pinned[i]);
       pinned.erase(pinned.begin() + static_cast<long>(i));
     } else if (op < 8) {
-      index.Touch(index.Find(ns, Key(live[rng() % live.size()])));
+      BlockRecord* rec = index.Find(ns, Key(live[rng() % live.size()]));
+      if (rng() % 2) {
+        index.Touch(rec);
+      } else if (!rec->pinned()) {
+        // Residency moves: a copy to NVMe (demotion), or back to host
+        // (promotion); each keeps at least one copy.
+        if (!rec->on_nvme) {
+          rec->on_nvme = true;
+        } else if (!rec->in_host) {
+          rec->in_host = true;
+        }
+        index.Reclassify(rec);
+      }
+    } else if (op < 9) {
+      // Host pressure: free a host copy of a block that is also on NVMe.
+      BlockRecord* victim = index.Coldest(PrefixIndex::kHostCopy, std::nullopt);
+      if (victim == nullptr) continue;
+      ASSERT_TRUE(victim->on_nvme && victim->in_host && !victim->pinned());
+      victim->in_host = false;
+      index.Reclassify(victim);
     } else {
       std::optional<uint32_t> cls;
       if (rng() % 2) cls = static_cast<uint32_t>(rng() % 3);
       BlockRecord* victim = index.ColdestEvictable(cls);
+      if (victim == nullptr) victim = index.Coldest(PrefixIndex::kNvmeOnlyLeaf, std::nullopt);
       if (victim == nullptr) continue;
       ASSERT_TRUE(victim->children.empty());
       ASSERT_FALSE(victim->pinned());
-      if (cls) {
+      if (cls && victim->in_host) {
         ASSERT_EQ(victim->slot.size_class, *cls);
       }
       std::string key(victim->key.bytes());
@@ -134,11 +155,15 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
       live.erase(std::find(live.begin(), live.end(), key));
     }
     ASSERT_EQ(index.CountStranded(), 0u) << "step " << step;
-    size_t leaves = 0;
+    size_t candidates = 0;
     index.ForEach([&](const BlockRecord& r) {
-      if (r.children.empty() && !r.pinned()) ++leaves;
+      ASSERT_TRUE(r.in_host || r.on_nvme) << "a block with no copy";
+      if (r.pinned()) return;
+      const bool leaf = r.children.empty();
+      candidates += (r.in_host && !r.on_nvme && leaf) + (r.in_host && r.on_nvme) +
+                    (!r.in_host && r.on_nvme && leaf);
     });
-    ASSERT_EQ(index.evictable_count(), leaves) << "step " << step;
+    ASSERT_EQ(index.evictable_count(), candidates) << "step " << step;
   }
   EXPECT_GT(index.size(), 0u);
 }
