@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "spdlog/spdlog.h"
+#include "storage/checksum.h"
 
 namespace kvtier {
 
@@ -33,8 +34,15 @@ absl::StatusOr<std::unique_ptr<BlockCache>> BlockCache::Create(const BlockCacheO
   if (!allocator.ok()) return allocator.status();
   absl::StatusOr<std::unique_ptr<HostArena>> arena = HostArena::Create((*allocator)->capacity());
   if (!arena.ok()) return arena.status();
-  return std::unique_ptr<BlockCache>(
+  std::unique_ptr<BlockCache> cache(
       new BlockCache(options, clock, std::move(*arena), std::move(*allocator)));
+  if (options.nvme.has_value()) {
+    if (absl::Status s = cache->OpenNvme(*options.nvme); !s.ok()) return s;
+    if (absl::Status s = cache->RecoverFromCatalog(); !s.ok()) return s;
+    if (options.nvme->start_mover)
+      cache->mover_ = std::thread([c = cache.get()] { c->MoverLoop(); });
+  }
+  return cache;
 }
 
 BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
@@ -44,7 +52,129 @@ BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
       arena_(std::move(arena)),
       allocator_(std::move(allocator)) {}
 
-BlockCache::~BlockCache() = default;
+BlockCache::~BlockCache() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_mover_ = true;
+  }
+  if (mover_.joinable()) mover_.join();
+}
+
+absl::Status BlockCache::OpenNvme(const NvmeTierOptions& nvme) {
+  if (nvme.write_policy != "write_back" && nvme.write_policy != "write_through" &&
+      nvme.write_policy != "write_through_after_hits") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nvme write policy '", nvme.write_policy,
+                     "' is not one of write_back, write_through, write_through_after_hits"));
+  }
+  if (!(nvme.host_low_watermark < nvme.host_high_watermark && nvme.host_high_watermark <= 1) ||
+      !(nvme.nvme_low_watermark < nvme.nvme_high_watermark && nvme.nvme_high_watermark <= 1)) {
+    return absl::InvalidArgumentError("nvme watermarks must satisfy 0 <= low < high <= 1");
+  }
+  IoEngine* engine = nvme.engine_for_testing;
+  if (engine == nullptr) {
+    absl::StatusOr<std::unique_ptr<IoEngine>> created = CreateIoEngine(nvme.io, &io_engine_note_);
+    if (!created.ok()) return created.status();
+    io_engine_ = std::move(*created);
+    engine = io_engine_.get();
+  } else {
+    io_engine_note_ = absl::StrCat(engine->name(), " (injected)");
+  }
+  absl::StatusOr<std::unique_ptr<NvmeStore>> store = NvmeStore::Open(nvme.store, engine);
+  if (!store.ok()) return store.status();
+  nvme_ = std::move(*store);
+  const std::string catalog_dir =
+      nvme.catalog_dir.empty() ? nvme.store.dirs.front() + "/catalog" : nvme.catalog_dir;
+  absl::StatusOr<std::unique_ptr<Catalog>> catalog = Catalog::Open(catalog_dir);
+  if (!catalog.ok()) return catalog.status();
+  catalog_ = std::move(*catalog);
+  spdlog::info("nvme tier: {} device(s), io engine {}, catalog {}", nvme.store.dirs.size(),
+               io_engine_note_, catalog_dir);
+  return absl::OkStatus();
+}
+
+absl::Status BlockCache::RecoverFromCatalog() {
+  std::vector<CatalogEntry> entries;
+  uint64_t corrupt = 0;
+  absl::Status scan = catalog_->ForEach(
+      [&](const CatalogEntry& e) {
+        entries.push_back(e);
+        return absl::OkStatus();
+      },
+      &corrupt);
+  if (!scan.ok()) return scan;
+  // Index parents before children; an entry whose parent is neither indexed
+  // nor in the catalog (or whose slot cannot be claimed) is dropped, and so,
+  // transitively, are its descendants: nothing recovered is ever stranded.
+  using Key = std::pair<NamespaceId, BlockKey>;
+  absl::flat_hash_map<Key, size_t> by_key;
+  for (size_t i = 0; i < entries.size(); ++i) by_key[{entries[i].ns, entries[i].key}] = i;
+  enum State : uint8_t { kPending, kDone, kDropped };
+  std::vector<State> state(entries.size(), kPending);
+  uint64_t recovered = 0, dropped = corrupt;
+  absl::MutexLock lock(&mu_);
+  for (size_t start = 0; start < entries.size(); ++start) {
+    // Walk up to the first ancestor that is settled, then settle downwards.
+    std::vector<size_t> chain;
+    size_t at = start;
+    while (state[at] == kPending) {
+      chain.push_back(at);
+      const CatalogEntry& e = entries[at];
+      if (e.parent.empty()) break;
+      auto it = by_key.find(Key{e.ns, e.parent});
+      if (it == by_key.end() || std::find(chain.begin(), chain.end(), it->second) != chain.end()) {
+        break;
+      }
+      at = it->second;
+    }
+    for (auto i = chain.rbegin(); i != chain.rend(); ++i) {
+      const CatalogEntry& e = entries[*i];
+      bool ok = true;
+      if (!e.parent.empty()) {
+        auto it = by_key.find(Key{e.ns, e.parent});
+        ok = it != by_key.end() && state[it->second] == kDone;
+      }
+      const NvmeSlot slot{e.device, {e.offset, e.size_class}};
+      if (ok) ok = nvme_->Claim(slot, e.sequence).ok();
+      if (ok) {
+        auto rec = std::make_unique<BlockRecord>();
+        rec->ns = e.ns;
+        rec->key = e.key;
+        rec->parent_key = e.parent;
+        rec->size = e.payload_bytes;
+        rec->checksum = e.checksum;
+        rec->in_host = false;
+        rec->on_nvme = true;
+        rec->nvme = slot;
+        rec->nvme_sequence = e.sequence;
+        rec->uses = 1;
+        ok = index_.Insert(std::move(rec)).ok();
+        if (!ok) nvme_->Free(slot);
+      }
+      if (!ok) {
+        state[*i] = kDropped;
+        ++dropped;
+        catalog_->Delete(e.ns, e.key).IgnoreError();
+        continue;
+      }
+      state[*i] = kDone;
+      ++recovered;
+      NamespaceEntry& entry = namespaces_[e.ns];
+      if (entry.block_bytes == 0) entry.opened = false;  // known from NVMe only, until opened
+      entry.blocks += 1;
+      entry.bytes += e.payload_bytes;
+      stored_bytes_ += e.payload_bytes;
+      nvme_stored_bytes_ += e.payload_bytes;
+      nvme_blocks_ += 1;
+    }
+  }
+  counters_.recovered_blocks = recovered;
+  counters_.recovery_dropped = dropped;
+  if (!entries.empty() || corrupt > 0) {
+    spdlog::info("nvme tier: recovered {} blocks from the catalog, dropped {}", recovered, dropped);
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpec& spec) {
   if (absl::Status s = ValidateNamespaceSpec(spec, options_.max_block_bytes); !s.ok()) return s;
@@ -53,12 +183,22 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
   const NamespaceId id = NamespaceId::Of(normalized);
   const uint64_t block_bytes = *BlockBytes(normalized.layout);
   absl::MutexLock lock(&mu_);
-  if (namespaces_.contains(id)) return OpenNamespaceResult{id, block_bytes, false};
+  if (auto it = namespaces_.find(id); it != namespaces_.end()) {
+    if (!it->second.opened) {
+      // Blocks of this namespace were recovered from NVMe; it serves them now.
+      it->second.spec = std::move(normalized);
+      it->second.block_bytes = block_bytes;
+      it->second.opened = true;
+      spdlog::info("re-opened namespace {} (model '{}', {} blocks recovered)", id.ToHex(),
+                   spec.model_id, it->second.blocks);
+    }
+    return OpenNamespaceResult{id, block_bytes, false};
+  }
   if (namespaces_.size() >= options_.max_namespaces) {
     return absl::ResourceExhaustedError(absl::StrCat("this daemon already has ", namespaces_.size(),
                                                      " namespaces open (max_namespaces)"));
   }
-  namespaces_.emplace(id, NamespaceEntry{std::move(normalized), block_bytes, 0, 0});
+  namespaces_.emplace(id, NamespaceEntry{std::move(normalized), block_bytes, 0, 0, true});
   spdlog::info("opened namespace {} (model '{}', {} bytes per block)", id.ToHex(), spec.model_id,
                block_bytes);
   return OpenNamespaceResult{id, block_bytes, true};
@@ -66,7 +206,7 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
 
 absl::StatusOr<BlockCache::NamespaceEntry*> BlockCache::FindNamespaceLocked(const NamespaceId& ns) {
   auto it = namespaces_.find(ns);
-  if (it == namespaces_.end()) {
+  if (it == namespaces_.end() || !it->second.opened) {
     return absl::NotFoundError(
         absl::StrCat("namespace ", ns.ToHex(), " is not open; call OpenNamespace first"));
   }
@@ -119,6 +259,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
   result.blocks.reserve(matched.size());
   for (BlockRecord* rec : matched) {
     index_.Touch(rec);
+    ++rec->uses;
     result.blocks.push_back(MatchedBlock{rec->key, rec->size});
   }
   counters_.lookup_keys += keys.size();
@@ -189,20 +330,28 @@ absl::StatusOr<SlabAllocator::Slot> BlockCache::AllocateLocked(uint64_t size) {
   absl::StatusOr<uint32_t> cls = allocator_->ClassFor(size);
   if (!cls.ok()) return cls.status();
   if (std::optional<SlabAllocator::Slot> slot = allocator_->Allocate(*cls)) return *slot;
-  // Eviction is bounded: either one cold leaf of the same class (its slot is
-  // reused at once) or every block of one slab whose blocks are all
-  // evictable (the slab returns to the pool). Nothing is evicted unless it
-  // makes room.
+  // Eviction is bounded: one block of the same class (its slot is reused at
+  // once), preferring a host copy of a block that is also on NVMe (nothing is
+  // lost), or every block of one slab whose blocks are all reclaimable (the
+  // slab returns to the pool). Nothing is evicted unless it makes room.
+  if (BlockRecord* copy = index_.Coldest(PrefixIndex::kHostCopy, *cls); copy != nullptr) {
+    DropHostCopyLocked(copy);
+    return *allocator_->Allocate(*cls);
+  }
   if (BlockRecord* victim = index_.ColdestEvictable(*cls); victim != nullptr) {
     RemoveLocked(victim);
     ++counters_.evictions;
     return *allocator_->Allocate(*cls);
   }
   if (std::optional<uint32_t> slab = ReclaimableSlabLocked(); slab.has_value()) {
-    std::vector<BlockRecord*> victims;
+    std::vector<BlockRecord*> copies, victims;
+    index_.ForEachCandidate(PrefixIndex::kHostCopy, [&](BlockRecord* rec) {
+      if (allocator_->SlabOf(rec->slot.offset) == *slab) copies.push_back(rec);
+    });
     index_.ForEachEvictable([&](BlockRecord* rec) {
       if (allocator_->SlabOf(rec->slot.offset) == *slab) victims.push_back(rec);
     });
+    for (BlockRecord* rec : copies) DropHostCopyLocked(rec);
     for (BlockRecord* rec : victims) {
       RemoveLocked(rec);
       ++counters_.evictions;
@@ -216,14 +365,17 @@ absl::StatusOr<SlabAllocator::Slot> BlockCache::AllocateLocked(uint64_t size) {
 }
 
 std::optional<uint32_t> BlockCache::ReclaimableSlabLocked() {
-  // A slab qualifies when every allocated slot in it is an evictable block.
-  // Among those, take the one whose most recently used block is coldest.
+  // A slab qualifies when every allocated slot in it holds a reclaimable
+  // block (a host-only leaf, or a host copy of an NVMe block). Among those,
+  // take the one whose most recently used block is coldest.
   absl::flat_hash_map<uint32_t, std::pair<uint32_t, uint64_t>> per_slab;  // count, newest
-  index_.ForEachEvictable([&](BlockRecord* rec) {
-    auto& [count, newest] = per_slab[allocator_->SlabOf(rec->slot.offset)];
-    ++count;
+  auto count = [&](BlockRecord* rec) {
+    auto& [n, newest] = per_slab[allocator_->SlabOf(rec->slot.offset)];
+    ++n;
     newest = std::max(newest, rec->last_access);
-  });
+  };
+  index_.ForEachEvictable(count);
+  index_.ForEachCandidate(PrefixIndex::kHostCopy, count);
   std::optional<uint32_t> best;
   uint64_t best_newest = 0;
   for (const auto& [slab, stats] : per_slab) {
@@ -236,24 +388,48 @@ std::optional<uint32_t> BlockCache::ReclaimableSlabLocked() {
   return best;
 }
 
+void BlockCache::DropHostCopyLocked(BlockRecord* record) {
+  allocator_->Free(record->slot);
+  record->in_host = false;
+  host_stored_bytes_ -= record->size;
+  host_blocks_ -= 1;
+  ++counters_.host_copies_dropped;
+  index_.Reclassify(record);
+}
+
 void BlockCache::RemoveLocked(BlockRecord* record) {
   NamespaceEntry& entry = namespaces_.at(record->ns);
   entry.blocks -= 1;
   entry.bytes -= record->size;
   stored_bytes_ -= record->size;
+  if (record->in_host) {
+    host_stored_bytes_ -= record->size;
+    host_blocks_ -= 1;
+  }
+  if (record->on_nvme) {
+    nvme_stored_bytes_ -= record->size;
+    nvme_blocks_ -= 1;
+    // Unsynced: an entry that survives a crash is verified against its slot.
+    catalog_->Delete(record->ns, record->key).IgnoreError();
+  }
   std::unique_ptr<BlockRecord> owned = index_.Remove(record);
   if (owned->pinned()) {
     removed_pinned_.emplace(owned.get(), std::move(owned));
   } else {
-    allocator_->Free(owned->slot);
+    FreeStorageLocked(owned.get());
   }
+}
+
+void BlockCache::FreeStorageLocked(BlockRecord* record) {
+  if (record->in_host) allocator_->Free(record->slot);
+  if (record->on_nvme) nvme_->Free(record->nvme);
 }
 
 void BlockCache::ReleaseIfDeadLocked(BlockRecord* record) {
   if (record->indexed || record->pinned()) return;
   auto it = removed_pinned_.find(record);
   if (it == removed_pinned_.end()) return;
-  allocator_->Free(record->slot);
+  FreeStorageLocked(record);
   removed_pinned_.erase(it);
 }
 
@@ -302,6 +478,10 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
   if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
   std::vector<ReadHandle> handles;
   handles.reserve(keys.size());
+  // Blocks held only on NVMe are promoted: a host slot is reserved under the
+  // lock, filled and verified outside it, and published under it again.
+  std::vector<NvmeRead> reads;
+  std::vector<std::pair<BlockRecord*, SlabAllocator::Slot>> promoting;
   {
     absl::MutexLock lock(&mu_);
     ExpireLeasesLocked();
@@ -317,8 +497,78 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
       BlockRecord* rec = index_.Find(ns, key);
       index_.AddRef(rec);
       index_.Touch(rec);
+      ++rec->uses;
       handles.push_back(ReadHandle(this, rec));
     }
+    for (const ReadHandle& h : handles) {
+      BlockRecord* rec = h.record_;
+      if (rec->in_host || std::any_of(promoting.begin(), promoting.end(),
+                                      [rec](const auto& p) { return p.first == rec; })) {
+        continue;
+      }
+      absl::StatusOr<SlabAllocator::Slot> slot = AllocateLocked(rec->size);
+      if (!slot.ok()) {
+        for (auto& [r, s] : promoting) allocator_->Free(s);
+        for (ReadHandle& hh : handles) {
+          UnpinLocked(hh.record_);
+          hh.cache_ = nullptr;
+        }
+        return slot.status();
+      }
+      promoting.emplace_back(rec, *slot);
+      SlotHeader expect{rec->ns,   rec->key,      rec->parent_key,
+                        rec->size, rec->checksum, rec->nvme_sequence};
+      reads.push_back({rec->nvme, expect, SlotData(*slot)});
+    }
+  }
+  if (!promoting.empty()) {
+    std::vector<absl::Status> results = nvme_->Read(reads);
+    absl::MutexLock lock(&mu_);
+    std::vector<BlockRecord*> failed;
+    for (size_t i = 0; i < promoting.size(); ++i) {
+      auto& [rec, slot] = promoting[i];
+      if (!results[i].ok() || !rec->indexed || rec->in_host) {
+        // Failed, dropped meanwhile, or promoted by a concurrent reader.
+        allocator_->Free(slot);
+        if (!results[i].ok()) {
+          ++counters_.nvme_read_failures;
+          nvme_degraded_ = results[i].code() != absl::StatusCode::kDataLoss;
+          nvme_last_error_ = std::string(results[i].message());
+          spdlog::error("nvme read of block {} failed: {}", rec->key.ToHex(),
+                        std::string(results[i].message()));
+          failed.push_back(rec);
+        }
+        continue;
+      }
+      rec->slot = slot;
+      rec->in_host = true;
+      host_stored_bytes_ += rec->size;
+      host_blocks_ += 1;
+      ++counters_.promotions;
+      ++counters_.nvme_hits;
+      counters_.bytes_nvme_to_host += rec->size;
+      index_.Reclassify(rec);
+    }
+    if (!failed.empty()) {
+      const std::string message =
+          absl::StrCat("block ", failed.front()->key.ToHex(), " could not be read from nvme (",
+                       nvme_last_error_, ") and was dropped");
+      for (BlockRecord* rec : failed) {
+        if (rec->indexed) DropSubtreeLocked(rec);
+      }
+      for (ReadHandle& h : handles) {
+        UnpinLocked(h.record_);
+        h.cache_ = nullptr;
+      }
+      return absl::NotFoundError(message);
+    }
+  }
+  // Every handle's block is now in host memory: pinned blocks never lose
+  // their host copy, and every block that lacked one was promoted above
+  // (by this call or, first, by a concurrent one).
+  {
+    absl::MutexLock lock(&mu_);
+    counters_.host_hits += handles.size() - promoting.size();
   }
   // Verify outside the lock: pinned slots are never rewritten.
   std::vector<BlockRecord*> corrupt;
@@ -575,6 +825,7 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
     rec->size = s.size;
     rec->checksum = s.checksum;
     rec->slot = *s.slot;
+    rec->uses = 1;
     if (absl::Status st = index.Insert(std::move(rec)); !st.ok()) {
       // Unreachable after validation; a failure here is a bug, not bad input.
       spdlog::critical("Put commit: {}", st.ToString());
@@ -587,10 +838,172 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
     entry.bytes += s.size;
   }
   cache_->stored_bytes_ += result.bytes_stored;
+  cache_->host_stored_bytes_ += result.bytes_stored;
+  cache_->host_blocks_ += result.blocks_stored;
   cache_->counters_.blocks_put += result.blocks_stored;
   cache_->counters_.bytes_put += result.bytes_stored;
   ReleaseLocked();
   return result;
+}
+
+// ---------------------------------------------------------------------------
+// NVMe movement
+
+bool BlockCache::WantsNvmeWrite(const BlockRecord& record, bool host_pressure) const {
+  const NvmeTierOptions& o = *options_.nvme;
+  if (o.write_policy == "write_through") return true;
+  if (o.write_policy == "write_through_after_hits") return record.uses >= o.write_through_hits;
+  return host_pressure && record.uses >= o.admit_min_uses;
+}
+
+size_t BlockCache::RunMoverOnce() {
+  if (nvme_ == nullptr) return 0;
+  absl::MutexLock pass(&mover_mu_);
+  const NvmeTierOptions& o = *options_.nvme;
+  std::vector<BlockRecord*> batch;
+  std::vector<NvmeWrite> writes;
+  {
+    absl::MutexLock lock(&mu_);
+    ExpireLeasesLocked();
+    const double capacity = static_cast<double>(allocator_->capacity());
+    const double used = static_cast<double>(allocator_->used_bytes());
+    const bool pressure = used > o.host_high_watermark * capacity;
+    if (o.write_policy != "write_back" || pressure) {
+      // Bytes to move before host occupancy is back under the low watermark.
+      const double need = pressure ? used - o.host_low_watermark * capacity : 1e300;
+      double scheduled = 0;
+      std::vector<BlockRecord*> leaves;
+      index_.ForEachCandidate(PrefixIndex::kHostOnlyLeaf,
+                              [&](BlockRecord* r) { leaves.push_back(r); });
+      absl::flat_hash_set<BlockRecord*> chosen;
+      bool full = false;
+      for (BlockRecord* leaf : leaves) {
+        if (batch.size() >= o.mover_batch || scheduled >= need || full) break;
+        if (!WantsNvmeWrite(*leaf, pressure)) {
+          if (pressure) ++counters_.admissions_refused_filter;
+          continue;
+        }
+        // The leaf and its ancestors not yet on NVMe, written parents first:
+        // the persisted set stays prefix-closed, so a crash strands nothing.
+        std::vector<BlockRecord*> chain;
+        for (BlockRecord* r = leaf; r != nullptr && !r->on_nvme && !chosen.contains(r);
+             r = r->parent) {
+          chain.push_back(r);
+        }
+        for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+          BlockRecord* r = *it;
+          absl::StatusOr<NvmeSlot> slot = nvme_->Allocate(r->size);
+          while (!slot.ok()) {
+            // Make room by dropping the coldest block held only on NVMe.
+            BlockRecord* victim = index_.Coldest(PrefixIndex::kNvmeOnlyLeaf, std::nullopt);
+            if (victim == nullptr) break;
+            RemoveLocked(victim);
+            ++counters_.nvme_evictions;
+            slot = nvme_->Allocate(r->size);
+          }
+          if (!slot.ok()) {
+            ++counters_.admissions_refused_full;
+            full = true;
+            break;
+          }
+          chosen.insert(r);
+          index_.AddRef(r);
+          batch.push_back(r);
+          SlotHeader h{r->ns, r->key, r->parent_key, r->size, r->checksum, nvme_->NextSequence()};
+          writes.push_back({*slot, h, SlotData(r->slot)});
+          scheduled += static_cast<double>(allocator_->ClassBytes(r->slot.size_class));
+        }
+      }
+    }
+  }
+  size_t written = 0;
+  if (!batch.empty()) {
+    // Data first, made durable by Write; only then the catalog commit.
+    std::vector<absl::Status> results = nvme_->Write(writes);
+    std::vector<CatalogEntry> entries;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!results[i].ok()) continue;
+      const NvmeWrite& w = writes[i];
+      entries.push_back({w.header.ns, w.header.key, w.header.parent, w.slot.device,
+                         w.slot.slot.offset, w.slot.slot.size_class, w.header.payload_bytes,
+                         w.header.payload_checksum, w.header.sequence});
+    }
+    const absl::Status committed = entries.empty() ? absl::OkStatus() : catalog_->PutBatch(entries);
+    absl::MutexLock lock(&mu_);
+    bool all_ok = committed.ok();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      BlockRecord* r = batch[i];
+      const bool ok = results[i].ok() && committed.ok();
+      if (!ok) {
+        all_ok = false;
+        nvme_->Free(writes[i].slot);
+        ++counters_.nvme_write_failures;
+        nvme_degraded_ = true;
+        nvme_last_error_ =
+            std::string(results[i].ok() ? committed.message() : results[i].message());
+      } else {
+        // Also for a block removed meanwhile: its NVMe slot is then freed
+        // (and its catalog entry removed) with the rest of its storage.
+        r->on_nvme = true;
+        r->nvme = writes[i].slot;
+        r->nvme_sequence = writes[i].header.sequence;
+        if (r->indexed) {
+          nvme_stored_bytes_ += r->size;
+          nvme_blocks_ += 1;
+          ++counters_.demotions;
+          counters_.bytes_host_to_nvme += r->size;
+          ++written;
+        } else {
+          catalog_->Delete(r->ns, r->key).IgnoreError();
+        }
+      }
+      UnpinLocked(r);  // reclassifies the block
+    }
+    if (all_ok) nvme_degraded_ = false;
+    if (!all_ok) spdlog::warn("nvme tier degraded: {}", nvme_last_error_);
+  }
+  absl::MutexLock lock(&mu_);
+  BalanceLocked();
+  return written;
+}
+
+void BlockCache::BalanceLocked() {
+  const NvmeTierOptions& o = *options_.nvme;
+  const double host_capacity = static_cast<double>(allocator_->capacity());
+  if (allocator_->used_bytes() > o.host_high_watermark * host_capacity) {
+    while (allocator_->used_bytes() > o.host_low_watermark * host_capacity) {
+      BlockRecord* copy = index_.Coldest(PrefixIndex::kHostCopy, std::nullopt);
+      if (copy == nullptr) break;
+      DropHostCopyLocked(copy);
+    }
+  }
+  double nvme_capacity = 0, nvme_used = 0;
+  for (const NvmeDeviceStats& d : nvme_->Stats()) {
+    nvme_capacity += static_cast<double>(d.capacity_bytes);
+    nvme_used += static_cast<double>(d.used_bytes);
+  }
+  if (nvme_used > o.nvme_high_watermark * nvme_capacity) {
+    while (nvme_used > o.nvme_low_watermark * nvme_capacity) {
+      BlockRecord* victim = index_.Coldest(PrefixIndex::kNvmeOnlyLeaf, std::nullopt);
+      if (victim == nullptr) break;
+      RemoveLocked(victim);
+      ++counters_.nvme_evictions;
+      nvme_used = 0;
+      for (const NvmeDeviceStats& d : nvme_->Stats())
+        nvme_used += static_cast<double>(d.used_bytes);
+    }
+  }
+}
+
+void BlockCache::MoverLoop() {
+  const absl::Duration interval = options_.nvme->mover_interval;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop_mover_), interval)) return;
+    }
+    RunMoverOnce();
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -608,10 +1021,28 @@ CacheSnapshot BlockCache::Snapshot(bool scan_for_stranded) {
   snap.counters = counters_;
   snap.host.capacity_bytes = allocator_->capacity();
   snap.host.used_bytes = allocator_->used_bytes();
-  snap.host.stored_bytes = stored_bytes_;
-  snap.host.blocks = index_.size();
-  snap.host.evictions = counters_.evictions;
-  snap.host.evictable_blocks = index_.evictable_count();
+  snap.host.stored_bytes = host_stored_bytes_;
+  snap.host.blocks = host_blocks_;
+  snap.host.evictions = counters_.evictions + counters_.host_copies_dropped;
+  snap.host.evictable_blocks = index_.candidate_count(PrefixIndex::kHostOnlyLeaf) +
+                               index_.candidate_count(PrefixIndex::kHostCopy);
+  if (nvme_ != nullptr) {
+    NvmeSnapshot& n = snap.nvme;
+    n.enabled = true;
+    n.io_engine = io_engine_note_;
+    n.write_policy = options_.nvme->write_policy;
+    n.degraded = nvme_degraded_;
+    n.last_error = nvme_last_error_;
+    n.devices = nvme_->Stats();
+    for (const NvmeDeviceStats& d : n.devices) {
+      n.tier.capacity_bytes += d.capacity_bytes;
+      n.tier.used_bytes += d.used_bytes;
+    }
+    n.tier.stored_bytes = nvme_stored_bytes_;
+    n.tier.blocks = nvme_blocks_;
+    n.tier.evictions = counters_.nvme_evictions;
+    n.tier.evictable_blocks = index_.candidate_count(PrefixIndex::kNvmeOnlyLeaf);
+  }
   return snap;
 }
 
@@ -630,7 +1061,7 @@ absl::StatusOr<absl::Span<uint8_t>> BlockCache::MutableBytesForTesting(const Nam
                                                                        const BlockKey& key) {
   absl::MutexLock lock(&mu_);
   BlockRecord* rec = index_.Find(ns, key);
-  if (rec == nullptr) return absl::NotFoundError("not cached");
+  if (rec == nullptr || !rec->in_host) return absl::NotFoundError("not cached in host memory");
   return absl::Span<uint8_t>(SlotData(rec->slot), rec->size);
 }
 

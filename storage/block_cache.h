@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -37,14 +38,44 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "storage/block_key.h"
+#include "storage/catalog.h"
 #include "storage/checksum.h"
 #include "storage/clock.h"
 #include "storage/host_arena.h"
+#include "storage/io_engine.h"
 #include "storage/namespace_spec.h"
+#include "storage/nvme_store.h"
 #include "storage/prefix_index.h"
 #include "storage/slab_allocator.h"
 
 namespace kvtier {
+
+// The NVMe tier (optional). Blocks reach it by demotion (the mover copies
+// cold host blocks, parents before children, so the persisted set is always
+// prefix-closed) and come back by promotion on a read.
+struct NvmeTierOptions {
+  NvmeStoreOptions store;
+  std::string catalog_dir;  // "" = <first data dir>/catalog
+  IoEngineOptions io;
+  // When blocks are written to NVMe: "write_back" (on demotion, under host
+  // pressure), "write_through" (soon after every Put), or
+  // "write_through_after_hits" (once a block has write_through_hits uses).
+  std::string write_policy = "write_back";
+  uint32_t write_through_hits = 2;
+  // Admission filter for demotion: a block is written only after this many
+  // uses (its Put counts as one; each Lookup hit and Get adds one).
+  uint32_t admit_min_uses = 2;
+  double host_high_watermark = 0.90;  // demote above this host occupancy...
+  double host_low_watermark = 0.80;   // ...until back under this
+  double nvme_high_watermark = 0.95;
+  double nvme_low_watermark = 0.90;
+  uint32_t mover_batch = 64;  // blocks per mover write batch
+  absl::Duration mover_interval = absl::Milliseconds(100);
+  bool start_mover = true;  // false: tests call RunMoverOnce
+  // Tests: use this engine (not owned; e.g. a FaultInjectingIoEngine)
+  // instead of creating one from `io`.
+  IoEngine* engine_for_testing = nullptr;
+};
 
 struct BlockCacheOptions {
   uint64_t host_bytes = uint64_t{1} << 30;
@@ -55,6 +86,7 @@ struct BlockCacheOptions {
   uint32_t max_leases = 1 << 20;
   absl::Duration default_lease_ttl = absl::Seconds(30);
   absl::Duration max_lease_ttl = absl::Minutes(10);
+  std::optional<NvmeTierOptions> nvme;
 };
 
 struct OpenNamespaceResult {
@@ -98,6 +130,22 @@ struct CacheCounters {
   uint64_t blocks_deleted = 0;
   uint64_t leases_taken = 0;
   uint64_t leases_expired = 0;
+  // NVMe tier.
+  uint64_t host_hits = 0;   // blocks read from host memory
+  uint64_t nvme_hits = 0;   // blocks read from NVMe (promoted)
+  uint64_t promotions = 0;  // NVMe -> host copies
+  uint64_t demotions = 0;   // host -> NVMe copies
+  uint64_t bytes_host_to_nvme = 0;
+  uint64_t bytes_nvme_to_host = 0;
+  uint64_t host_copies_dropped = 0;  // host copies freed, block kept on NVMe
+  uint64_t nvme_evictions = 0;       // blocks dropped from NVMe (their last tier)
+  uint64_t admissions_refused_filter = 0;
+  uint64_t admissions_refused_budget = 0;
+  uint64_t admissions_refused_full = 0;
+  uint64_t nvme_write_failures = 0;
+  uint64_t nvme_read_failures = 0;  // I/O errors and slots that failed verification
+  uint64_t recovered_blocks = 0;
+  uint64_t recovery_dropped = 0;  // catalog entries dropped at start (orphans, bad slots)
 };
 
 struct TierSnapshot {
@@ -109,6 +157,16 @@ struct TierSnapshot {
   uint64_t evictable_blocks = 0;
 };
 
+struct NvmeSnapshot {
+  bool enabled = false;
+  std::string io_engine;  // e.g. "io_uring, queue depth 32"
+  std::string write_policy;
+  bool degraded = false;  // the last NVMe I/O failed; clears on success
+  std::string last_error;
+  TierSnapshot tier;
+  std::vector<NvmeDeviceStats> devices;
+};
+
 struct CacheSnapshot {
   uint32_t namespaces = 0;
   uint64_t blocks = 0;
@@ -117,6 +175,7 @@ struct CacheSnapshot {
   uint64_t stranded_blocks = 0;
   CacheCounters counters;
   TierSnapshot host;
+  NvmeSnapshot nvme;
 };
 
 struct NamespaceSnapshot {
@@ -177,6 +236,12 @@ class BlockCache {
   std::vector<NamespaceSnapshot> Namespaces();
   const BlockCacheOptions& options() const { return options_; }
 
+  // One pass of the mover: demotes (or writes through) blocks to NVMe as the
+  // policy asks, then brings host and NVMe occupancy under their low
+  // watermarks. Returns how many blocks it wrote. The background mover calls
+  // it every mover_interval.
+  size_t RunMoverOnce() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Writable bytes of a cached block, to simulate corruption in tests.
   absl::StatusOr<absl::Span<uint8_t>> MutableBytesForTesting(const NamespaceId& ns,
                                                              const BlockKey& key);
@@ -187,6 +252,9 @@ class BlockCache {
     uint64_t block_bytes = 0;
     uint64_t blocks = 0;
     uint64_t bytes = 0;
+    // False for a namespace known only from recovered NVMe blocks: it serves
+    // nothing until an engine opens it again (same spec, same id).
+    bool opened = true;
   };
   struct Lease {
     std::vector<BlockRecord*> blocks;
@@ -195,6 +263,15 @@ class BlockCache {
 
   BlockCache(const BlockCacheOptions& options, Clock* clock, std::unique_ptr<HostArena> arena,
              std::unique_ptr<SlabAllocator> allocator);
+  absl::Status OpenNvme(const NvmeTierOptions& nvme);
+  absl::Status RecoverFromCatalog() ABSL_LOCKS_EXCLUDED(mu_);
+  void MoverLoop();
+  // Frees a host copy of a block that is also on NVMe.
+  void DropHostCopyLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees whatever a dead (removed and unpinned) record still holds.
+  void FreeStorageLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BalanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WantsNvmeWrite(const BlockRecord& record, bool host_pressure) const;
 
   absl::Status CheckKeyCount(size_t n) const;
   absl::StatusOr<NamespaceEntry*> FindNamespaceLocked(const NamespaceId& ns)
@@ -229,6 +306,21 @@ class BlockCache {
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
   CacheCounters counters_ ABSL_GUARDED_BY(mu_);
   uint64_t stored_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t host_stored_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t nvme_stored_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t host_blocks_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t nvme_blocks_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // NVMe tier; all null when it is off. Fixed after Create.
+  std::unique_ptr<IoEngine> io_engine_;
+  std::unique_ptr<NvmeStore> nvme_;
+  std::unique_ptr<Catalog> catalog_;
+  std::string io_engine_note_;
+  bool nvme_degraded_ ABSL_GUARDED_BY(mu_) = false;
+  std::string nvme_last_error_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex mover_mu_;  // serializes mover passes
+  bool stop_mover_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread mover_;
 };
 
 // A verified, pinned block: its bytes stay valid and unchanged while the

@@ -1,0 +1,302 @@
+// BlockCache with its NVMe tier: demotion and promotion, admission, restart
+// from the catalog, corrupt slots, I/O faults, and a randomized run checking
+// the cross-tier invariants after every step.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "storage/block_cache.h"
+#include "storage/faulty_io_engine.h"
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+
+BlockKey Key(const std::string& k) { return *BlockKey::Create(k); }
+
+std::vector<uint8_t> Content(const std::string& key, size_t n) {
+  std::vector<uint8_t> out(n);
+  uint64_t x = std::hash<std::string>()(key) | 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    out[i] = static_cast<uint8_t>(x);
+  }
+  return out;
+}
+
+NamespaceSpec Spec() {
+  NamespaceSpec s;
+  s.model_id = "model-nvme";
+  s.layout = KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1};  // 64 KiB blocks
+  return s;
+}
+
+class NvmeCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kvtier-tier-XXXXXX";
+    root_ = mkdtemp(tmpl);
+    posix_ = CreatePosixIoEngine();
+    faulty_ = std::make_unique<FaultInjectingIoEngine>(posix_.get(), FaultPlan{});
+    nvme_.store.dirs = {root_ + "/d0", root_ + "/d1"};
+    nvme_.store.bytes_per_dir = 8 * kMiB;
+    nvme_.store.slab_bytes = 1 * kMiB;
+    nvme_.start_mover = false;
+    nvme_.admit_min_uses = 1;
+    nvme_.engine_for_testing = faulty_.get();
+    Open();
+  }
+  void TearDown() override {
+    cache_.reset();
+    std::filesystem::remove_all(root_);
+  }
+
+  void Open(bool open_namespace = true) {
+    cache_.reset();
+    BlockCacheOptions o;
+    o.host_bytes = 4 * kMiB;  // 64 blocks of 64 KiB
+    o.slab_bytes = 1 * kMiB;
+    o.max_block_bytes = 1 * kMiB;
+    o.nvme = nvme_;
+    auto c = BlockCache::Create(o, &clock_);
+    ASSERT_TRUE(c.ok()) << c.status();
+    cache_ = std::move(*c);
+    if (open_namespace) ns_ = cache_->OpenNamespace(Spec())->id;
+  }
+
+  absl::Status Put(const std::vector<std::string>& chain, std::string parent = "") {
+    auto batch = cache_->BeginPut(ns_);
+    if (!batch.ok()) return batch.status();
+    for (const std::string& k : chain) {
+      if (absl::Status s =
+              (*batch)->StartBlock(Key(k), parent.empty() ? BlockKey() : Key(parent), 64 * kKiB);
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = (*batch)->Append(Content(k, 64 * kKiB)); !s.ok()) return s;
+      parent = k;
+    }
+    return (*batch)->Commit().status();
+  }
+
+  // Reads every key and checks its bytes.
+  absl::Status ReadAll(const std::vector<std::string>& keys) {
+    std::vector<BlockKey> ks;
+    for (const auto& k : keys) ks.push_back(Key(k));
+    auto h = cache_->Read(ns_, ks);
+    if (!h.ok()) return h.status();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto want = Content(keys[i], 64 * kKiB);
+      auto got = (*h)[i].bytes();
+      if (got.size() != want.size() || !std::equal(want.begin(), want.end(), got.begin())) {
+        return absl::DataLossError(absl::StrCat("wrong bytes for ", keys[i]));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  size_t Matched(const std::vector<std::string>& keys) {
+    std::vector<BlockKey> ks;
+    for (const auto& k : keys) ks.push_back(Key(k));
+    auto r = cache_->Lookup(ns_, ks, false, absl::ZeroDuration());
+    return r.ok() ? r->blocks.size() : 0;
+  }
+
+  std::vector<std::string> Chain(const std::string& prefix, int n) {
+    std::vector<std::string> out;
+    for (int i = 0; i < n; ++i) out.push_back(absl::StrCat(prefix, i));
+    return out;
+  }
+
+  std::string root_;
+  FakeClock clock_;
+  std::unique_ptr<IoEngine> posix_;
+  std::unique_ptr<FaultInjectingIoEngine> faulty_;
+  NvmeTierOptions nvme_;
+  std::unique_ptr<BlockCache> cache_;
+  NamespaceId ns_;
+};
+
+TEST_F(NvmeCacheTest, PressureDemotesAndReadsPromoteByteExact) {
+  const auto chain = Chain("a", 60);  // 60 of 64 host slots: above the 90% watermark
+  ASSERT_TRUE(Put(chain).ok());
+  EXPECT_GT(cache_->RunMoverOnce(), 0u);
+  CacheSnapshot snap = cache_->Snapshot(true);
+  EXPECT_GT(snap.counters.demotions, 0u);
+  EXPECT_LE(snap.host.used_bytes, 0.8 * snap.host.capacity_bytes);  // back under low watermark
+  EXPECT_GT(snap.counters.host_copies_dropped, 0u);
+  EXPECT_EQ(snap.blocks, 60u);  // nothing lost
+  EXPECT_EQ(snap.stranded_blocks, 0u);
+  EXPECT_EQ(Matched(chain), 60u);
+  // Demotion wrote whole prefixes: every block on NVMe has its parent there.
+  ASSERT_TRUE(ReadAll(chain).ok());
+  snap = cache_->Snapshot(true);
+  EXPECT_GT(snap.counters.promotions, 0u);
+  EXPECT_EQ(snap.counters.promotions, snap.counters.nvme_hits);
+  EXPECT_EQ(snap.counters.bytes_nvme_to_host, snap.counters.promotions * 64 * kKiB);
+  EXPECT_GT(snap.nvme.tier.blocks, 0u);
+  EXPECT_FALSE(snap.nvme.degraded);
+}
+
+TEST_F(NvmeCacheTest, AdmissionFilterKeepsOnceUsedBlocksOffNvme) {
+  nvme_.admit_min_uses = 2;
+  Open();
+  const auto hot = Chain("hot", 20), cold = Chain("cold", 40);
+  ASSERT_TRUE(Put(hot).ok());
+  ASSERT_TRUE(Put(cold).ok());
+  EXPECT_EQ(Matched(hot), 20u);  // a second use for every hot block
+  cache_->RunMoverOnce();
+  CacheSnapshot snap = cache_->Snapshot();
+  EXPECT_GT(snap.counters.admissions_refused_filter, 0u);
+  EXPECT_EQ(snap.counters.demotions, 20u);  // exactly the hot chain
+}
+
+TEST_F(NvmeCacheTest, PersistedBlocksSurviveRestart) {
+  nvme_.write_policy = "write_through";
+  Open();
+  const auto chain = Chain("p", 10);
+  ASSERT_TRUE(Put(chain).ok());
+  ASSERT_TRUE(Put(Chain("q", 3), "p4").ok());  // a branch
+  EXPECT_EQ(cache_->RunMoverOnce(), 13u);
+  Open(/*open_namespace=*/false);  // restart: nothing in host memory
+  CacheSnapshot snap = cache_->Snapshot(true);
+  EXPECT_EQ(snap.counters.recovered_blocks, 13u);
+  EXPECT_EQ(snap.counters.recovery_dropped, 0u);
+  EXPECT_EQ(snap.host.blocks, 0u);
+  EXPECT_EQ(snap.stranded_blocks, 0u);
+  // The namespace serves nothing until an engine opens it again.
+  EXPECT_EQ(cache_->Lookup(NamespaceId::Of(Spec()), {Key("p0")}, false, absl::ZeroDuration())
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  auto reopened = cache_->OpenNamespace(Spec());
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_FALSE(reopened->created);
+  ns_ = reopened->id;
+  EXPECT_EQ(Matched(chain), 10u);
+  ASSERT_TRUE(ReadAll(chain).ok());
+  ASSERT_TRUE(ReadAll({"q0", "q1", "q2"}).ok());
+  EXPECT_EQ(cache_->Snapshot().counters.promotions, 13u);
+}
+
+TEST_F(NvmeCacheTest, CorruptSlotBetweenRunsIsAMissNeverData) {
+  nvme_.write_policy = "write_through";
+  Open();
+  ASSERT_TRUE(Put(Chain("c", 4)).ok());
+  ASSERT_EQ(cache_->RunMoverOnce(), 4u);
+  cache_.reset();
+  // Flip bytes in the middle of every slot file (behind the daemon's back).
+  for (const std::string& dir : nvme_.store.dirs) {
+    const std::string f = dir + "/kvtier-slots.dat";
+    FILE* fp = std::fopen(f.c_str(), "r+b");
+    ASSERT_NE(fp, nullptr);
+    std::vector<uint8_t> buf(8 * kMiB);
+    ASSERT_EQ(std::fread(buf.data(), 1, buf.size(), fp), buf.size());
+    for (size_t off = 0; off < buf.size(); off += 4096) {
+      if (buf[off] == 'K') buf[off + 4096 + 100] ^= 0xff;  // a payload byte after each header
+    }
+    std::rewind(fp);
+    ASSERT_EQ(std::fwrite(buf.data(), 1, buf.size(), fp), buf.size());
+    std::fclose(fp);
+  }
+  Open();
+  EXPECT_EQ(cache_->Snapshot().counters.recovered_blocks, 4u);  // recovery does not scan slots
+  absl::Status s = ReadAll({"c0"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  CacheSnapshot snap = cache_->Snapshot(true);
+  EXPECT_EQ(snap.counters.nvme_read_failures, 1u);
+  EXPECT_EQ(snap.blocks, 0u);  // c0 and its descendants dropped
+  EXPECT_EQ(snap.stranded_blocks, 0u);
+  EXPECT_EQ(snap.nvme.tier.used_bytes, 0u);  // their slots freed
+  Open();
+  EXPECT_EQ(cache_->Snapshot().counters.recovered_blocks, 0u);  // catalog entries gone too
+}
+
+TEST_F(NvmeCacheTest, IoFaultsDegradeButNeverFailRequests) {
+  nvme_.write_policy = "write_through";
+  Open();
+  faulty_->SetPlan(FaultPlan{1.0, 0, 0, 0, 7});  // every I/O fails with EIO
+  ASSERT_TRUE(Put(Chain("f", 5)).ok());
+  EXPECT_EQ(cache_->RunMoverOnce(), 0u);
+  CacheSnapshot snap = cache_->Snapshot();
+  EXPECT_TRUE(snap.nvme.degraded);
+  EXPECT_FALSE(snap.nvme.last_error.empty());
+  EXPECT_GT(snap.counters.nvme_write_failures, 0u);
+  EXPECT_EQ(snap.nvme.tier.used_bytes, 0u);  // failed slots freed
+  EXPECT_TRUE(ReadAll(Chain("f", 5)).ok());  // still served from host memory
+  ASSERT_TRUE(Put(Chain("g", 2)).ok());
+  faulty_->SetPlan(FaultPlan{});  // the device recovers
+  EXPECT_EQ(cache_->RunMoverOnce(), 7u);
+  EXPECT_FALSE(cache_->Snapshot().nvme.degraded);
+}
+
+TEST_F(NvmeCacheTest, DeleteRemovesBlocksFromBothTiersAndTheCatalog) {
+  nvme_.write_policy = "write_through";
+  Open();
+  ASSERT_TRUE(Put(Chain("d", 3)).ok());
+  ASSERT_EQ(cache_->RunMoverOnce(), 3u);
+  auto r = cache_->Delete(ns_, {Key("d0")}, true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->blocks_deleted, 3u);
+  CacheSnapshot snap = cache_->Snapshot();
+  EXPECT_EQ(snap.host.used_bytes, 0u);
+  EXPECT_EQ(snap.nvme.tier.used_bytes, 0u);
+  Open();
+  EXPECT_EQ(cache_->Snapshot().counters.recovered_blocks, 0u);
+}
+
+// Random puts, reads, lookups with leases, deletes, clock moves and mover
+// passes over two small tiers. After every step: nothing stranded, every
+// block has a copy, and every read returns the bytes that were put.
+TEST_F(NvmeCacheTest, RandomizedCrossTierInvariants) {
+  nvme_.store.bytes_per_dir = 2 * kMiB;  // 2 x 2 MiB of NVMe: it fills too
+  Open();
+  std::mt19937_64 rng(4242);
+  std::vector<std::string> known;
+  int next = 0;
+  for (int step = 0; step < 600; ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 4) {
+      std::string parent;
+      if (!known.empty() && rng() % 3) {
+        parent = known[rng() % known.size()];
+        if (Matched({parent}) == 0) parent.clear();
+      }
+      const auto chain = Chain(absl::StrCat("r", next++, "-"), 1 + static_cast<int>(rng() % 4));
+      absl::Status s = Put(chain, parent);
+      ASSERT_TRUE(s.ok() || s.code() == absl::StatusCode::kResourceExhausted) << s;
+      if (s.ok()) known.insert(known.end(), chain.begin(), chain.end());
+    } else if (op < 6 && !known.empty()) {
+      const std::string k = known[rng() % known.size()];
+      if (Matched({k}) == 1) {
+        absl::Status s = ReadAll({k});
+        ASSERT_TRUE(s.ok() || s.code() == absl::StatusCode::kResourceExhausted) << s;
+      }
+    } else if (op < 7 && !known.empty()) {
+      cache_->Lookup(ns_, {Key(known[rng() % known.size()])}, true, absl::Seconds(2)).IgnoreError();
+    } else if (op < 8 && !known.empty()) {
+      cache_->Delete(ns_, {Key(known[rng() % known.size()])}, true).IgnoreError();
+    } else if (op < 9) {
+      clock_.Advance(absl::Seconds(1));
+    } else {
+      cache_->RunMoverOnce();
+    }
+    ASSERT_EQ(cache_->Snapshot(true).stranded_blocks, 0u) << "step " << step;
+  }
+  const CacheSnapshot snap = cache_->Snapshot(true);
+  EXPECT_GT(snap.counters.demotions, 20u);
+  EXPECT_GT(snap.counters.promotions, 5u);
+  EXPECT_GE(snap.host.blocks + snap.nvme.tier.blocks, snap.blocks);  // every block has a copy
+}
+
+}  // namespace
+}  // namespace kvtier
