@@ -40,20 +40,56 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   out->set_blocks_deleted(c.blocks_deleted);
   out->set_leases_taken(c.leases_taken);
   out->set_leases_expired(c.leases_expired);
+  out->set_host_hits(c.host_hits);
+  out->set_nvme_hits(c.nvme_hits);
+  out->set_promotions(c.promotions);
+  out->set_demotions(c.demotions);
+  out->set_bytes_host_to_nvme(c.bytes_host_to_nvme);
+  out->set_bytes_nvme_to_host(c.bytes_nvme_to_host);
+  out->set_host_copies_dropped(c.host_copies_dropped);
+  out->set_nvme_evictions(c.nvme_evictions);
+  out->set_admissions_refused_filter(c.admissions_refused_filter);
+  out->set_admissions_refused_budget(c.admissions_refused_budget);
+  out->set_admissions_refused_full(c.admissions_refused_full);
+  out->set_nvme_write_failures(c.nvme_write_failures);
+  out->set_nvme_read_failures(c.nvme_read_failures);
+  out->set_recovered_blocks(c.recovered_blocks);
+  out->set_recovery_dropped(c.recovery_dropped);
+  v1::NvmeStatus* nvme = response->mutable_nvme();
+  nvme->set_enabled(snap.nvme.enabled);
+  nvme->set_io_engine(snap.nvme.io_engine);
+  nvme->set_write_policy(snap.nvme.write_policy);
+  nvme->set_degraded(snap.nvme.degraded);
+  nvme->set_last_error(snap.nvme.last_error);
   return grpc::Status::OK;
 }
 
 grpc::Status AdminService::ListTiers(grpc::ServerContext*, const v1::ListTiersRequest*,
                                      v1::ListTiersResponse* response) {
-  const TierSnapshot host = cache_->Snapshot().host;
-  v1::TierStatus* t = response->add_tiers();
-  t->set_kind(v1::TIER_KIND_HOST);
-  t->set_capacity_bytes(host.capacity_bytes);
-  t->set_used_bytes(host.used_bytes);
-  t->set_stored_bytes(host.stored_bytes);
-  t->set_blocks(host.blocks);
-  t->set_evictions(host.evictions);
-  t->set_evictable_blocks(host.evictable_blocks);
+  const CacheSnapshot snap = cache_->Snapshot();
+  auto add = [response](v1::TierKind kind, const TierSnapshot& tier) {
+    v1::TierStatus* t = response->add_tiers();
+    t->set_kind(kind);
+    t->set_capacity_bytes(tier.capacity_bytes);
+    t->set_used_bytes(tier.used_bytes);
+    t->set_stored_bytes(tier.stored_bytes);
+    t->set_blocks(tier.blocks);
+    t->set_evictions(tier.evictions);
+    t->set_evictable_blocks(tier.evictable_blocks);
+    return t;
+  };
+  add(v1::TIER_KIND_HOST, snap.host);
+  if (snap.nvme.enabled) {
+    v1::TierStatus* t = add(v1::TIER_KIND_NVME, snap.nvme.tier);
+    for (const NvmeDeviceStats& d : snap.nvme.devices) {
+      v1::DeviceStatus* dev = t->add_devices();
+      dev->set_dir(d.dir);
+      dev->set_capacity_bytes(d.capacity_bytes);
+      dev->set_used_bytes(d.used_bytes);
+      dev->set_bytes_written(d.bytes_written);
+      dev->set_bytes_read(d.bytes_read);
+    }
+  }
   return grpc::Status::OK;
 }
 

@@ -1,5 +1,6 @@
 #include "server/config.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +37,15 @@ absl::StatusOr<uint32_t> ParseU32(absl::string_view text) {
 
 absl::StatusOr<std::string> ParseString(absl::string_view text) { return std::string(text); }
 
+absl::StatusOr<double> ParseFraction(absl::string_view text) {
+  double v = 0;
+  if (!absl::SimpleAtod(absl::StripAsciiWhitespace(text), &v) || !(v >= 0 && v <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a fraction in 0..1"));
+  }
+  return v;
+}
+
+std::string Print(double v) { return absl::StrCat(v); }
 std::string Print(uint64_t v) { return std::to_string(v); }
 std::string Print(uint32_t v) { return std::to_string(v); }
 std::string Print(const std::string& v) { return v; }
@@ -69,6 +79,19 @@ const std::vector<KeySpec>& Keys() {
       Field("leases.default_ttl_ms", &DaemonConfig::default_lease_ttl_ms, ParseU32),
       Field("leases.max_ttl_ms", &DaemonConfig::max_lease_ttl_ms, ParseU32),
       Field("log.level", &DaemonConfig::log_level, ParseString),
+      Field("nvme.dirs", &DaemonConfig::nvme_dirs, ParseString),
+      Field("nvme.bytes_per_dir", &DaemonConfig::nvme_bytes_per_dir, ParseBytes),
+      Field("nvme.slab_bytes", &DaemonConfig::nvme_slab_bytes, ParseBytes),
+      Field("nvme.io_engine", &DaemonConfig::nvme_io_engine, ParseString),
+      Field("nvme.queue_depth", &DaemonConfig::nvme_queue_depth, ParseU32),
+      Field("nvme.write_policy", &DaemonConfig::nvme_write_policy, ParseString),
+      Field("nvme.write_through_hits", &DaemonConfig::nvme_write_through_hits, ParseU32),
+      Field("nvme.admit_min_uses", &DaemonConfig::nvme_admit_min_uses, ParseU32),
+      Field("nvme.host_high_watermark", &DaemonConfig::nvme_host_high_watermark, ParseFraction),
+      Field("nvme.host_low_watermark", &DaemonConfig::nvme_host_low_watermark, ParseFraction),
+      Field("nvme.high_watermark", &DaemonConfig::nvme_high_watermark, ParseFraction),
+      Field("nvme.low_watermark", &DaemonConfig::nvme_low_watermark, ParseFraction),
+      Field("nvme.mover_interval_ms", &DaemonConfig::nvme_mover_interval_ms, ParseU32),
   };
   return *keys;
 }
@@ -126,11 +149,20 @@ uint64_t PhysicalMemoryBytes() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
 }
 
-DaemonConfig DefaultConfig(uint64_t physical_memory_bytes) {
+DaemonConfig DefaultConfig(uint64_t physical_memory_bytes, uint64_t free_disk_bytes) {
   DaemonConfig c;
   const uint64_t want = std::min(physical_memory_bytes / 4, 8 * kGiB);
   c.host_tier_bytes = std::max(want / c.host_slab_bytes, uint64_t{1}) * c.host_slab_bytes;
+  const uint64_t disk = std::min(free_disk_bytes / 10, 16 * kGiB);
+  c.nvme_bytes_per_dir = disk / c.nvme_slab_bytes * c.nvme_slab_bytes;
+  if (c.nvme_bytes_per_dir > 0) c.nvme_dirs = "./kvtier-data";
   return c;
+}
+
+uint64_t FreeDiskBytes(const std::string& path) {
+  struct statvfs st;
+  if (statvfs(path.c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
 }
 
 absl::Status SetConfigKey(absl::string_view key, absl::string_view value, DaemonConfig* config) {
@@ -219,6 +251,37 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
   }
   if (c.default_lease_ttl_ms == 0 || c.default_lease_ttl_ms > c.max_lease_ttl_ms) {
     return bad("leases.default_ttl_ms must be in 1..leases.max_ttl_ms");
+  }
+  if (!c.nvme_dirs.empty()) {
+    if (c.nvme_slab_bytes == 0 || c.nvme_slab_bytes % 4096 != 0) {
+      return bad("nvme.slab_bytes must be a positive multiple of 4096");
+    }
+    if (c.nvme_slab_bytes < c.max_block_bytes + 4096) {
+      return bad(
+          "nvme.slab_bytes must hold a block and its 4KiB header: at least "
+          "limits.max_block_bytes + 4096");
+    }
+    if (c.nvme_bytes_per_dir < c.nvme_slab_bytes) {
+      return bad("nvme.bytes_per_dir must hold at least one nvme.slab_bytes");
+    }
+    if (c.nvme_io_engine != "auto" && c.nvme_io_engine != "io_uring" &&
+        c.nvme_io_engine != "pread") {
+      return bad("nvme.io_engine must be auto, io_uring or pread");
+    }
+    if (c.nvme_queue_depth == 0 || c.nvme_queue_depth > 4096) {
+      return bad("nvme.queue_depth must be in 1..4096");
+    }
+    if (c.nvme_write_policy != "write_back" && c.nvme_write_policy != "write_through" &&
+        c.nvme_write_policy != "write_through_after_hits") {
+      return bad(
+          "nvme.write_policy must be write_back, write_through or "
+          "write_through_after_hits");
+    }
+    if (!(c.nvme_host_low_watermark < c.nvme_host_high_watermark) ||
+        !(c.nvme_low_watermark < c.nvme_high_watermark)) {
+      return bad("nvme watermarks: each low watermark must be below its high watermark");
+    }
+    if (c.nvme_mover_interval_ms == 0) return bad("nvme.mover_interval_ms must be > 0");
   }
   if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off") {
     return bad("log.level '", c.log_level,

@@ -9,6 +9,10 @@
 //   limits:    max_block_bytes, max_namespaces, max_keys_per_request, max_leases
 //   leases:    default_ttl_ms, max_ttl_ms
 //   log:       level
+//   nvme:      dirs, bytes_per_dir, slab_bytes, io_engine, queue_depth,
+//              write_policy, write_through_hits, admit_min_uses,
+//              host_high_watermark, host_low_watermark, high_watermark,
+//              low_watermark, mover_interval_ms
 // Sizes accept plain integers or IEC suffixes: 512KiB, 64MiB, 8GiB, 1TiB.
 //
 // Thread-safety: value type; the functions are pure.
@@ -44,11 +48,30 @@ struct DaemonConfig {
   uint32_t max_lease_ttl_ms = 600'000;
 
   std::string log_level = "info";
+
+  // NVMe tier; off when nvme_dirs is empty. See docs/operations.md.
+  std::string nvme_dirs;  // comma-separated, one per device
+  uint64_t nvme_bytes_per_dir = 0;
+  uint64_t nvme_slab_bytes = uint64_t{128} << 20;
+  std::string nvme_io_engine = "auto";
+  uint32_t nvme_queue_depth = 32;
+  std::string nvme_write_policy = "write_back";
+  uint32_t nvme_write_through_hits = 2;
+  uint32_t nvme_admit_min_uses = 2;
+  double nvme_host_high_watermark = 0.90;
+  double nvme_host_low_watermark = 0.80;
+  double nvme_high_watermark = 0.95;
+  double nvme_low_watermark = 0.90;
+  uint32_t nvme_mover_interval_ms = 100;
 };
 
 // The embedded defaults. The host tier gets min(25% of physical memory,
-// 8 GiB), rounded down to whole slabs (at least one slab).
-DaemonConfig DefaultConfig(uint64_t physical_memory_bytes);
+// 8 GiB), rounded down to whole slabs (at least one slab). The NVMe tier
+// lives in ./kvtier-data with min(10% of `free_disk_bytes`, 16 GiB); it is off
+// when that is under one slab (and so when free_disk_bytes is 0).
+DaemonConfig DefaultConfig(uint64_t physical_memory_bytes, uint64_t free_disk_bytes = 0);
+// Free bytes on the filesystem holding `path` (0 if unknown).
+uint64_t FreeDiskBytes(const std::string& path);
 // Physical memory of this machine (sysconf).
 uint64_t PhysicalMemoryBytes();
 

@@ -5,8 +5,10 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 
@@ -37,6 +39,25 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   options.max_leases = config.max_leases;
   options.default_lease_ttl = absl::Milliseconds(config.default_lease_ttl_ms);
   options.max_lease_ttl = absl::Milliseconds(config.max_lease_ttl_ms);
+  if (!config.nvme_dirs.empty()) {
+    NvmeTierOptions nvme;
+    for (absl::string_view dir : absl::StrSplit(config.nvme_dirs, ',', absl::SkipWhitespace())) {
+      nvme.store.dirs.emplace_back(absl::StripAsciiWhitespace(dir));
+    }
+    nvme.store.bytes_per_dir = config.nvme_bytes_per_dir;
+    nvme.store.slab_bytes = config.nvme_slab_bytes;
+    nvme.io.kind = config.nvme_io_engine;
+    nvme.io.queue_depth = config.nvme_queue_depth;
+    nvme.write_policy = config.nvme_write_policy;
+    nvme.write_through_hits = config.nvme_write_through_hits;
+    nvme.admit_min_uses = config.nvme_admit_min_uses;
+    nvme.host_high_watermark = config.nvme_host_high_watermark;
+    nvme.host_low_watermark = config.nvme_host_low_watermark;
+    nvme.nvme_high_watermark = config.nvme_high_watermark;
+    nvme.nvme_low_watermark = config.nvme_low_watermark;
+    nvme.mover_interval = absl::Milliseconds(config.nvme_mover_interval_ms);
+    options.nvme = nvme;
+  }
   absl::StatusOr<std::unique_ptr<BlockCache>> cache = BlockCache::Create(options, &d->clock_);
   if (!cache.ok()) return cache.status();
   d->cache_ = std::move(*cache);

@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("kvtierd"));
 
   // Defaults < YAML file < flags.
-  DaemonConfig config = kvtier::DefaultConfig(kvtier::PhysicalMemoryBytes());
+  DaemonConfig config =
+      kvtier::DefaultConfig(kvtier::PhysicalMemoryBytes(), kvtier::FreeDiskBytes("."));
   absl::Status status;
   if (!config_path.empty()) status = kvtier::ApplyYamlFile(config_path, &config);
   if (status.ok() && !listen.empty())
@@ -79,7 +80,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::info("gpu: {}", (*daemon)->gpus().detail);
-  spdlog::info("host tier: {} bytes", (*daemon)->cache().Snapshot().host.capacity_bytes);
+  const kvtier::CacheSnapshot snap = (*daemon)->cache().Snapshot();
+  spdlog::info("host tier: {} bytes", snap.host.capacity_bytes);
+  if (snap.nvme.enabled) {
+    spdlog::info("nvme tier: {} bytes in {} ({}), {} blocks recovered",
+                 snap.nvme.tier.capacity_bytes, config.nvme_dirs, snap.nvme.io_engine,
+                 snap.counters.recovered_blocks);
+  } else {
+    spdlog::info("nvme tier: off (set nvme.dirs)");
+  }
   spdlog::info("kvtierd listening on {}", (*daemon)->listen_address());
 
   int signal = 0;

@@ -166,6 +166,17 @@ int Status(const Globals& g) {
             << r.counters().lookup_keys() << " keys hit\n"
             << "  evictions:  " << r.counters().evictions()
             << ", checksum mismatches: " << r.counters().checksum_mismatches() << "\n";
+  if (r.nvme().enabled()) {
+    const v1::Counters& c = r.counters();
+    std::cout << "  nvme:       " << r.nvme().write_policy() << " via " << r.nvme().io_engine()
+              << (r.nvme().degraded() ? ", DEGRADED: " + r.nvme().last_error() : "") << "\n"
+              << "              " << c.demotions() << " demoted ("
+              << HumanBytes(c.bytes_host_to_nvme()) << "), " << c.promotions() << " promoted ("
+              << HumanBytes(c.bytes_nvme_to_host()) << "), " << c.recovered_blocks()
+              << " recovered at start\n";
+  } else {
+    std::cout << "  nvme:       off\n";
+  }
   return 0;
 }
 
@@ -183,6 +194,11 @@ int Tiers(const Globals& g) {
               << HumanBytes(t.capacity_bytes()) << ", " << t.blocks() << " blocks ("
               << HumanBytes(t.stored_bytes()) << "), " << t.evictable_blocks() << " evictable, "
               << t.evictions() << " evicted\n";
+    for (const v1::DeviceStatus& d : t.devices()) {
+      std::cout << "  " << d.dir() << ": " << HumanBytes(d.used_bytes()) << " used of "
+                << HumanBytes(d.capacity_bytes()) << ", " << HumanBytes(d.bytes_written())
+                << " written, " << HumanBytes(d.bytes_read()) << " read\n";
+    }
   }
   return 0;
 }

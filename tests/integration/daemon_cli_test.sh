@@ -4,7 +4,10 @@
 #   kvtierd starts on embedded defaults (ephemeral port), answers
 #   `kvtier status --json`, round-trips a file through put/get byte-exact,
 #   reports a missing key with exit 1 and no partial output, serves a unix
-#   socket, and stops cleanly (exit 0) on SIGINT and SIGTERM.
+#   socket, and stops cleanly (exit 0) on SIGINT and SIGTERM;
+#   with an NVMe tier (write-through), the blocks of a file survive a restart
+#   and are served byte-exact from NVMe; a second daemon on the same data
+#   directory is refused.
 # Usage: daemon_cli_test.sh KVTIERD KVTIER
 set -euo pipefail
 KVTIERD=$1
@@ -60,8 +63,15 @@ printf 'host_tier:\n  bytes: 512MiB\nlog:\n  level: warn\n' >"$WORK/good.yaml"
 grep -q "bytes: 536870912" "$WORK/eff.yaml" || fail "YAML value not applied"
 grep -q "level: debug" "$WORK/eff.yaml" || fail "flag did not override YAML"
 
-step "start on embedded defaults (ephemeral port)"
-start_daemon "$WORK/d1" --listen 127.0.0.1:0
+# Every daemon here keeps its NVMe tier (if any) inside $WORK.
+# Small slabs: the files' odd-sized tail blocks each take a slab of their class.
+NVME=(--set "nvme.dirs=$WORK/nvme" --set nvme.bytes_per_dir=256MiB
+      --set limits.max_block_bytes=1MiB --set nvme.slab_bytes=4MiB
+      --set nvme.write_policy=write_through --set nvme.mover_interval_ms=20)
+NO_NVME=(--set nvme.dirs=)
+
+step "start (ephemeral port, nvme tier in a temp dir)"
+start_daemon "$WORK/d1" --listen 127.0.0.1:0 "${NVME[@]}"
 grep -q "^server:" "$WORK/d1.out" || fail "effective configuration not printed"
 "$KVTIER" --addr "$ADDR" status --json >"$WORK/status.json"
 grep -q "\"listen_address\": \"$ADDR\"" "$WORK/status.json" || fail "status --json: $(cat "$WORK/status.json")"
@@ -88,17 +98,39 @@ grep -q NOT_FOUND "$WORK/miss.err" || fail "missing key error: $(cat "$WORK/miss
 rc=0; "$KVTIER" --addr "$ADDR" get zz -o "$WORK/x.bin" 2>/dev/null || rc=$?
 [[ $rc -eq 2 ]] || fail "bad hex key should be a usage error"
 
-step "second daemon on the same port fails"
-rc=0; "$KVTIERD" --listen "$ADDR" --host-tier-bytes 64MiB >/dev/null 2>"$WORK/dup.err" || rc=$?
+step "second daemon on the same port, or on the same nvme directory, fails"
+rc=0; "$KVTIERD" --listen "$ADDR" --host-tier-bytes 64MiB "${NO_NVME[@]}" >/dev/null 2>"$WORK/dup.err" || rc=$?
 [[ $rc -eq 1 ]] || fail "expected exit 1 for an address in use, got $rc"
+rc=0; "$KVTIERD" --listen 127.0.0.1:0 --host-tier-bytes 64MiB "${NVME[@]}" >/dev/null 2>"$WORK/dup2.err" || rc=$?
+[[ $rc -eq 1 ]] || fail "expected exit 1 for an nvme directory in use, got $rc"
+grep -q "catalog" "$WORK/dup2.err" || fail "nvme directory in use: $(cat "$WORK/dup2.err")"
+
+step "write-through reaches nvme"
+for _ in $(seq 1 100); do
+  demoted=$("$KVTIER" --addr "$ADDR" status --json | sed -n 's/.*"demotions": "\([0-9]*\)".*/\1/p')
+  [[ "${demoted:-0}" -eq 58 ]] && break  # 12 blocks of 256 KiB + 46 of 64 KiB
+  sleep 0.1
+done
+[[ "${demoted:-0}" -eq 58 ]] || fail "blocks did not reach nvme (demotions=${demoted:-none})"
+"$KVTIER" --addr "$ADDR" tiers | grep -q "^NVME:" || fail "tiers does not list the nvme tier"
 
 step "SIGINT stops cleanly"
 stop_daemon INT "$WORK/d1"
 rc=0; "$KVTIER" --addr "$ADDR" --timeout 2 status >/dev/null 2>&1 || rc=$?
 [[ $rc -eq 1 ]] || fail "kvtier status against a stopped daemon should exit 1"
 
+step "restart: persisted blocks are served byte-exact from nvme"
+start_daemon "$WORK/d3" --listen 127.0.0.1:0 "${NVME[@]}"
+"$KVTIER" --addr "$ADDR" status --json >"$WORK/status3.json"
+grep -q '"recovered_blocks": "[1-9]' "$WORK/status3.json" || fail "nothing recovered: $(cat "$WORK/status3.json")"
+# shellcheck disable=SC2046
+"$KVTIER" --addr "$ADDR" get $(cat "$WORK/keys.txt") -o "$WORK/out3.bin"
+cmp "$WORK/in.bin" "$WORK/out3.bin" || fail "file read back after restart differs"
+"$KVTIER" --addr "$ADDR" status --json | grep -q '"promotions": "12"' || fail "blocks were not promoted from nvme"
+stop_daemon TERM "$WORK/d3"
+
 step "unix socket; SIGTERM stops cleanly"
-start_daemon "$WORK/d2" --listen "unix:$WORK/kvtier.sock" --host-tier-bytes 64MiB
+start_daemon "$WORK/d2" --listen "unix:$WORK/kvtier.sock" --host-tier-bytes 64MiB "${NO_NVME[@]}"
 "$KVTIER" --addr "unix:$WORK/kvtier.sock" status --json | grep -q '"namespaces": 0' || fail "unix socket status"
 stop_daemon TERM "$WORK/d2"
 
