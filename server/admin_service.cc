@@ -1,5 +1,6 @@
 #include "server/admin_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/build_info.h"
 #include "server/proto_convert.h"
@@ -105,6 +106,44 @@ grpc::Status AdminService::ListNamespaces(grpc::ServerContext*, const v1::ListNa
     out->set_bytes(ns.bytes);
     out->set_salted(!ns.spec.salt.empty());
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::GetWear(grpc::ServerContext*, const v1::GetWearRequest*,
+                                   v1::GetWearResponse* response) {
+  const CacheSnapshot snap = cache_->Snapshot();
+  response->set_nvme_enabled(snap.nvme.enabled);
+  response->set_admissions_refused_budget(snap.counters.admissions_refused_budget);
+  bool admitting = snap.nvme.enabled;
+  std::string reason = snap.nvme.enabled ? "" : "the nvme tier is off";
+  for (const DeviceWear& w : cache_->Wear()) {
+    v1::DeviceWear* d = response->add_devices();
+    d->set_dir(w.dir);
+    d->set_capacity_bytes(w.options.capacity_bytes);
+    d->set_dwpd(w.options.dwpd);
+    d->set_warranty_years(w.options.warranty_years);
+    d->set_safety(w.options.safety);
+    d->set_budget_bytes_per_day(w.report.budget_bytes_per_day);
+    d->set_tbw_bytes(w.report.tbw_bytes);
+    d->set_bytes_written(w.report.bytes_written);
+    d->set_write_rate_bytes_per_s(w.report.write_rate_bytes_per_s);
+    d->set_days_to_wear_out(w.report.days_to_wear_out);
+    d->set_available_bytes(w.report.tokens_bytes);
+    d->set_over_budget(w.report.over_budget);
+    d->set_smart_available(w.smart.available);
+    d->set_smart_detail(w.smart.detail);
+    d->set_smart_data_units_written_bytes(w.smart.data_units_written_bytes);
+    d->set_smart_percentage_used(w.smart.percentage_used);
+    if (w.report.over_budget) {
+      admitting = false;
+      reason = absl::StrCat(w.dir, " is over its write budget of ",
+                            static_cast<uint64_t>(w.report.budget_bytes_per_day),
+                            " bytes/day (capacity x DWPD x safety); admission to nvme resumes "
+                            "as the budget refills");
+    }
+  }
+  response->set_admitting(admitting);
+  response->set_reason(reason);
   return grpc::Status::OK;
 }
 

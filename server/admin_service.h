@@ -34,6 +34,8 @@ class AdminService final : public v1::Admin::Service {
   grpc::Status ListNamespaces(grpc::ServerContext* context,
                               const v1::ListNamespacesRequest* request,
                               v1::ListNamespacesResponse* response) override;
+  grpc::Status GetWear(grpc::ServerContext* context, const v1::GetWearRequest* request,
+                       v1::GetWearResponse* response) override;
 
  private:
   BlockCache* const cache_;

@@ -45,6 +45,14 @@ absl::StatusOr<double> ParseFraction(absl::string_view text) {
   return v;
 }
 
+absl::StatusOr<double> ParsePositive(absl::string_view text) {
+  double v = 0;
+  if (!absl::SimpleAtod(absl::StripAsciiWhitespace(text), &v) || !(v > 0 && v < 1e6)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a positive number"));
+  }
+  return v;
+}
+
 std::string Print(double v) { return absl::StrCat(v); }
 std::string Print(uint64_t v) { return std::to_string(v); }
 std::string Print(uint32_t v) { return std::to_string(v); }
@@ -92,6 +100,11 @@ const std::vector<KeySpec>& Keys() {
       Field("nvme.high_watermark", &DaemonConfig::nvme_high_watermark, ParseFraction),
       Field("nvme.low_watermark", &DaemonConfig::nvme_low_watermark, ParseFraction),
       Field("nvme.mover_interval_ms", &DaemonConfig::nvme_mover_interval_ms, ParseU32),
+      Field("nvme.device_capacity_bytes", &DaemonConfig::nvme_device_capacity_bytes, ParseBytes),
+      Field("nvme.dwpd", &DaemonConfig::nvme_dwpd, ParsePositive),
+      Field("nvme.warranty_years", &DaemonConfig::nvme_warranty_years, ParsePositive),
+      Field("nvme.wear_safety", &DaemonConfig::nvme_wear_safety, ParseFraction),
+      Field("nvme.wear_burst_seconds", &DaemonConfig::nvme_wear_burst_seconds, ParseU32),
   };
   return *keys;
 }

@@ -12,7 +12,8 @@
 //   nvme:      dirs, bytes_per_dir, slab_bytes, io_engine, queue_depth,
 //              write_policy, write_through_hits, admit_min_uses,
 //              host_high_watermark, host_low_watermark, high_watermark,
-//              low_watermark, mover_interval_ms
+//              low_watermark, mover_interval_ms, device_capacity_bytes, dwpd,
+//              warranty_years, wear_safety, wear_burst_seconds
 // Sizes accept plain integers or IEC suffixes: 512KiB, 64MiB, 8GiB, 1TiB.
 //
 // Thread-safety: value type; the functions are pure.
@@ -63,6 +64,11 @@ struct DaemonConfig {
   double nvme_high_watermark = 0.95;
   double nvme_low_watermark = 0.90;
   uint32_t nvme_mover_interval_ms = 100;
+  uint64_t nvme_device_capacity_bytes = 0;  // 0 = size of the dir's filesystem
+  double nvme_dwpd = 1.0;
+  double nvme_warranty_years = 5;
+  double nvme_wear_safety = 0.8;
+  uint32_t nvme_wear_burst_seconds = 3600;
 };
 
 // The embedded defaults. The host tier gets min(25% of physical memory,

@@ -1,5 +1,7 @@
 #include "storage/block_cache.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -83,6 +85,16 @@ absl::Status BlockCache::OpenNvme(const NvmeTierOptions& nvme) {
   absl::StatusOr<std::unique_ptr<NvmeStore>> store = NvmeStore::Open(nvme.store, engine);
   if (!store.ok()) return store.status();
   nvme_ = std::move(*store);
+  for (const std::string& dir : nvme.store.dirs) {
+    WearOptions w = nvme.wear;
+    if (w.capacity_bytes == 0) {
+      struct statvfs st;
+      if (statvfs(dir.c_str(), &st) == 0) {
+        w.capacity_bytes = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
+      }
+    }
+    wear_.push_back(std::make_unique<WearBudget>(w, clock_));
+  }
   const std::string catalog_dir =
       nvme.catalog_dir.empty() ? nvme.store.dirs.front() + "/catalog" : nvme.catalog_dir;
   absl::StatusOr<std::unique_ptr<Catalog>> catalog = Catalog::Open(catalog_dir);
@@ -906,6 +918,13 @@ size_t BlockCache::RunMoverOnce() {
             full = true;
             break;
           }
+          if (!wear_[slot->device]->TryConsume(kSlotHeaderBytes + RoundUpToIo(r->size))) {
+            // Over the SSD write budget: stop admitting; requests still succeed.
+            nvme_->Free(*slot);
+            ++counters_.admissions_refused_budget;
+            full = true;
+            break;
+          }
           chosen.insert(r);
           index_.AddRef(r);
           batch.push_back(r);
@@ -944,6 +963,7 @@ size_t BlockCache::RunMoverOnce() {
       } else {
         // Also for a block removed meanwhile: its NVMe slot is then freed
         // (and its catalog entry removed) with the rest of its storage.
+        wear_[writes[i].slot.device]->RecordWrite(kSlotHeaderBytes + RoundUpToIo(r->size));
         r->on_nvme = true;
         r->nvme = writes[i].slot;
         r->nvme_sequence = writes[i].header.sequence;
@@ -993,6 +1013,16 @@ void BlockCache::BalanceLocked() {
         nvme_used += static_cast<double>(d.used_bytes);
     }
   }
+}
+
+std::vector<DeviceWear> BlockCache::Wear() {
+  std::vector<DeviceWear> out;
+  if (nvme_ == nullptr) return out;
+  for (size_t i = 0; i < wear_.size(); ++i) {
+    const std::string& dir = options_.nvme->store.dirs[i];
+    out.push_back({dir, wear_[i]->options(), wear_[i]->Report(), ReadSmartHealth(dir)});
+  }
+  return out;
 }
 
 void BlockCache::MoverLoop() {

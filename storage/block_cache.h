@@ -47,6 +47,8 @@
 #include "storage/nvme_store.h"
 #include "storage/prefix_index.h"
 #include "storage/slab_allocator.h"
+#include "storage/smart_log.h"
+#include "storage/wear_budget.h"
 
 namespace kvtier {
 
@@ -72,6 +74,9 @@ struct NvmeTierOptions {
   uint32_t mover_batch = 64;  // blocks per mover write batch
   absl::Duration mover_interval = absl::Milliseconds(100);
   bool start_mover = true;  // false: tests call RunMoverOnce
+  // SSD endurance budget per device. capacity_bytes 0 = the size of the
+  // filesystem holding the data directory.
+  WearOptions wear;
   // Tests: use this engine (not owned; e.g. a FaultInjectingIoEngine)
   // instead of creating one from `io`.
   IoEngine* engine_for_testing = nullptr;
@@ -167,6 +172,13 @@ struct NvmeSnapshot {
   std::vector<NvmeDeviceStats> devices;
 };
 
+struct DeviceWear {
+  std::string dir;
+  WearOptions options;  // with the capacity actually used
+  WearReport report;
+  SmartHealth smart;
+};
+
 struct CacheSnapshot {
   uint32_t namespaces = 0;
   uint64_t blocks = 0;
@@ -235,6 +247,10 @@ class BlockCache {
   CacheSnapshot Snapshot(bool scan_for_stranded = false);
   std::vector<NamespaceSnapshot> Namespaces();
   const BlockCacheOptions& options() const { return options_; }
+
+  // Endurance accounting per NVMe device (empty when the tier is off). Reads
+  // each drive's SMART log, so it does I/O.
+  std::vector<DeviceWear> Wear() ABSL_LOCKS_EXCLUDED(mu_);
 
   // One pass of the mover: demotes (or writes through) blocks to NVMe as the
   // policy asks, then brings host and NVMe occupancy under their low
@@ -316,6 +332,7 @@ class BlockCache {
   std::unique_ptr<NvmeStore> nvme_;
   std::unique_ptr<Catalog> catalog_;
   std::string io_engine_note_;
+  std::vector<std::unique_ptr<WearBudget>> wear_;  // one per device
   bool nvme_degraded_ ABSL_GUARDED_BY(mu_) = false;
   std::string nvme_last_error_ ABSL_GUARDED_BY(mu_);
   absl::Mutex mover_mu_;  // serializes mover passes

@@ -239,6 +239,31 @@ TEST_F(NvmeCacheTest, IoFaultsDegradeButNeverFailRequests) {
   EXPECT_FALSE(cache_->Snapshot().nvme.degraded);
 }
 
+TEST_F(NvmeCacheTest, WearBudgetStopsAdmissionButNotRequests) {
+  nvme_.write_policy = "write_through";
+  // Per device: 1 GB drive at 0.00576 DWPD with full use = 5.76 MB/day; a
+  // bucket of one hour holds 240 KB: 3 slots of 68 KiB (header + 64 KiB).
+  // Two devices: 6 blocks are admitted, then admission stops.
+  nvme_.wear = WearOptions{1'000'000'000, 0.00576, 5, 1.0, 3600};
+  Open();
+  ASSERT_TRUE(Put(Chain("w", 10)).ok());
+  EXPECT_EQ(cache_->RunMoverOnce(), 6u);
+  CacheSnapshot snap = cache_->Snapshot();
+  EXPECT_GT(snap.counters.admissions_refused_budget, 0u);
+  std::vector<DeviceWear> wear = cache_->Wear();
+  ASSERT_EQ(wear.size(), 2u);
+  EXPECT_TRUE(wear[0].report.over_budget || wear[1].report.over_budget);
+  EXPECT_EQ(wear[0].report.bytes_written + wear[1].report.bytes_written, 6 * (64 + 4) * kKiB);
+  EXPECT_GT(wear[0].report.write_rate_bytes_per_s + wear[1].report.write_rate_bytes_per_s, 0);
+  // Requests keep working: every block is still served, from host memory.
+  ASSERT_TRUE(Put(Chain("x", 3)).ok());
+  EXPECT_TRUE(ReadAll(Chain("w", 10)).ok());
+  // A day later the budget has refilled and admission resumes.
+  clock_.Advance(absl::Hours(24));
+  EXPECT_GT(cache_->RunMoverOnce(), 0u);
+  EXPECT_FALSE(cache_->Wear()[0].report.over_budget && cache_->Wear()[1].report.over_budget);
+}
+
 TEST_F(NvmeCacheTest, DeleteRemovesBlocksFromBothTiersAndTheCatalog) {
   nvme_.write_policy = "write_through";
   Open();

@@ -28,8 +28,8 @@ absl::StatusOr<SmartHealth> ParseSmartLog(absl::Span<const uint8_t> page) {
   // thousands of 512-byte units. Saturate above 64 bits of bytes.
   unsigned __int128 units = 0;
   for (int i = 15; i >= 0; --i) units = (units << 8) | page[48 + i];
-  h.data_units_written_bytes = units > UINT64_MAX / 512000 ? UINT64_MAX
-                                                           : static_cast<uint64_t>(units) * 512000;
+  h.data_units_written_bytes =
+      units > UINT64_MAX / 512000 ? UINT64_MAX : static_cast<uint64_t>(units) * 512000;
   return h;
 }
 

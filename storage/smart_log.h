@@ -18,7 +18,7 @@ namespace kvtier {
 
 struct SmartHealth {
   bool available = false;
-  std::string detail;  // device name, or why SMART is unavailable
+  std::string detail;                     // device name, or why SMART is unavailable
   uint64_t data_units_written_bytes = 0;  // NVMe data units x 512,000 bytes
   uint32_t percentage_used = 0;           // vendor estimate of life used (may exceed 100)
 };

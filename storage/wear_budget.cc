@@ -58,13 +58,13 @@ WearReport WearBudget::Report() {
   DecayLocked(now);
   WearReport r;
   r.budget_bytes_per_day = rate_ * kSecondsPerDay;
-  r.tbw_bytes = static_cast<double>(options_.capacity_bytes) * options_.dwpd * 365 *
-                options_.warranty_years;
+  r.tbw_bytes =
+      static_cast<double>(options_.capacity_bytes) * options_.dwpd * 365 * options_.warranty_years;
   r.bytes_written = written_;
   r.write_rate_bytes_per_s = write_rate_;
   if (write_rate_ > 1e-9) {
-    r.days_to_wear_out = std::max(0.0, r.tbw_bytes - static_cast<double>(written_)) /
-                         (write_rate_ * kSecondsPerDay);
+    r.days_to_wear_out =
+        std::max(0.0, r.tbw_bytes - static_cast<double>(written_)) / (write_rate_ * kSecondsPerDay);
   }
   r.tokens_bytes = tokens_;
   r.over_budget = over_;

@@ -23,7 +23,7 @@ struct WearOptions {
   uint64_t capacity_bytes = 0;  // the drive's capacity (not the tier's share)
   double dwpd = 1.0;            // rated drive writes per day
   double warranty_years = 5;
-  double safety = 0.8;  // fraction of the rated endurance the daemon may use
+  double safety = 0.8;          // fraction of the rated endurance the daemon may use
   double burst_seconds = 3600;  // bucket size, in seconds of budget
 };
 

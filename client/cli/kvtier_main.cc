@@ -222,6 +222,45 @@ int Namespaces(const Globals& g) {
   return 0;
 }
 
+int Wear(const Globals& g) {
+  v1::GetWearResponse r;
+  bool printed = false;
+  if (int rc = CallAdmin(g, "GetWear", &v1::Admin::Stub::GetWear, &r, &printed);
+      rc != 0 || printed) {
+    return rc;
+  }
+  if (!r.nvme_enabled()) {
+    std::cout << "nvme tier: off\n";
+    return 0;
+  }
+  std::cout << "admission to nvme: " << (r.admitting() ? "open" : "CLOSED: " + r.reason()) << " ("
+            << r.admissions_refused_budget() << " refused for budget)\n";
+  for (const v1::DeviceWear& d : r.devices()) {
+    char days[64];
+    if (d.days_to_wear_out() < 0) {
+      std::snprintf(days, sizeof(days), "no recent writes");
+    } else {
+      std::snprintf(days, sizeof(days), "%.0f days to wear-out at this rate", d.days_to_wear_out());
+    }
+    std::cout << d.dir() << ": " << HumanBytes(d.capacity_bytes()) << " at " << d.dwpd()
+              << " DWPD x " << d.warranty_years() << " years, safety " << d.safety() << "\n"
+              << "  budget " << HumanBytes(static_cast<uint64_t>(d.budget_bytes_per_day()))
+              << "/day, " << HumanBytes(static_cast<uint64_t>(d.available_bytes()))
+              << " available now" << (d.over_budget() ? " (OVER BUDGET)" : "") << "\n"
+              << "  written " << HumanBytes(d.bytes_written()) << ", recent rate "
+              << HumanBytes(static_cast<uint64_t>(d.write_rate_bytes_per_s())) << "/s, " << days
+              << " (TBW " << HumanBytes(static_cast<uint64_t>(d.tbw_bytes())) << ")\n"
+              << "  SMART: "
+              << (d.smart_available()
+                      ? HumanBytes(d.smart_data_units_written_bytes()) + " written, " +
+                            std::to_string(d.smart_percentage_used()) + "% used (" +
+                            d.smart_detail() + ")"
+                      : "unavailable: " + d.smart_detail())
+              << "\n";
+  }
+  return 0;
+}
+
 // --- put / get --------------------------------------------------------------
 
 struct FileNamespace {
@@ -410,6 +449,7 @@ int main(int argc, char** argv) {
   auto* status = app.add_subcommand("status", "daemon status and counters");
   auto* tiers = app.add_subcommand("tiers", "capacity and use of each tier");
   auto* namespaces = app.add_subcommand("namespaces", "open namespaces");
+  auto* wear = app.add_subcommand("wear", "SSD write budget, wear-out projection and SMART");
 
   FileNamespace fns;
   uint64_t chunk_bytes = 1 << 20;
@@ -440,6 +480,7 @@ int main(int argc, char** argv) {
   if (status->parsed()) return Status(g);
   if (tiers->parsed()) return Tiers(g);
   if (namespaces->parsed()) return Namespaces(g);
+  if (wear->parsed()) return Wear(g);
   if (put->parsed()) return Put(g, put_path, fns, chunk_bytes);
   if (get->parsed()) return Get(g, get_keys, out_path, fns);
   return 2;

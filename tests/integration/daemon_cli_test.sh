@@ -113,11 +113,29 @@ for _ in $(seq 1 100); do
 done
 [[ "${demoted:-0}" -eq 58 ]] || fail "blocks did not reach nvme (demotions=${demoted:-none})"
 "$KVTIER" --addr "$ADDR" tiers | grep -q "^NVME:" || fail "tiers does not list the nvme tier"
+"$KVTIER" --addr "$ADDR" wear >"$WORK/wear.txt"
+grep -q "admission to nvme: open" "$WORK/wear.txt" || fail "wear: $(cat "$WORK/wear.txt")"
+grep -q "SMART: " "$WORK/wear.txt" || fail "wear does not report SMART"
+"$KVTIER" --addr "$ADDR" wear --json | grep -q '"bytes_written": "[1-9]' || fail "wear --json"
 
 step "SIGINT stops cleanly"
 stop_daemon INT "$WORK/d1"
 rc=0; "$KVTIER" --addr "$ADDR" --timeout 2 status >/dev/null 2>&1 || rc=$?
 [[ $rc -eq 1 ]] || fail "kvtier status against a stopped daemon should exit 1"
+
+step "wear budget exhausted: admission stops, requests succeed, kvtier wear says why"
+start_daemon "$WORK/d4" --listen 127.0.0.1:0 --set "nvme.dirs=$WORK/nvme-wear" \
+  --set nvme.bytes_per_dir=64MiB --set limits.max_block_bytes=1MiB --set nvme.slab_bytes=4MiB \
+  --set nvme.write_policy=write_through --set nvme.mover_interval_ms=20 \
+  --set nvme.device_capacity_bytes=1GiB --set nvme.dwpd=0.001 --set nvme.wear_burst_seconds=60
+"$KVTIER" --addr "$ADDR" put "$WORK/in.bin" >"$WORK/keys4.txt"
+sleep 0.5
+"$KVTIER" --addr "$ADDR" wear >"$WORK/wear4.txt"
+grep -q "admission to nvme: CLOSED: .*over its write budget" "$WORK/wear4.txt" || fail "wear: $(cat "$WORK/wear4.txt")"
+# shellcheck disable=SC2046
+"$KVTIER" --addr "$ADDR" get $(cat "$WORK/keys4.txt") -o "$WORK/out4.bin"
+cmp "$WORK/in.bin" "$WORK/out4.bin" || fail "reads must still succeed over budget"
+stop_daemon TERM "$WORK/d4"
 
 step "restart: persisted blocks are served byte-exact from nvme"
 start_daemon "$WORK/d3" --listen 127.0.0.1:0 "${NVME[@]}"
