@@ -27,6 +27,7 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   response->set_bytes(snap.bytes);
   response->set_active_leases(snap.active_leases);
   response->set_stranded_blocks(snap.stranded_blocks);
+  response->set_stranded_bytes(snap.stranded_bytes);
   const CacheCounters& c = snap.counters;
   v1::Counters* out = response->mutable_counters();
   out->set_lookup_keys(c.lookup_keys);

@@ -53,6 +53,14 @@ absl::StatusOr<double> ParsePositive(absl::string_view text) {
   return v;
 }
 
+absl::StatusOr<bool> ParseBool(absl::string_view text) {
+  const absl::string_view t = absl::StripAsciiWhitespace(text);
+  if (t == "true") return true;
+  if (t == "false") return false;
+  return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not true or false"));
+}
+
+std::string Print(bool v) { return v ? "true" : "false"; }
 std::string Print(double v) { return absl::StrCat(v); }
 std::string Print(uint64_t v) { return std::to_string(v); }
 std::string Print(uint32_t v) { return std::to_string(v); }
@@ -105,6 +113,7 @@ const std::vector<KeySpec>& Keys() {
       Field("nvme.warranty_years", &DaemonConfig::nvme_warranty_years, ParsePositive),
       Field("nvme.wear_safety", &DaemonConfig::nvme_wear_safety, ParseFraction),
       Field("nvme.wear_burst_seconds", &DaemonConfig::nvme_wear_burst_seconds, ParseU32),
+      Field("nvme.register_arena", &DaemonConfig::nvme_register_arena, ParseBool),
   };
   return *keys;
 }

@@ -13,7 +13,7 @@
 //              write_policy, write_through_hits, admit_min_uses,
 //              host_high_watermark, host_low_watermark, high_watermark,
 //              low_watermark, mover_interval_ms, device_capacity_bytes, dwpd,
-//              warranty_years, wear_safety, wear_burst_seconds
+//              warranty_years, wear_safety, wear_burst_seconds, register_arena
 // Sizes accept plain integers or IEC suffixes: 512KiB, 64MiB, 8GiB, 1TiB.
 //
 // Thread-safety: value type; the functions are pure.
@@ -69,6 +69,7 @@ struct DaemonConfig {
   double nvme_warranty_years = 5;
   double nvme_wear_safety = 0.8;
   uint32_t nvme_wear_burst_seconds = 3600;
+  bool nvme_register_arena = false;
 };
 
 // The embedded defaults. The host tier gets min(25% of physical memory,

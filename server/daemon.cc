@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     nvme.nvme_high_watermark = config.nvme_high_watermark;
     nvme.nvme_low_watermark = config.nvme_low_watermark;
     nvme.mover_interval = absl::Milliseconds(config.nvme_mover_interval_ms);
+    nvme.register_arena = config.nvme_register_arena;
     nvme.wear =
         WearOptions{config.nvme_device_capacity_bytes, config.nvme_dwpd, config.nvme_warranty_years,
                     config.nvme_wear_safety, static_cast<double>(config.nvme_wear_burst_seconds)};

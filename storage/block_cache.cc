@@ -82,6 +82,24 @@ absl::Status BlockCache::OpenNvme(const NvmeTierOptions& nvme) {
   } else {
     io_engine_note_ = absl::StrCat(engine->name(), " (injected)");
   }
+  if (nvme.register_arena && engine->capabilities().registered_files) {
+    // Fixed buffers of at most 1 GiB (the kernel's limit per buffer); slots
+    // never straddle two, as slabs divide 1 GiB.
+    std::vector<absl::Span<uint8_t>> chunks;
+    for (uint64_t off = 0; off < arena_->size(); off += kArenaBufferBytes) {
+      chunks.emplace_back(arena_->data() + off, std::min(kArenaBufferBytes, arena_->size() - off));
+    }
+    absl::StatusOr<int> first = engine->RegisterBuffers(chunks);
+    if (first.ok() && engine->capabilities().registered_buffers) {
+      arena_buffer_ = *first;
+      absl::StrAppend(&io_engine_note_, ", host arena registered");
+    } else {
+      spdlog::warn(
+          "nvme tier: cannot register the host arena with the io engine ({}); using "
+          "plain buffers",
+          first.ok() ? "not supported" : std::string(first.status().message()));
+    }
+  }
   absl::StatusOr<std::unique_ptr<NvmeStore>> store = NvmeStore::Open(nvme.store, engine);
   if (!store.ok()) return store.status();
   nvme_ = std::move(*store);
@@ -530,7 +548,7 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
       promoting.emplace_back(rec, *slot);
       SlotHeader expect{rec->ns,   rec->key,      rec->parent_key,
                         rec->size, rec->checksum, rec->nvme_sequence};
-      reads.push_back({rec->nvme, expect, SlotData(*slot)});
+      reads.push_back({rec->nvme, expect, SlotData(*slot), ArenaBuffer(*slot)});
     }
   }
   if (!promoting.empty()) {
@@ -929,7 +947,7 @@ size_t BlockCache::RunMoverOnce() {
           index_.AddRef(r);
           batch.push_back(r);
           SlotHeader h{r->ns, r->key, r->parent_key, r->size, r->checksum, nvme_->NextSequence()};
-          writes.push_back({*slot, h, SlotData(r->slot)});
+          writes.push_back({*slot, h, SlotData(r->slot), ArenaBuffer(r->slot)});
           scheduled += static_cast<double>(allocator_->ClassBytes(r->slot.size_class));
         }
       }
@@ -1047,7 +1065,7 @@ CacheSnapshot BlockCache::Snapshot(bool scan_for_stranded) {
   snap.blocks = index_.size();
   snap.bytes = stored_bytes_;
   snap.active_leases = static_cast<uint32_t>(leases_.size());
-  if (scan_for_stranded) snap.stranded_blocks = index_.CountStranded();
+  if (scan_for_stranded) snap.stranded_blocks = index_.CountStranded(&snap.stranded_bytes);
   snap.counters = counters_;
   snap.host.capacity_bytes = allocator_->capacity();
   snap.host.used_bytes = allocator_->used_bytes();

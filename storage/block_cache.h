@@ -74,6 +74,9 @@ struct NvmeTierOptions {
   uint32_t mover_batch = 64;  // blocks per mover write batch
   absl::Duration mover_interval = absl::Milliseconds(100);
   bool start_mover = true;  // false: tests call RunMoverOnce
+  // Register the host arena with the I/O engine (io_uring fixed buffers):
+  // saves per-I/O page pinning, but pins the whole arena at start.
+  bool register_arena = false;
   // SSD endurance budget per device. capacity_bytes 0 = the size of the
   // filesystem holding the data directory.
   WearOptions wear;
@@ -185,6 +188,7 @@ struct CacheSnapshot {
   uint64_t bytes = 0;
   uint32_t active_leases = 0;
   uint64_t stranded_blocks = 0;
+  uint64_t stranded_bytes = 0;
   CacheCounters counters;
   TierSnapshot host;
   NvmeSnapshot nvme;
@@ -333,6 +337,12 @@ class BlockCache {
   std::unique_ptr<Catalog> catalog_;
   std::string io_engine_note_;
   std::vector<std::unique_ptr<WearBudget>> wear_;  // one per device
+  int arena_buffer_ = -1;                          // first registered buffer of the arena, or -1
+  static constexpr uint64_t kArenaBufferBytes = uint64_t{1} << 30;  // per registered buffer
+  int ArenaBuffer(const SlabAllocator::Slot& slot) const {
+    return arena_buffer_ < 0 ? -1
+                             : arena_buffer_ + static_cast<int>(slot.offset / kArenaBufferBytes);
+  }
   bool nvme_degraded_ ABSL_GUARDED_BY(mu_) = false;
   std::string nvme_last_error_ ABSL_GUARDED_BY(mu_);
   absl::Mutex mover_mu_;  // serializes mover passes

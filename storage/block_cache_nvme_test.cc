@@ -147,6 +147,33 @@ TEST_F(NvmeCacheTest, PressureDemotesAndReadsPromoteByteExact) {
   EXPECT_FALSE(snap.nvme.degraded);
 }
 
+TEST_F(NvmeCacheTest, IoUringWithRegisteredArenaMovesBlocksByteExact) {
+  nvme_.engine_for_testing = nullptr;
+  nvme_.io = IoEngineOptions{"io_uring", 32};
+  nvme_.register_arena = true;
+  cache_.reset();
+  BlockCacheOptions o;
+  o.host_bytes = 4 * kMiB;
+  o.slab_bytes = 1 * kMiB;
+  o.max_block_bytes = 1 * kMiB;
+  o.nvme = nvme_;
+  auto c = BlockCache::Create(o, &clock_);
+  if (!c.ok() && c.status().code() == absl::StatusCode::kUnavailable) {
+    GTEST_SKIP() << "io_uring not available here: " << c.status();
+  }
+  ASSERT_TRUE(c.ok()) << c.status();
+  cache_ = std::move(*c);
+  ns_ = cache_->OpenNamespace(Spec())->id;
+  const std::string engine = cache_->Snapshot().nvme.io_engine;
+  EXPECT_NE(engine.find("io_uring"), std::string::npos) << engine;
+  EXPECT_NE(engine.find("host arena registered"), std::string::npos) << engine;
+  const auto chain = Chain("u", 60);
+  ASSERT_TRUE(Put(chain).ok());
+  EXPECT_GT(cache_->RunMoverOnce(), 0u);
+  ASSERT_TRUE(ReadAll(chain).ok());
+  EXPECT_GT(cache_->Snapshot().counters.promotions, 0u);
+}
+
 TEST_F(NvmeCacheTest, AdmissionFilterKeepsOnceUsedBlocksOffNvme) {
   nvme_.admit_min_uses = 2;
   Open();
@@ -321,6 +348,126 @@ TEST_F(NvmeCacheTest, RandomizedCrossTierInvariants) {
   EXPECT_GT(snap.counters.demotions, 20u);
   EXPECT_GT(snap.counters.promotions, 5u);
   EXPECT_GE(snap.host.blocks + snap.nvme.tier.blocks, snap.blocks);  // every block has a copy
+}
+
+}  // namespace
+}  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+// Random operations on two namespaces that use the same key names, over both
+// tiers, checked against a reference model after every step:
+//  - never strand (the index scan finds no block without its parent);
+//  - never serve across namespaces (every byte read is the byte put in
+//    that namespace; the two namespaces hold different bytes per key);
+//  - leases honoured (every block of an unexpired lease is still matched);
+//  - a successful Delete makes its key miss.
+TEST_F(NvmeCacheTest, RandomizedAgainstAReferenceModel) {
+  nvme_.store.bytes_per_dir = 2 * kMiB;
+  Open();
+  NamespaceSpec other_spec = Spec();
+  other_spec.salt = "tenant-b";
+  const NamespaceId ids[2] = {ns_, cache_->OpenNamespace(other_spec)->id};
+  auto content = [&](int n, const std::string& k) {
+    return Content(ids[n].ToHex() + "/" + k, 64 * kKiB);
+  };
+  struct Lease {
+    int ns;
+    std::vector<std::string> keys;
+    std::string id;
+    absl::Time expiry;
+  };
+  std::vector<Lease> leases;
+  std::mt19937_64 rng(99);
+  auto key_name = [&](uint64_t i) { return absl::StrCat("k", i); };
+  uint64_t served = 0, leased_checks = 0;
+  for (int step = 0; step < 800; ++step) {
+    const int n = static_cast<int>(rng() % 2);
+    const NamespaceId& ns = ids[n];
+    const int op = static_cast<int>(rng() % 13);
+    if (op < 4) {
+      // Grow chain c by 1..4 blocks from its longest cached prefix.
+      const uint64_t c = rng() % 8;
+      std::vector<BlockKey> all;
+      for (uint64_t i = 0; i < 16; ++i) all.push_back(Key(key_name(c * 16 + i)));
+      const size_t have = cache_->Lookup(ns, all, false, absl::ZeroDuration())->blocks.size();
+      if (have == all.size()) continue;
+      auto batch = *cache_->BeginPut(ns);
+      bool ok = true;
+      const size_t len = std::min<size_t>(1 + rng() % 4, all.size() - have);
+      for (size_t i = have; i < have + len && ok; ++i) {
+        const std::string k = key_name(c * 16 + i);
+        ok = batch->StartBlock(all[i], i == 0 ? BlockKey() : all[i - 1], 64 * kKiB).ok() &&
+             batch->Append(content(n, k)).ok();
+      }
+      if (ok) {
+        absl::Status s = batch->Commit().status();
+        ASSERT_TRUE(s.ok() || s.code() == absl::StatusCode::kAlreadyExists ||
+                    s.code() == absl::StatusCode::kAborted)
+            << s;
+      }
+    } else if (op < 7) {
+      const std::string k = key_name(rng() % 128);
+      auto h = cache_->Read(ns, {Key(k)});
+      if (h.ok()) {
+        const auto want = content(n, k);
+        ASSERT_TRUE(std::equal(want.begin(), want.end(), (*h)[0].bytes().begin()))
+            << "wrong bytes for " << k << " in namespace " << n;
+        ++served;
+      } else {
+        ASSERT_TRUE(h.status().code() == absl::StatusCode::kNotFound ||
+                    h.status().code() == absl::StatusCode::kResourceExhausted)
+            << h.status();
+      }
+    } else if (op < 8) {
+      std::vector<BlockKey> keys;
+      std::vector<std::string> names;
+      const uint64_t start = (rng() % 8) * 16;  // a chain's first blocks
+      for (uint64_t i = start; i < start + 3; ++i) {
+        keys.push_back(Key(key_name(i)));
+        names.push_back(key_name(i));
+      }
+      auto r = cache_->Lookup(ns, keys, true, absl::Seconds(1 + rng() % 4));
+      ASSERT_TRUE(r.ok()) << r.status();
+      if (!r->lease_id.empty()) {
+        names.resize(r->blocks.size());
+        leases.push_back({n, names, r->lease_id, r->lease_expiry});
+      }
+    } else if (op < 9 && !leases.empty()) {
+      const size_t i = rng() % leases.size();
+      cache_->Release(leases[i].id).IgnoreError();
+      leases.erase(leases.begin() + static_cast<long>(i));
+    } else if (op < 10 && rng() % 4 == 0) {
+      const std::string k = key_name(rng() % 128);
+      if (cache_->Delete(ns, {Key(k)}, rng() % 2).ok()) {
+        ASSERT_EQ(cache_->Lookup(ns, {Key(k)}, false, absl::ZeroDuration())->blocks.size(), 0u);
+      }
+    } else if (op < 11) {
+      clock_.Advance(absl::Milliseconds(500));
+    } else if (op >= 11) {
+      cache_->RunMoverOnce();
+    }
+    // The model's checks.
+    ASSERT_EQ(cache_->Snapshot(true).stranded_blocks, 0u) << "step " << step;
+    const absl::Time now = clock_.Now();
+    leases.erase(std::remove_if(leases.begin(), leases.end(),
+                                [&](const Lease& l) { return l.expiry <= now; }),
+                 leases.end());
+    for (const Lease& l : leases) {
+      for (const std::string& k : l.keys) {
+        ASSERT_EQ(cache_->Lookup(ids[l.ns], {Key(k)}, false, absl::ZeroDuration())->blocks.size(),
+                  1u)
+            << "leased block " << k << " vanished at step " << step;
+        ++leased_checks;
+      }
+    }
+  }
+  EXPECT_GT(served, 50u);
+  EXPECT_GT(leased_checks, 50u);
+  const CacheSnapshot snap = cache_->Snapshot();
+  EXPECT_GT(snap.counters.demotions, 10u);
+  EXPECT_GT(snap.counters.promotions, 5u);
 }
 
 }  // namespace

@@ -129,7 +129,7 @@ std::vector<absl::Status> NvmeStore::Write(absl::Span<const NvmeWrite> writes) {
     // Payload first, header second: a header on disk is never ahead of its
     // payload within one batch (both are verified on read anyway).
     ops.push_back({IoOp::Kind::kWrite, dev.file, w.slot.slot.offset + kSlotHeaderBytes,
-                   const_cast<uint8_t*>(w.payload), RoundUpToIo(w.header.payload_bytes), -1});
+                   const_cast<uint8_t*>(w.payload), RoundUpToIo(w.header.payload_bytes), w.buffer});
     ops.push_back({IoOp::Kind::kWrite, dev.file, w.slot.slot.offset, header, kSlotHeaderBytes, -1});
     touched[w.slot.device] = true;
   }
@@ -166,7 +166,7 @@ std::vector<absl::Status> NvmeStore::Read(absl::Span<const NvmeRead> reads) {
     ops.push_back({IoOp::Kind::kRead, dev.file, r.slot.slot.offset,
                    headers.get() + i * kSlotHeaderBytes, kSlotHeaderBytes, -1});
     ops.push_back({IoOp::Kind::kRead, dev.file, r.slot.slot.offset + kSlotHeaderBytes, r.out,
-                   RoundUpToIo(r.expect.payload_bytes), -1});
+                   RoundUpToIo(r.expect.payload_bytes), r.buffer});
   }
   std::vector<absl::Status> results = engine_->Run(ops);
   for (size_t i = 0; i < reads.size(); ++i) {

@@ -50,12 +50,14 @@ struct NvmeWrite {
   NvmeSlot slot;
   SlotHeader header;                 // header.payload_bytes bytes of payload follow
   const uint8_t* payload = nullptr;  // aligned, RoundUpToIo(payload_bytes) readable
+  int buffer = -1;                   // registered IoEngine buffer holding the payload, or -1
 };
 
 struct NvmeRead {
   NvmeSlot slot;
   SlotHeader expect;       // what the slot must hold
   uint8_t* out = nullptr;  // aligned, RoundUpToIo(payload_bytes) writable
+  int buffer = -1;         // registered IoEngine buffer holding `out`, or -1
 };
 
 struct NvmeDeviceStats {

@@ -125,11 +125,15 @@ BlockRecord* PrefixIndex::Coldest(Candidate kind, std::optional<uint32_t> host_c
   return sets_[kind].empty() ? nullptr : sets_[kind].begin()->second;
 }
 
-uint64_t PrefixIndex::CountStranded() const {
-  uint64_t stranded = 0;
+uint64_t PrefixIndex::CountStranded(uint64_t* bytes) const {
+  uint64_t stranded = 0, stranded_bytes = 0;
   for (const auto& [k, rec] : records_) {
-    if (!rec->parent_key.empty() && Find(rec->ns, rec->parent_key) == nullptr) ++stranded;
+    if (!rec->parent_key.empty() && Find(rec->ns, rec->parent_key) == nullptr) {
+      ++stranded;
+      stranded_bytes += rec->size;
+    }
   }
+  if (bytes != nullptr) *bytes = stranded_bytes;
   return stranded;
 }
 

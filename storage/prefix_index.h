@@ -121,7 +121,7 @@ class PrefixIndex {
   }
   // Indexed blocks whose parent key is set but not indexed. Always 0 unless
   // the index is broken; O(n).
-  uint64_t CountStranded() const;
+  uint64_t CountStranded(uint64_t* bytes = nullptr) const;
 
   // Host-only unpinned leaves, coldest first.
   template <typename Fn>
