@@ -33,7 +33,7 @@ std::vector<absl::Status> FaultInjectingIoEngine::Run(absl::Span<const IoOp> ops
       } else if (write && Roll(plan_.enospc)) {
         faults[i] = Fault::kEnospc;
         ++counts_.enospc;
-      } else if (write && ops[i].length > kIoAlignment && Roll(plan_.torn_write)) {
+      } else if (write && ops[i].total() > kIoAlignment && Roll(plan_.torn_write)) {
         faults[i] = Fault::kTorn;
         ++counts_.torn_writes;
       }
@@ -44,7 +44,11 @@ std::vector<absl::Status> FaultInjectingIoEngine::Run(absl::Span<const IoOp> ops
   for (size_t i = 0; i < ops.size(); ++i) {
     if (faults[i] == Fault::kEio || faults[i] == Fault::kEnospc) continue;
     IoOp op = ops[i];
-    if (faults[i] == Fault::kTorn) op.length = kIoAlignment;  // the rest never reaches the disk
+    if (faults[i] == Fault::kTorn) {  // only the first 4 KiB reach the disk
+      op.length = kIoAlignment;
+      op.data2 = nullptr;
+      op.length2 = 0;
+    }
     pass.push_back(op);
     where.push_back(i);
   }

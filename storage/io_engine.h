@@ -34,8 +34,15 @@ struct IoOp {
   uint8_t* data = nullptr;
   uint64_t length = 0;
   // Index of a registered buffer that contains [data, data + length), or -1.
-  // Engines without registered buffers ignore it.
+  // Engines without registered buffers ignore it. Not used with data2.
   int buffer = -1;
+  // Optional second segment: the op then transfers [data, data + length)
+  // followed by [data2, data2 + length2), contiguous in the file (readv /
+  // writev), as one operation.
+  uint8_t* data2 = nullptr;
+  uint64_t length2 = 0;
+
+  uint64_t total() const { return length + length2; }
 };
 
 struct IoEngineCapabilities {

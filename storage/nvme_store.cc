@@ -119,6 +119,7 @@ std::vector<absl::Status> NvmeStore::Write(absl::Span<const NvmeWrite> writes) {
   std::vector<absl::Status> status(writes.size());
   AlignedBytes headers = AllocAligned(std::max<size_t>(writes.size(), 1) * kSlotHeaderBytes);
   std::vector<IoOp> ops;
+  std::vector<size_t> first_op(writes.size());
   ops.reserve(writes.size() * 2);
   std::vector<bool> touched(devices_.size(), false);
   for (size_t i = 0; i < writes.size(); ++i) {
@@ -126,11 +127,20 @@ std::vector<absl::Status> NvmeStore::Write(absl::Span<const NvmeWrite> writes) {
     const Device& dev = *devices_[w.slot.device];
     uint8_t* header = headers.get() + i * kSlotHeaderBytes;
     EncodeSlotHeader(w.header, absl::MakeSpan(header, kSlotHeaderBytes));
-    // Payload first, header second: a header on disk is never ahead of its
-    // payload within one batch (both are verified on read anyway).
-    ops.push_back({IoOp::Kind::kWrite, dev.file, w.slot.slot.offset + kSlotHeaderBytes,
-                   const_cast<uint8_t*>(w.payload), RoundUpToIo(w.header.payload_bytes), w.buffer});
-    ops.push_back({IoOp::Kind::kWrite, dev.file, w.slot.slot.offset, header, kSlotHeaderBytes, -1});
+    uint8_t* payload = const_cast<uint8_t*>(w.payload);
+    const uint64_t length = RoundUpToIo(w.header.payload_bytes);
+    first_op[i] = ops.size();
+    if (w.buffer < 0) {
+      // Header and payload in one vectored write.
+      ops.push_back({IoOp::Kind::kWrite, dev.file, w.slot.slot.offset, header, kSlotHeaderBytes, -1,
+                     payload, length});
+    } else {
+      // A registered payload buffer: its own fixed-buffer write, then the header.
+      ops.push_back({IoOp::Kind::kWrite, dev.file, w.slot.slot.offset + kSlotHeaderBytes, payload,
+                     length, w.buffer});
+      ops.push_back(
+          {IoOp::Kind::kWrite, dev.file, w.slot.slot.offset, header, kSlotHeaderBytes, -1});
+    }
     touched[w.slot.device] = true;
   }
   std::vector<absl::Status> results = engine_->Run(ops);
@@ -140,13 +150,9 @@ std::vector<absl::Status> NvmeStore::Write(absl::Span<const NvmeWrite> writes) {
   }
   for (size_t i = 0; i < writes.size(); ++i) {
     const NvmeWrite& w = writes[i];
-    if (!results[2 * i].ok()) {
-      status[i] = results[2 * i];
-    } else if (!results[2 * i + 1].ok()) {
-      status[i] = results[2 * i + 1];
-    } else {
-      status[i] = synced[w.slot.device];
-    }
+    const size_t end = i + 1 < writes.size() ? first_op[i + 1] : ops.size();
+    for (size_t j = first_op[i]; j < end && status[i].ok(); ++j) status[i] = results[j];
+    if (status[i].ok()) status[i] = synced[w.slot.device];
     if (status[i].ok()) {
       devices_[w.slot.device]->bytes_written +=
           kSlotHeaderBytes + RoundUpToIo(w.header.payload_bytes);
@@ -159,22 +165,31 @@ std::vector<absl::Status> NvmeStore::Read(absl::Span<const NvmeRead> reads) {
   std::vector<absl::Status> status(reads.size());
   AlignedBytes headers = AllocAligned(std::max<size_t>(reads.size(), 1) * kSlotHeaderBytes);
   std::vector<IoOp> ops;
+  std::vector<size_t> first_op(reads.size());
   ops.reserve(reads.size() * 2);
   for (size_t i = 0; i < reads.size(); ++i) {
     const NvmeRead& r = reads[i];
     const Device& dev = *devices_[r.slot.device];
-    ops.push_back({IoOp::Kind::kRead, dev.file, r.slot.slot.offset,
-                   headers.get() + i * kSlotHeaderBytes, kSlotHeaderBytes, -1});
-    ops.push_back({IoOp::Kind::kRead, dev.file, r.slot.slot.offset + kSlotHeaderBytes, r.out,
-                   RoundUpToIo(r.expect.payload_bytes), r.buffer});
+    uint8_t* header = headers.get() + i * kSlotHeaderBytes;
+    const uint64_t length = RoundUpToIo(r.expect.payload_bytes);
+    first_op[i] = ops.size();
+    if (r.buffer < 0) {
+      // Header and payload in one vectored read.
+      ops.push_back({IoOp::Kind::kRead, dev.file, r.slot.slot.offset, header, kSlotHeaderBytes, -1,
+                     r.out, length});
+    } else {
+      ops.push_back(
+          {IoOp::Kind::kRead, dev.file, r.slot.slot.offset, header, kSlotHeaderBytes, -1});
+      ops.push_back({IoOp::Kind::kRead, dev.file, r.slot.slot.offset + kSlotHeaderBytes, r.out,
+                     length, r.buffer});
+    }
   }
   std::vector<absl::Status> results = engine_->Run(ops);
   for (size_t i = 0; i < reads.size(); ++i) {
     const NvmeRead& r = reads[i];
-    if (!results[2 * i].ok() || !results[2 * i + 1].ok()) {
-      status[i] = !results[2 * i].ok() ? results[2 * i] : results[2 * i + 1];
-      continue;
-    }
+    const size_t end = i + 1 < reads.size() ? first_op[i + 1] : ops.size();
+    for (size_t j = first_op[i]; j < end && status[i].ok(); ++j) status[i] = results[j];
+    if (!status[i].ok()) continue;
     devices_[r.slot.device]->bytes_read += kSlotHeaderBytes + RoundUpToIo(r.expect.payload_bytes);
     absl::StatusOr<SlotHeader> h = DecodeSlotHeader(
         absl::MakeConstSpan(headers.get() + i * kSlotHeaderBytes, kSlotHeaderBytes));

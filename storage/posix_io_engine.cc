@@ -1,5 +1,6 @@
 // PosixIoEngine: IoEngine over pread/pwrite, one op at a time. The fallback
 // where io_uring is not built in or not permitted.
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -80,11 +81,17 @@ class PosixIoEngine final : public IoEngine {
     const int fd = Fd(op.file);
     if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("unknown file index ", op.file));
     uint64_t done = 0;
-    while (done < op.length) {
+    while (done < op.total()) {
+      iovec iov[2];
+      int n_iov = 0;
+      if (done < op.length) iov[n_iov++] = {op.data + done, op.length - done};
+      if (op.length2 > 0) {
+        const uint64_t skip = done > op.length ? done - op.length : 0;
+        iov[n_iov++] = {op.data2 + skip, op.length2 - skip};
+      }
+      const off_t at = static_cast<off_t>(op.offset + done);
       const ssize_t n =
-          op.kind == IoOp::Kind::kRead
-              ? pread(fd, op.data + done, op.length - done, static_cast<off_t>(op.offset + done))
-              : pwrite(fd, op.data + done, op.length - done, static_cast<off_t>(op.offset + done));
+          op.kind == IoOp::Kind::kRead ? preadv(fd, iov, n_iov, at) : pwritev(fd, iov, n_iov, at);
       if (n < 0) {
         if (errno == EINTR) continue;
         return IoErrorStatus(errno, op.kind == IoOp::Kind::kRead ? "pread" : "pwrite");

@@ -3,6 +3,7 @@
 #include <liburing.h>
 #include <sys/uio.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -98,11 +99,13 @@ class UringIoEngine final : public IoEngine {
       const IoOp& op = ops[i];
       if (op.file < 0 || op.file >= static_cast<int>(fds_.size()) || fds_[op.file] < 0) {
         status[i] = absl::InvalidArgumentError(absl::StrCat("unknown file index ", op.file));
-      } else if (op.length > 0) {
+      } else if (op.total() > 0) {
         pending.push_back({i, 0});
       }
     }
     std::vector<uint64_t> done(ops.size(), 0);
+    // iovecs of vectored ops must live until their completion.
+    std::vector<std::array<iovec, 2>> iov(ops.size());
     unsigned in_flight = 0;
     while (!pending.empty() || in_flight > 0) {
       while (!pending.empty() && in_flight < queue_depth_) {
@@ -110,7 +113,7 @@ class UringIoEngine final : public IoEngine {
         if (sqe == nullptr) break;
         const Work w = pending.front();
         pending.pop_front();
-        Prepare(sqe, ops[w.op], w.done);
+        Prepare(sqe, ops[w.op], w.done, &iov[w.op]);
         io_uring_sqe_set_data64(sqe, w.op);
         ++in_flight;
       }
@@ -118,7 +121,7 @@ class UringIoEngine final : public IoEngine {
       if (submitted < 0 && submitted != -EINTR && submitted != -EAGAIN) {
         // The ring itself failed: fail what has not completed.
         for (size_t i = 0; i < ops.size(); ++i) {
-          if (status[i].ok() && done[i] < ops[i].length) {
+          if (status[i].ok() && done[i] < ops[i].total()) {
             status[i] = IoErrorStatus(-submitted, "io_uring_submit_and_wait");
           }
         }
@@ -142,7 +145,7 @@ class UringIoEngine final : public IoEngine {
               absl::OutOfRangeError(absl::StrCat("end of file at offset ", op.offset + done[i]));
         } else {
           done[i] += static_cast<uint64_t>(res);
-          if (done[i] < op.length) pending.push_back({i, done[i]});  // short transfer
+          if (done[i] < op.total()) pending.push_back({i, done[i]});  // short transfer
         }
       }
     }
@@ -170,8 +173,21 @@ class UringIoEngine final : public IoEngine {
   }
 
  private:
-  void Prepare(io_uring_sqe* sqe, const IoOp& op, uint64_t done)
+  void Prepare(io_uring_sqe* sqe, const IoOp& op, uint64_t done, std::array<iovec, 2>* iov)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (op.length2 > 0) {
+      unsigned n = 0;
+      if (done < op.length) (*iov)[n++] = {op.data + done, op.length - done};
+      const uint64_t skip = done > op.length ? done - op.length : 0;
+      (*iov)[n++] = {op.data2 + skip, op.length2 - skip};
+      if (op.kind == IoOp::Kind::kRead) {
+        io_uring_prep_readv(sqe, op.file, iov->data(), n, op.offset + done);
+      } else {
+        io_uring_prep_writev(sqe, op.file, iov->data(), n, op.offset + done);
+      }
+      sqe->flags |= IOSQE_FIXED_FILE;
+      return;
+    }
     uint8_t* data = op.data + done;
     const unsigned length = static_cast<unsigned>(op.length - done);
     const uint64_t offset = op.offset + done;
