@@ -11,6 +11,7 @@
 // disks here are virtualised and noisy).
 //
 //   build/bench/nvme_store [--dir DIR] [--mib-per-size 1024] [--batch 256] [--reps 3]
+//                          [--register true]   (payload buffers as io_uring fixed buffers)
 #include "storage/nvme_store.h"
 
 #include <algorithm>
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   uint64_t mib = 1024;
   size_t batch = 256;
   int reps = 3;
+  bool reg = false;  // register the payload buffers as io_uring fixed buffers
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
     if (f == "--dir")
@@ -72,6 +74,8 @@ int main(int argc, char** argv) {
       batch = std::strtoull(argv[i + 1], nullptr, 10);
     else if (f == "--reps")
       reps = std::atoi(argv[i + 1]);
+    else if (f == "--register")
+      reg = std::string(argv[i + 1]) == "true";
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -118,6 +122,15 @@ int main(int argc, char** argv) {
       uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(kIoAlignment, batch * block));
       for (uint64_t i = 0; i < batch * block; ++i)
         buf[i] = static_cast<uint8_t>(i * 2654435761u >> 11);
+      int buffer = -1;
+      if (reg) {
+        auto idx = (*engine)->RegisterBuffers({absl::Span<uint8_t>(buf, batch * block)});
+        if (!idx.ok()) {
+          std::fprintf(stderr, "register: %s\n", std::string(idx.status().message()).c_str());
+          return 1;
+        }
+        buffer = *idx;
+      }
       std::vector<NvmeWrite> all;
       NamespaceSpec spec{"bench", KvLayout{1, 1, 128, DType::kBf16, 16, 0, 1}, ""};
       const NamespaceId ns = NamespaceId::Of(spec);
@@ -128,7 +141,7 @@ int main(int argc, char** argv) {
         h.payload_bytes = block;
         h.payload_checksum = Checksum64(absl::MakeConstSpan(buf + (i % batch) * block, block));
         h.sequence = (*store)->NextSequence();
-        all.push_back({*(*store)->Allocate(block), h, buf + (i % batch) * block});
+        all.push_back({*(*store)->Allocate(block), h, buf + (i % batch) * block, buffer});
       }
       auto t0 = Clock::now();
       for (uint64_t i = 0; i < count; i += batch) {
@@ -144,7 +157,7 @@ int main(int argc, char** argv) {
           static_cast<double>(total) / std::chrono::duration<double>(Clock::now() - t0).count();
       std::vector<NvmeRead> reads;
       for (uint64_t i = 0; i < count; ++i) {
-        reads.push_back({all[i].slot, all[i].header, buf + (i % batch) * block});
+        reads.push_back({all[i].slot, all[i].header, buf + (i % batch) * block, buffer});
       }
       t0 = Clock::now();
       for (uint64_t i = 0; i < count; i += batch) {
