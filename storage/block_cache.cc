@@ -63,6 +63,10 @@ BlockCache::~BlockCache() {
 }
 
 absl::Status BlockCache::OpenNvme(const NvmeTierOptions& nvme) {
+  if (nvme.store.slab_bytes < options_.max_block_bytes + kSlotHeaderBytes) {
+    return absl::InvalidArgumentError(
+        "nvme slab size must hold the largest block plus its 4 KiB slot header");
+  }
   if (nvme.write_policy != "write_back" && nvme.write_policy != "write_through" &&
       nvme.write_policy != "write_through_after_hits") {
     return absl::InvalidArgumentError(
@@ -82,7 +86,12 @@ absl::Status BlockCache::OpenNvme(const NvmeTierOptions& nvme) {
   } else {
     io_engine_note_ = absl::StrCat(engine->name(), " (injected)");
   }
-  if (nvme.register_arena && engine->capabilities().registered_files) {
+  if (nvme.register_arena && kArenaBufferBytes % options_.slab_bytes != 0) {
+    spdlog::warn(
+        "nvme tier: not registering the host arena: its slab size ({}) does not divide "
+        "1 GiB, so a slot could straddle two fixed buffers",
+        options_.slab_bytes);
+  } else if (nvme.register_arena && engine->capabilities().registered_files) {
     // Fixed buffers of at most 1 GiB (the kernel's limit per buffer); slots
     // never straddle two, as slabs divide 1 GiB.
     std::vector<absl::Span<uint8_t>> chunks;
@@ -165,6 +174,8 @@ absl::Status BlockCache::RecoverFromCatalog() {
         ok = it != by_key.end() && state[it->second] == kDone;
       }
       const NvmeSlot slot{e.device, {e.offset, e.size_class}};
+      // A block larger than this run's limit could never be promoted.
+      if (ok) ok = e.payload_bytes > 0 && e.payload_bytes <= options_.max_block_bytes;
       if (ok) ok = nvme_->Claim(slot, e.sequence).ok();
       if (ok) {
         auto rec = std::make_unique<BlockRecord>();
@@ -213,20 +224,24 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
   const NamespaceId id = NamespaceId::Of(normalized);
   const uint64_t block_bytes = *BlockBytes(normalized.layout);
   absl::MutexLock lock(&mu_);
-  if (auto it = namespaces_.find(id); it != namespaces_.end()) {
-    if (!it->second.opened) {
-      // Blocks of this namespace were recovered from NVMe; it serves them now.
-      it->second.spec = std::move(normalized);
-      it->second.block_bytes = block_bytes;
-      it->second.opened = true;
-      spdlog::info("re-opened namespace {} (model '{}', {} blocks recovered)", id.ToHex(),
-                   spec.model_id, it->second.blocks);
-    }
+  auto it = namespaces_.find(id);
+  if (it != namespaces_.end() && it->second.opened)
     return OpenNamespaceResult{id, block_bytes, false};
+  // Opening counts against the limit, also for a namespace whose blocks were
+  // recovered from NVMe (those take no slot until opened).
+  const size_t open = static_cast<size_t>(std::count_if(
+      namespaces_.begin(), namespaces_.end(), [](const auto& e) { return e.second.opened; }));
+  if (open >= options_.max_namespaces) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this daemon already has ", open, " namespaces open (max_namespaces)"));
   }
-  if (namespaces_.size() >= options_.max_namespaces) {
-    return absl::ResourceExhaustedError(absl::StrCat("this daemon already has ", namespaces_.size(),
-                                                     " namespaces open (max_namespaces)"));
+  if (it != namespaces_.end()) {
+    it->second.spec = std::move(normalized);
+    it->second.block_bytes = block_bytes;
+    it->second.opened = true;
+    spdlog::info("re-opened namespace {} (model '{}', {} blocks recovered)", id.ToHex(),
+                 spec.model_id, it->second.blocks);
+    return OpenNamespaceResult{id, block_bytes, false};
   }
   namespaces_.emplace(id, NamespaceEntry{std::move(normalized), block_bytes, 0, 0, true});
   spdlog::info("opened namespace {} (model '{}', {} bytes per block)", id.ToHex(), spec.model_id,
@@ -431,6 +446,8 @@ void BlockCache::RemoveLocked(BlockRecord* record) {
   NamespaceEntry& entry = namespaces_.at(record->ns);
   entry.blocks -= 1;
   entry.bytes -= record->size;
+  // A namespace known only from recovered blocks goes away with its last one.
+  if (!entry.opened && entry.blocks == 0) namespaces_.erase(record->ns);
   stored_bytes_ -= record->size;
   if (record->in_host) {
     host_stored_bytes_ -= record->size;
@@ -557,27 +574,34 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
     std::vector<BlockRecord*> failed;
     for (size_t i = 0; i < promoting.size(); ++i) {
       auto& [rec, slot] = promoting[i];
-      if (!results[i].ok() || !rec->indexed || rec->in_host) {
-        // Failed, dropped meanwhile, or promoted by a concurrent reader.
+      if (rec->in_host) {
+        // A concurrent reader promoted it first: its copy serves us too.
         allocator_->Free(slot);
-        if (!results[i].ok()) {
-          ++counters_.nvme_read_failures;
-          nvme_degraded_ = results[i].code() != absl::StatusCode::kDataLoss;
-          nvme_last_error_ = std::string(results[i].message());
-          spdlog::error("nvme read of block {} failed: {}", rec->key.ToHex(),
-                        std::string(results[i].message()));
-          failed.push_back(rec);
-        }
         continue;
       }
+      if (!results[i].ok()) {
+        allocator_->Free(slot);
+        ++counters_.nvme_read_failures;
+        nvme_degraded_ = results[i].code() != absl::StatusCode::kDataLoss;
+        nvme_last_error_ = std::string(results[i].message());
+        spdlog::error("nvme read of block {} failed: {}", rec->key.ToHex(),
+                      std::string(results[i].message()));
+        failed.push_back(rec);
+        continue;
+      }
+      // The bytes were read and verified. A block removed meanwhile (we pin
+      // it) keeps this copy until its last unpin frees it with the rest of its
+      // storage, so our handle stays valid; only an indexed block is counted.
       rec->slot = slot;
       rec->in_host = true;
-      host_stored_bytes_ += rec->size;
-      host_blocks_ += 1;
-      ++counters_.promotions;
       ++counters_.nvme_hits;
-      counters_.bytes_nvme_to_host += rec->size;
-      index_.Reclassify(rec);
+      if (rec->indexed) {
+        host_stored_bytes_ += rec->size;
+        host_blocks_ += 1;
+        ++counters_.promotions;
+        counters_.bytes_nvme_to_host += rec->size;
+        index_.Reclassify(rec);
+      }
     }
     if (!failed.empty()) {
       const std::string message =
@@ -923,8 +947,11 @@ size_t BlockCache::RunMoverOnce() {
         for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
           BlockRecord* r = *it;
           absl::StatusOr<NvmeSlot> slot = nvme_->Allocate(r->size);
-          while (!slot.ok()) {
-            // Make room by dropping the coldest block held only on NVMe.
+          // Make room by dropping cold blocks held only on NVMe, a bounded
+          // number (they may belong to other size classes and free nothing).
+          for (int tries = 0; !slot.ok() && tries < 16 &&
+                              slot.status().code() == absl::StatusCode::kResourceExhausted;
+               ++tries) {
             BlockRecord* victim = index_.Coldest(PrefixIndex::kNvmeOnlyLeaf, std::nullopt);
             if (victim == nullptr) break;
             RemoveLocked(victim);
@@ -957,6 +984,17 @@ size_t BlockCache::RunMoverOnce() {
   if (!batch.empty()) {
     // Data first, made durable by Write; only then the catalog commit.
     std::vector<absl::Status> results = nvme_->Write(writes);
+    // A block whose parent is in this batch and failed is failed too: the
+    // catalog must never hold a child without its parent. Parents precede
+    // their children in the batch.
+    absl::flat_hash_map<const BlockRecord*, size_t> position;
+    for (size_t i = 0; i < batch.size(); ++i) position[batch[i]] = i;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      auto p = position.find(batch[i]->parent);
+      if (results[i].ok() && p != position.end() && !results[p->second].ok()) {
+        results[i] = absl::AbortedError("its parent's nvme write failed");
+      }
+    }
     std::vector<CatalogEntry> entries;
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!results[i].ok()) continue;
@@ -973,6 +1011,7 @@ size_t BlockCache::RunMoverOnce() {
       const bool ok = results[i].ok() && committed.ok();
       if (!ok) {
         all_ok = false;
+        wear_[writes[i].slot.device]->Refund(kSlotHeaderBytes + RoundUpToIo(r->size));
         nvme_->Free(writes[i].slot);
         ++counters_.nvme_write_failures;
         nvme_degraded_ = true;
@@ -1061,7 +1100,8 @@ CacheSnapshot BlockCache::Snapshot(bool scan_for_stranded) {
   absl::MutexLock lock(&mu_);
   ExpireLeasesLocked();
   CacheSnapshot snap;
-  snap.namespaces = static_cast<uint32_t>(namespaces_.size());
+  snap.namespaces = static_cast<uint32_t>(std::count_if(
+      namespaces_.begin(), namespaces_.end(), [](const auto& e) { return e.second.opened; }));
   snap.blocks = index_.size();
   snap.bytes = stored_bytes_;
   snap.active_leases = static_cast<uint32_t>(leases_.size());
@@ -1098,6 +1138,7 @@ std::vector<NamespaceSnapshot> BlockCache::Namespaces() {
   absl::MutexLock lock(&mu_);
   std::vector<NamespaceSnapshot> out;
   for (const auto& [id, e] : namespaces_) {
+    if (!e.opened) continue;  // recovered blocks not yet claimed by an engine
     out.push_back(NamespaceSnapshot{id, e.spec, e.block_bytes, e.blocks, e.bytes});
   }
   std::sort(out.begin(), out.end(),

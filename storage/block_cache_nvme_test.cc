@@ -65,7 +65,8 @@ class NvmeCacheTest : public ::testing::Test {
     BlockCacheOptions o;
     o.host_bytes = 4 * kMiB;  // 64 blocks of 64 KiB
     o.slab_bytes = 1 * kMiB;
-    o.max_block_bytes = 1 * kMiB;
+    o.max_block_bytes = 512 * kKiB;  // an NVMe slot (header + block) fits a 1 MiB slab
+    o.max_namespaces = max_namespaces_;
     o.nvme = nvme_;
     auto c = BlockCache::Create(o, &clock_);
     ASSERT_TRUE(c.ok()) << c.status();
@@ -124,6 +125,7 @@ class NvmeCacheTest : public ::testing::Test {
   NvmeTierOptions nvme_;
   std::unique_ptr<BlockCache> cache_;
   NamespaceId ns_;
+  uint32_t max_namespaces_ = 1024;
 };
 
 TEST_F(NvmeCacheTest, PressureDemotesAndReadsPromoteByteExact) {
@@ -155,7 +157,7 @@ TEST_F(NvmeCacheTest, IoUringWithRegisteredArenaMovesBlocksByteExact) {
   BlockCacheOptions o;
   o.host_bytes = 4 * kMiB;
   o.slab_bytes = 1 * kMiB;
-  o.max_block_bytes = 1 * kMiB;
+  o.max_block_bytes = 512 * kKiB;
   o.nvme = nvme_;
   auto c = BlockCache::Create(o, &clock_);
   if (!c.ok() && c.status().code() == absl::StatusCode::kUnavailable) {
@@ -289,6 +291,54 @@ TEST_F(NvmeCacheTest, WearBudgetStopsAdmissionButNotRequests) {
   clock_.Advance(absl::Hours(24));
   EXPECT_GT(cache_->RunMoverOnce(), 0u);
   EXPECT_FALSE(cache_->Wear()[0].report.over_budget && cache_->Wear()[1].report.over_budget);
+}
+
+TEST_F(NvmeCacheTest, PartialWriteFailuresNeverPersistAChildWithoutItsParent) {
+  nvme_.write_policy = "write_through";
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::filesystem::remove_all(root_);
+    Open();
+    ASSERT_TRUE(Put(Chain("p", 24)).ok());
+    faulty_->SetPlan(FaultPlan{0.3, 0, 0, 0, seed});  // 30% of writes fail
+    for (int pass = 0; pass < 4; ++pass) cache_->RunMoverOnce();
+    faulty_->SetPlan(FaultPlan{});
+    ASSERT_GT(cache_->Snapshot().counters.nvme_write_failures, 0u) << "seed " << seed;
+    Open(/*open_namespace=*/false);  // restart: only what the catalog holds
+    const CacheSnapshot snap = cache_->Snapshot(true);
+    // Every committed entry has its parent committed: nothing to drop.
+    EXPECT_EQ(snap.counters.recovery_dropped, 0u) << "seed " << seed;
+    EXPECT_EQ(snap.stranded_blocks, 0u);
+    ns_ = cache_->OpenNamespace(Spec())->id;
+    const size_t recovered = snap.counters.recovered_blocks;
+    // The recovered blocks are exactly a prefix of the chain, and read back.
+    EXPECT_EQ(Matched(Chain("p", 24)), recovered) << "seed " << seed;
+    auto prefix = Chain("p", static_cast<int>(recovered));
+    if (!prefix.empty()) {
+      EXPECT_TRUE(ReadAll(prefix).ok());
+    }
+  }
+}
+
+TEST_F(NvmeCacheTest, RecoveredNamespacesDoNotTakeNamespaceSlots) {
+  nvme_.write_policy = "write_through";
+  Open();
+  ASSERT_TRUE(Put(Chain("n", 3)).ok());
+  ASSERT_EQ(cache_->RunMoverOnce(), 3u);
+  max_namespaces_ = 1;
+  Open(/*open_namespace=*/false);
+  EXPECT_EQ(cache_->Snapshot().namespaces, 0u);
+  EXPECT_TRUE(cache_->Namespaces().empty());  // not listed until an engine opens it
+  NamespaceSpec other = Spec();
+  other.model_id = "another-model";
+  ASSERT_TRUE(cache_->OpenNamespace(other).ok());  // the one slot is free
+  // Re-opening the recovered namespace now counts against the limit.
+  EXPECT_EQ(cache_->OpenNamespace(Spec()).status().code(), absl::StatusCode::kResourceExhausted);
+  // Once its blocks are gone, a recovered namespace leaves no trace.
+  max_namespaces_ = 2;
+  Open(/*open_namespace=*/true);
+  ASSERT_TRUE(cache_->Delete(ns_, {Key("n0")}, true).ok());
+  Open(/*open_namespace=*/false);
+  EXPECT_EQ(cache_->Snapshot().counters.recovered_blocks, 0u);
 }
 
 TEST_F(NvmeCacheTest, DeleteRemovesBlocksFromBothTiersAndTheCatalog) {

@@ -59,6 +59,12 @@ absl::StatusOr<std::unique_ptr<NvmeStore>> NvmeStore::Open(const NvmeStoreOption
       return absl::ResourceExhaustedError(absl::StrCat("cannot preallocate ", bytes, " bytes in '",
                                                        path, "': ", std::strerror(err)));
     }
+    // Make the file's directory entry durable too: catalog entries must never
+    // outlive the file their slots live in.
+    if (const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+      fsync(dfd);
+      close(dfd);
+    }
     absl::StatusOr<int> file = engine->RegisterFile(dev->fd);
     if (!file.ok()) {
       close(dev->fd);

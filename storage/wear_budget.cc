@@ -44,6 +44,11 @@ bool WearBudget::TryConsume(uint64_t bytes) {
   return true;
 }
 
+void WearBudget::Refund(uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  tokens_ = std::min(burst_, tokens_ + static_cast<double>(bytes));
+}
+
 void WearBudget::RecordWrite(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
   DecayLocked(clock_->Now());

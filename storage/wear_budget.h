@@ -43,6 +43,8 @@ class WearBudget {
 
   // Takes `bytes` of budget; false (and nothing taken) when over budget.
   bool TryConsume(uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Gives back budget taken for a write that did not happen.
+  void Refund(uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   // Accounts bytes actually written.
   void RecordWrite(uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   WearReport Report() ABSL_LOCKS_EXCLUDED(mu_);
