@@ -16,7 +16,9 @@
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   using kvtier::DaemonConfig;
   CLI::App app{"kvtierd: KV-cache tiering daemon"};
   app.set_version_flag("--version", std::string(kvtier::kKvtierVersion));
@@ -99,4 +101,15 @@ int main(int argc, char** argv) {
   daemon->reset();
   spdlog::info("kvtierd stopped cleanly");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvtierd: fatal: %s\n", e.what());
+    return 1;
+  }
 }

@@ -265,7 +265,7 @@ int Wear(const Globals& g) {
 
 struct FileNamespace {
   std::string model = "kvtier-cli";
-  uint64_t block_bytes = 256 * 1024;
+  uint64_t block_bytes = uint64_t{256} << 10;
   std::string namespace_id;  // overrides model/block_bytes for get
 };
 
@@ -434,8 +434,10 @@ int Get(const Globals& g, const std::vector<std::string>& hex_keys, const std::s
 }  // namespace
 }  // namespace kvtier
 
-int main(int argc, char** argv) {
-  using namespace kvtier;
+namespace kvtier {
+namespace {
+
+int Run(int argc, char** argv) {
   CLI::App app{"kvtier: inspect and exercise a kvtierd daemon"};
   app.require_subcommand(1);
   app.fallthrough();  // global flags may follow the subcommand: `kvtier status --json`
@@ -484,4 +486,16 @@ int main(int argc, char** argv) {
   if (put->parsed()) return Put(g, put_path, fns, chunk_bytes);
   if (get->parsed()) return Get(g, get_keys, out_path, fns);
   return 2;
+}
+
+}  // namespace
+}  // namespace kvtier
+
+int main(int argc, char** argv) {
+  try {
+    return kvtier::Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvtier: fatal: %s\n", e.what());
+    return 1;
+  }
 }
