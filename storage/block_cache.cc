@@ -229,8 +229,7 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
     return OpenNamespaceResult{id, block_bytes, false};
   // Opening counts against the limit, also for a namespace whose blocks were
   // recovered from NVMe (those take no slot until opened).
-  const size_t open = static_cast<size_t>(std::count_if(
-      namespaces_.begin(), namespaces_.end(), [](const auto& e) { return e.second.opened; }));
+  const size_t open = OpenNamespacesLocked();
   if (open >= options_.max_namespaces) {
     return absl::ResourceExhaustedError(
         absl::StrCat("this daemon already has ", open, " namespaces open (max_namespaces)"));
@@ -247,6 +246,11 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
   spdlog::info("opened namespace {} (model '{}', {} bytes per block)", id.ToHex(), spec.model_id,
                block_bytes);
   return OpenNamespaceResult{id, block_bytes, true};
+}
+
+size_t BlockCache::OpenNamespacesLocked() const {
+  return static_cast<size_t>(std::count_if(namespaces_.begin(), namespaces_.end(),
+                                           [](const auto& e) { return e.second.opened; }));
 }
 
 absl::StatusOr<BlockCache::NamespaceEntry*> BlockCache::FindNamespaceLocked(const NamespaceId& ns) {
@@ -520,6 +524,14 @@ absl::Span<const uint8_t> BlockCache::ReadHandle::bytes() const {
   return {cache_->SlotData(record_->slot), record_->size};
 }
 
+void BlockCache::ReleaseHandlesLocked(std::vector<ReadHandle>& handles) {
+  // Unpin under the caller's lock: the handles must not re-lock on destruction.
+  for (ReadHandle& h : handles) {
+    UnpinLocked(h.record_);
+    h.cache_ = nullptr;
+  }
+}
+
 absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
     const NamespaceId& ns, absl::Span<const BlockKey> keys) {
   if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
@@ -529,6 +541,7 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
   // lock, filled and verified outside it, and published under it again.
   std::vector<NvmeRead> reads;
   std::vector<std::pair<BlockRecord*, SlabAllocator::Slot>> promoting;
+  absl::flat_hash_set<BlockRecord*> promoting_set;
   {
     absl::MutexLock lock(&mu_);
     ExpireLeasesLocked();
@@ -549,17 +562,11 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
     }
     for (const ReadHandle& h : handles) {
       BlockRecord* rec = h.record_;
-      if (rec->in_host || std::any_of(promoting.begin(), promoting.end(),
-                                      [rec](const auto& p) { return p.first == rec; })) {
-        continue;
-      }
+      if (rec->in_host || !promoting_set.insert(rec).second) continue;  // or a repeated key
       absl::StatusOr<SlabAllocator::Slot> slot = AllocateLocked(rec->size);
       if (!slot.ok()) {
         for (auto& [r, s] : promoting) allocator_->Free(s);
-        for (ReadHandle& hh : handles) {
-          UnpinLocked(hh.record_);
-          hh.cache_ = nullptr;
-        }
+        ReleaseHandlesLocked(handles);
         return slot.status();
       }
       promoting.emplace_back(rec, *slot);
@@ -610,10 +617,7 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
       for (BlockRecord* rec : failed) {
         if (rec->indexed) DropSubtreeLocked(rec);
       }
-      for (ReadHandle& h : handles) {
-        UnpinLocked(h.record_);
-        h.cache_ = nullptr;
-      }
+      ReleaseHandlesLocked(handles);
       return absl::NotFoundError(message);
     }
   }
@@ -642,11 +646,7 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
           rec->key.ToHex(), rec->ns.ToHex());
       DropSubtreeLocked(rec);
     }
-    // Unpin under this same lock (the handles must not re-lock).
-    for (ReadHandle& h : handles) {
-      UnpinLocked(h.record_);
-      h.cache_ = nullptr;
-    }
+    ReleaseHandlesLocked(handles);
     return absl::NotFoundError(message);
   }
   for (const ReadHandle& h : handles) {
@@ -926,17 +926,18 @@ size_t BlockCache::RunMoverOnce() {
       // Bytes to move before host occupancy is back under the low watermark.
       const double need = pressure ? used - o.host_low_watermark * capacity : 1e300;
       double scheduled = 0;
-      std::vector<BlockRecord*> leaves;
-      index_.ForEachCandidate(PrefixIndex::kHostOnlyLeaf,
-                              [&](BlockRecord* r) { leaves.push_back(r); });
+      // At most a batch of leaves (each brings at least one block), coldest
+      // first, among those the policy admits.
+      const std::vector<BlockRecord*> leaves = index_.ColdestCandidates(
+          PrefixIndex::kHostOnlyLeaf, o.mover_batch, [&](const BlockRecord& r) {
+            if (WantsNvmeWrite(r, pressure)) return true;
+            if (pressure) ++counters_.admissions_refused_filter;
+            return false;
+          });
       absl::flat_hash_set<BlockRecord*> chosen;
       bool full = false;
       for (BlockRecord* leaf : leaves) {
         if (batch.size() >= o.mover_batch || scheduled >= need || full) break;
-        if (!WantsNvmeWrite(*leaf, pressure)) {
-          if (pressure) ++counters_.admissions_refused_filter;
-          continue;
-        }
         // The leaf and its ancestors not yet on NVMe, written parents first:
         // the persisted set stays prefix-closed, so a crash strands nothing.
         std::vector<BlockRecord*> chain;
@@ -1054,20 +1055,13 @@ void BlockCache::BalanceLocked() {
       DropHostCopyLocked(copy);
     }
   }
-  double nvme_capacity = 0, nvme_used = 0;
-  for (const NvmeDeviceStats& d : nvme_->Stats()) {
-    nvme_capacity += static_cast<double>(d.capacity_bytes);
-    nvme_used += static_cast<double>(d.used_bytes);
-  }
-  if (nvme_used > o.nvme_high_watermark * nvme_capacity) {
-    while (nvme_used > o.nvme_low_watermark * nvme_capacity) {
+  const double nvme_capacity = static_cast<double>(nvme_->capacity_bytes());
+  if (static_cast<double>(nvme_->used_bytes()) > o.nvme_high_watermark * nvme_capacity) {
+    while (static_cast<double>(nvme_->used_bytes()) > o.nvme_low_watermark * nvme_capacity) {
       BlockRecord* victim = index_.Coldest(PrefixIndex::kNvmeOnlyLeaf, std::nullopt);
       if (victim == nullptr) break;
       RemoveLocked(victim);
       ++counters_.nvme_evictions;
-      nvme_used = 0;
-      for (const NvmeDeviceStats& d : nvme_->Stats())
-        nvme_used += static_cast<double>(d.used_bytes);
     }
   }
 }
@@ -1100,8 +1094,7 @@ CacheSnapshot BlockCache::Snapshot(bool scan_for_stranded) {
   absl::MutexLock lock(&mu_);
   ExpireLeasesLocked();
   CacheSnapshot snap;
-  snap.namespaces = static_cast<uint32_t>(std::count_if(
-      namespaces_.begin(), namespaces_.end(), [](const auto& e) { return e.second.opened; }));
+  snap.namespaces = static_cast<uint32_t>(OpenNamespacesLocked());
   snap.blocks = index_.size();
   snap.bytes = stored_bytes_;
   snap.active_leases = static_cast<uint32_t>(leases_.size());

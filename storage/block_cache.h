@@ -294,6 +294,9 @@ class BlockCache {
   bool WantsNvmeWrite(const BlockRecord& record, bool host_pressure) const;
 
   absl::Status CheckKeyCount(size_t n) const;
+  // Namespaces opened by an engine (not those known only from recovery).
+  size_t OpenNamespacesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseHandlesLocked(std::vector<ReadHandle>& handles) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<NamespaceEntry*> FindNamespaceLocked(const NamespaceId& ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "storage/block_cache.h"
 #include "storage/faulty_io_engine.h"
+#include "storage/test_bytes.h"
 
 namespace kvtier {
 namespace {
@@ -22,15 +23,7 @@ constexpr uint64_t kMiB = 1024 * kKiB;
 BlockKey Key(const std::string& k) { return *BlockKey::Create(k); }
 
 std::vector<uint8_t> Content(const std::string& key, size_t n) {
-  std::vector<uint8_t> out(n);
-  uint64_t x = std::hash<std::string>()(key) | 1;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    out[i] = static_cast<uint8_t>(x);
-  }
-  return out;
+  return DeterministicBytes(key, n);
 }
 
 NamespaceSpec Spec() {

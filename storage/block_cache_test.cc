@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "storage/test_bytes.h"
 
 namespace kvtier {
 namespace {
@@ -21,15 +22,7 @@ BlockKey Key(const std::string& k) { return *BlockKey::Create(k); }
 // Block bytes are a deterministic function of (namespace, key): any byte can
 // be checked.
 std::vector<uint8_t> Content(const std::string& tag, const std::string& key, size_t n) {
-  std::vector<uint8_t> out(n);
-  uint64_t x = std::hash<std::string>()(tag + "/" + key) | 1;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    out[i] = static_cast<uint8_t>(x);
-  }
-  return out;
+  return DeterministicBytes(tag + "/" + key, n);
 }
 
 class BlockCacheTest : public ::testing::Test {

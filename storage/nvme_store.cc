@@ -221,6 +221,20 @@ std::vector<absl::Status> NvmeStore::Read(absl::Span<const NvmeRead> reads) {
   return status;
 }
 
+uint64_t NvmeStore::capacity_bytes() {
+  absl::MutexLock lock(&mu_);
+  uint64_t total = 0;
+  for (const auto& d : devices_) total += d->allocator->capacity();
+  return total;
+}
+
+uint64_t NvmeStore::used_bytes() {
+  absl::MutexLock lock(&mu_);
+  uint64_t total = 0;
+  for (const auto& d : devices_) total += d->allocator->used_bytes();
+  return total;
+}
+
 std::vector<NvmeDeviceStats> NvmeStore::Stats() {
   absl::MutexLock lock(&mu_);
   std::vector<NvmeDeviceStats> out;

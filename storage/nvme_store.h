@@ -101,6 +101,9 @@ class NvmeStore {
   std::vector<absl::Status> Read(absl::Span<const NvmeRead> reads);
 
   std::vector<NvmeDeviceStats> Stats();
+  // Totals over all devices (cheap; for watermark checks).
+  uint64_t capacity_bytes();
+  uint64_t used_bytes();
   const IoEngine& engine() const { return *engine_; }
 
  private:

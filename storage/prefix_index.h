@@ -109,6 +109,16 @@ class PrefixIndex {
     for (const auto& [tick, rec] : sets_[kind]) fn(rec);
   }
   size_t candidate_count(Candidate kind) const { return sets_[kind].size(); }
+  // Up to `max` candidates of a kind, coldest first, among those `keep`
+  // accepts; stops looking once it has them.
+  template <typename Keep>
+  std::vector<BlockRecord*> ColdestCandidates(Candidate kind, size_t max, Keep&& keep) const {
+    std::vector<BlockRecord*> out;
+    for (auto it = sets_[kind].begin(); it != sets_[kind].end() && out.size() < max; ++it) {
+      if (keep(*it->second)) out.push_back(it->second);
+    }
+    return out;
+  }
 
   // Host-only unpinned leaves (the blocks host pressure may drop entirely).
   BlockRecord* ColdestEvictable(std::optional<uint32_t> size_class) const {
