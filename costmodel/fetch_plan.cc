@@ -1,0 +1,97 @@
+#include "costmodel/fetch_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "costmodel/kv_footprint.h"
+
+namespace kvtier::costmodel {
+namespace {
+
+// Integral of min(window, c) dc over [b, e).
+double VisibleContextIntegral(double b, double e, double window) {
+  if (e <= window) return (e * e - b * b) / 2;
+  if (b >= window) return window * (e - b);
+  return (window * window - b * b) / 2 + window * (e - window);
+}
+
+}  // namespace
+
+double RecomputeFlops(const ModelSpec& model, double begin, double end) {
+  if (end <= begin) return 0;
+  const double n = end - begin;
+  double flops = 2 * model.Parameters().prefill * n;
+  double qk = model.head_dim, v = model.head_dim;
+  if (model.mla.has_value()) {
+    qk = model.mla->qk_nope_head_dim + model.mla->qk_rope_head_dim;
+    v = model.mla->v_head_dim;
+  }
+  const double per_pair = 2.0 * model.num_attention_heads * (qk + v);
+  for (const LayerGroup& g : model.EffectiveGroups()) {
+    if (g.kind == LayerKind::kFullAttention) {
+      flops += per_pair * g.layers * (end * end - begin * begin) / 2;
+    } else if (g.kind == LayerKind::kSlidingWindow) {
+      flops += per_pair * g.layers * VisibleContextIntegral(begin, end, g.window);
+    }
+  }
+  return flops;
+}
+
+double RecomputeSeconds(const Deployment& d, double begin, double end) {
+  return RecomputeFlops(d.model, begin, end) / d.GroupFlops();
+}
+
+double FetchSeconds(const TierLink& tier, double bytes) {
+  if (bytes <= 0) return 0;
+  return tier.latency_s + bytes / tier.bytes_per_s;
+}
+
+double BreakevenBandwidth(const Deployment& d, const TierLink& tier, double tokens) {
+  const double bytes = tokens * ComputeKvFootprint(d).bytes_per_token_per_gpu;
+  const double spare = RecomputeSeconds(d, 0, tokens) - tier.latency_s;
+  if (spare <= 0) return std::numeric_limits<double>::infinity();
+  return bytes / spare;
+}
+
+double AsymptoticBreakevenBandwidth(const Deployment& d) {
+  return ComputeKvFootprint(d).bytes_per_token_per_gpu * d.GroupFlops() /
+         (2 * d.model.Parameters().prefill);
+}
+
+CutPlan PlanCut(const Deployment& d, absl::Span<const Segment> segments, double tokens) {
+  uint32_t matched = 0;
+  for (const Segment& s : segments) matched += s.blocks;
+  const double b = d.block_tokens;
+  matched = static_cast<uint32_t>(std::min<double>(matched, std::floor(tokens / b)));
+  CutPlan best;
+  best.recompute_all_seconds = RecomputeSeconds(d, 0, tokens);
+  best.total_seconds = std::numeric_limits<double>::infinity();
+  // Walk k = 0..matched; fetch cost grows segment by segment.
+  double fetched_before = 0;  // seconds of the segments wholly before k
+  uint32_t seg_start = 0;
+  size_t seg = 0;
+  for (uint32_t k = 0; k <= matched; ++k) {
+    while (seg < segments.size() && k > seg_start + segments[seg].blocks) {
+      fetched_before += FetchSeconds(segments[seg].tier, segments[seg].bytes);
+      seg_start += segments[seg].blocks;
+      ++seg;
+    }
+    double fetch = fetched_before;
+    if (seg < segments.size() && k > seg_start) {
+      const Segment& s = segments[seg];
+      fetch += FetchSeconds(s.tier, s.bytes * (k - seg_start) / s.blocks);
+    }
+    const double recompute = RecomputeSeconds(d, k * b, tokens);
+    if (fetch + recompute < best.total_seconds) {
+      best.cut_blocks = k;
+      best.fetch_seconds = fetch;
+      best.recompute_seconds = recompute;
+      best.total_seconds = fetch + recompute;
+    }
+    if (k == matched) best.fetch_all_seconds = fetch + recompute;
+  }
+  return best;
+}
+
+}  // namespace kvtier::costmodel

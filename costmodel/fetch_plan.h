@@ -1,0 +1,72 @@
+// Fetch or recompute (question 4): the seconds to recompute a span of prefix
+// tokens on the GPU group, the seconds to fetch their KV from a tier, the
+// break-even bandwidth, and the cut k (in blocks) that minimises
+// fetch(0..k) + recompute(k..n) for a prefix spread over tiers. The daemon
+// plans every Lookup with PlanCut.
+//
+// Thread-safety: stateless functions.
+#ifndef KVTIER_COSTMODEL_FETCH_PLAN_H_
+#define KVTIER_COSTMODEL_FETCH_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "costmodel/deployment.h"
+
+namespace kvtier::costmodel {
+
+// FLOPs to run prefill for tokens [begin, end) given that [0, begin) is
+// cached: 2 * N_prefill (active minus LM head) per token plus attention, 2 * H_q * (d_qk + d_v) per
+// attention layer per (token, visible context token); sliding layers see at
+// most their window. Continuous approximation of the causal sum.
+double RecomputeFlops(const ModelSpec& model, double begin, double end);
+
+// RecomputeFlops / (tp * peak FLOP/s * mfu).
+double RecomputeSeconds(const Deployment& d, double begin, double end);
+
+// Where blocks come from: a tier's bandwidth (bytes/s per GPU) and fixed
+// latency per fetch.
+struct TierLink {
+  std::string name;
+  double bytes_per_s = 0;
+  double latency_s = 0;
+};
+
+// latency + bytes / bandwidth; 0 for 0 bytes.
+double FetchSeconds(const TierLink& tier, double bytes);
+
+// Bandwidth at which fetching `tokens` prefix tokens costs exactly as much
+// as recomputing them (including latency and attention); +inf when the
+// latency alone exceeds the recompute time. Fetch wins strictly above it.
+double BreakevenBandwidth(const Deployment& d, const TierLink& tier, double tokens);
+
+// Question 4's per-token break-even with no latency and no attention term:
+// bytes_per_token_per_gpu * tp * F * u / (2 * N_prefill).
+double AsymptoticBreakevenBandwidth(const Deployment& d);
+
+// A run of consecutive matched blocks held by one tier, in prefix order.
+struct Segment {
+  TierLink tier;
+  uint32_t blocks = 0;
+  double bytes = 0;  // per GPU, all of the run's blocks
+};
+
+struct CutPlan {
+  uint32_t cut_blocks = 0;             // fetch blocks [0, cut), recompute the rest
+  double fetch_seconds = 0;            // fetch of [0, cut)
+  double recompute_seconds = 0;        // recompute of [cut * B, tokens)
+  double total_seconds = 0;            // the two added
+  double fetch_all_seconds = 0;        // fetch every matched block, recompute the rest
+  double recompute_all_seconds = 0;    // recompute all `tokens`
+};
+
+// `tokens` is the prefix length the plan covers (>= matched blocks * B;
+// tokens past the matched blocks are recomputed in every plan). Fetches from
+// different tiers are serialised. Ties go to the smaller cut.
+CutPlan PlanCut(const Deployment& d, absl::Span<const Segment> segments, double tokens);
+
+}  // namespace kvtier::costmodel
+
+#endif  // KVTIER_COSTMODEL_FETCH_PLAN_H_

@@ -1,0 +1,104 @@
+#include "costmodel/fetch_plan.h"
+
+#include <cmath>
+
+#include "costmodel/kv_footprint.h"
+#include "costmodel/test_models.h"
+#include "gtest/gtest.h"
+
+namespace kvtier::costmodel {
+namespace {
+
+TEST(FetchPlanTest, RecomputeFlopsByHand) {
+  // Toy: 2 * 1192 * 10 = 23,840 for the weights; attention 2 * 2 heads *
+  // (4 + 4) = 32 FLOPs per (token, context) pair per layer, 2 layers,
+  // integral of c over [0, 10) = 50: 3,200.
+  EXPECT_DOUBLE_EQ(RecomputeFlops(ToyModel(), 0, 10), 27040);
+  // [4, 10): 2 * 1192 * 6 + 32 * 2 * (100 - 16) / 2.
+  EXPECT_DOUBLE_EQ(RecomputeFlops(ToyModel(), 4, 10), 14304 + 2688);
+  EXPECT_EQ(RecomputeFlops(ToyModel(), 10, 10), 0);
+  // TP 1 * 1e12 * 0.5 = 5e11 FLOP/s.
+  EXPECT_DOUBLE_EQ(RecomputeSeconds(Deploy(ToyModel(), ToyGpu()), 0, 10), 27040 / 5e11);
+}
+
+TEST(FetchPlanTest, SlidingLayersSeeOnlyTheirWindow) {
+  ModelSpec m = ToyModel();
+  m.groups = {{LayerKind::kSlidingWindow, 2, 4}};
+  // Integral of min(4, c) over [0, 10) = 8 + 4 * 6 = 32.
+  EXPECT_DOUBLE_EQ(RecomputeFlops(m, 0, 10), 23840 + 32 * 2 * 32);
+}
+
+TEST(FetchPlanTest, AsymptoticBreakevenByHand) {
+  // 32 bytes/token * 5e11 FLOP/s / (2 * 1192 FLOP/token).
+  EXPECT_DOUBLE_EQ(AsymptoticBreakevenBandwidth(Deploy(ToyModel(), ToyGpu())),
+                   32 * 5e11 / (2 * 1192.0));
+}
+
+// The decision flips exactly at the break-even bandwidth.
+TEST(FetchPlanTest, DecisionFlipsAtBreakeven) {
+  for (const Deployment& d :
+       {Catalog("llama-3.1-8b", "h100-sxm"), Catalog("llama-3.2-1b", "h100-sxm"),
+        Deploy(TestConfig("mla_deepseek.json"), *CatalogGpu("h200"), 8)}) {
+    SCOPED_TRACE(d.model.name);
+    const double tokens = 4096;
+    const double bytes = tokens * ComputeKvFootprint(d).bytes_per_token_per_gpu;
+    TierLink tier{"t", 0, 50e-6};
+    const double breakeven = BreakevenBandwidth(d, tier, tokens);
+    ASSERT_TRUE(std::isfinite(breakeven));
+    const double recompute = RecomputeSeconds(d, 0, tokens);
+    tier.bytes_per_s = breakeven * (1 + 1e-9);
+    EXPECT_LT(FetchSeconds(tier, bytes), recompute);
+    tier.bytes_per_s = breakeven * (1 - 1e-9);
+    EXPECT_GT(FetchSeconds(tier, bytes), recompute);
+  }
+}
+
+TEST(FetchPlanTest, LatencyAboveRecomputeNeverFetches) {
+  const Deployment d = Deploy(ToyModel(), ToyGpu());
+  EXPECT_TRUE(std::isinf(BreakevenBandwidth(d, TierLink{"slow", 1e12, 1.0}, 10)));
+}
+
+Segment Seg(const char* name, double bw, double latency, uint32_t blocks, double block_bytes) {
+  return Segment{TierLink{name, bw, latency}, blocks, blocks * block_bytes};
+}
+
+TEST(FetchPlanTest, CutStopsWhereTheSlowTierStarts) {
+  // Llama-3.1-8B on an H100: one 16-token block is 2 MiB per GPU and costs
+  // ~450 us to recompute. From host at 20 GB/s it costs ~105 us: fetch.
+  // From a 1 GB/s NVMe ~2.1 ms: recompute.
+  const Deployment d = Catalog("llama-3.1-8b", "h100-sxm");
+  const double block = ComputeKvFootprint(d).bytes_per_block_per_gpu;
+  std::vector<Segment> segs = {Seg("host", 20e9, 10e-6, 10, block),
+                               Seg("nvme", 1e9, 100e-6, 20, block)};
+  CutPlan p = PlanCut(d, segs, 30 * 16);
+  EXPECT_EQ(p.cut_blocks, 10u);
+  EXPECT_DOUBLE_EQ(p.fetch_seconds, 10e-6 + 10 * block / 20e9);
+  EXPECT_DOUBLE_EQ(p.recompute_seconds, RecomputeSeconds(d, 160, 480));
+  EXPECT_DOUBLE_EQ(p.total_seconds, p.fetch_seconds + p.recompute_seconds);
+  EXPECT_DOUBLE_EQ(p.recompute_all_seconds, RecomputeSeconds(d, 0, 480));
+  EXPECT_LT(p.total_seconds, p.recompute_all_seconds);
+  EXPECT_LT(p.total_seconds, p.fetch_all_seconds);
+  // A faster NVMe moves the cut to the end of the match.
+  segs[1].tier.bytes_per_s = 20e9;
+  p = PlanCut(d, segs, 30 * 16);
+  EXPECT_EQ(p.cut_blocks, 30u);
+  EXPECT_DOUBLE_EQ(p.fetch_seconds, p.fetch_all_seconds);
+  // A slow host as well: recompute everything.
+  segs[0].tier.bytes_per_s = segs[1].tier.bytes_per_s = 1e8;
+  p = PlanCut(d, segs, 30 * 16);
+  EXPECT_EQ(p.cut_blocks, 0u);
+  EXPECT_EQ(p.fetch_seconds, 0);
+  EXPECT_DOUBLE_EQ(p.recompute_seconds, p.recompute_all_seconds);
+}
+
+TEST(FetchPlanTest, CutNeverPassesTheTokensCovered) {
+  const Deployment d = Catalog("llama-3.1-8b", "h100-sxm");
+  const double block = ComputeKvFootprint(d).bytes_per_block_per_gpu;
+  const std::vector<Segment> segs = {Seg("host", 50e9, 0, 10, block)};
+  EXPECT_EQ(PlanCut(d, segs, 5 * 16 + 3).cut_blocks, 5u);
+  EXPECT_EQ(PlanCut(d, segs, 1000).cut_blocks, 10u);
+  EXPECT_EQ(PlanCut(d, {}, 1000).cut_blocks, 0u);
+}
+
+}  // namespace
+}  // namespace kvtier::costmodel

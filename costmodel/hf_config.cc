@@ -1,0 +1,260 @@
+#include "costmodel/hf_config.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace kvtier::costmodel {
+namespace {
+
+using nlohmann::json;
+
+// Typed access to one config object; errors name the field.
+class Fields {
+ public:
+  explicit Fields(const json& obj) : obj_(obj) {}
+
+  bool Has(const char* key) const { return obj_.contains(key) && !obj_.at(key).is_null(); }
+
+  absl::StatusOr<std::optional<uint32_t>> Uint(const char* key) const {
+    if (!Has(key)) return std::optional<uint32_t>();
+    const json& v = obj_.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > UINT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.json: field '", key, "' must be a non-negative integer, got ", v.dump()));
+    }
+    return std::optional<uint32_t>(v.get<uint32_t>());
+  }
+
+  // The first of several alias keys that is present.
+  absl::StatusOr<std::optional<uint32_t>> UintAny(std::initializer_list<const char*> keys) const {
+    for (const char* k : keys) {
+      if (Has(k)) return Uint(k);
+    }
+    return std::optional<uint32_t>();
+  }
+
+  absl::StatusOr<uint32_t> RequiredUint(const char* key) const {
+    absl::StatusOr<std::optional<uint32_t>> v = Uint(key);
+    if (!v.ok()) return v.status();
+    if (!v->has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json: missing required field '", key, "'"));
+    }
+    return **v;
+  }
+
+  absl::StatusOr<std::optional<bool>> Bool(const char* key) const {
+    if (!Has(key)) return std::optional<bool>();
+    const json& v = obj_.at(key);
+    if (!v.is_boolean()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json: field '", key, "' must be true or false, got ", v.dump()));
+    }
+    return std::optional<bool>(v.get<bool>());
+  }
+
+  absl::StatusOr<std::optional<std::string>> String(const char* key) const {
+    if (!Has(key)) return std::optional<std::string>();
+    const json& v = obj_.at(key);
+    if (!v.is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json: field '", key, "' must be a string, got ", v.dump()));
+    }
+    return std::optional<std::string>(v.get<std::string>());
+  }
+
+  absl::StatusOr<std::optional<std::vector<std::string>>> StringList(const char* key) const {
+    if (!Has(key)) return std::optional<std::vector<std::string>>();
+    const json& v = obj_.at(key);
+    std::vector<std::string> out;
+    if (v.is_array()) {
+      for (const json& e : v) {
+        if (!e.is_string()) break;
+        out.push_back(e.get<std::string>());
+      }
+      if (out.size() == v.size()) return std::optional<std::vector<std::string>>(out);
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json: field '", key, "' must be a list of strings, got ", v.dump().substr(0, 80)));
+  }
+
+ private:
+  const json& obj_;
+};
+
+#define KVTIER_ASSIGN_OR_RETURN(lhs, expr) \
+  auto lhs##_or = (expr);                  \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
+  auto lhs = *std::move(lhs##_or)
+
+absl::StatusOr<double> DtypeBytes(const std::optional<std::string>& dtype) {
+  if (!dtype.has_value()) return 2.0;
+  static const std::map<std::string, double> kBytes = {
+      {"bfloat16", 2}, {"float16", 2}, {"half", 2},         {"float32", 4},
+      {"float", 4},    {"float8_e4m3fn", 1}, {"float8_e5m2", 1}};
+  auto it = kBytes.find(*dtype);
+  if (it == kBytes.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json: torch_dtype '", *dtype, "' is not one of bfloat16, float16, float32, "
+        "float8_e4m3fn, float8_e5m2"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<LayerKind> KindOf(const std::string& type) {
+  if (type == "full_attention" || type == "attention") return LayerKind::kFullAttention;
+  if (type == "sliding_attention" || type == "sliding_window") return LayerKind::kSlidingWindow;
+  if (type == "mamba" || type == "mamba2" || type == "recurrent" || type == "linear_attention") {
+    return LayerKind::kRecurrent;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "config.json: layer type '", type, "' is not one of full_attention, attention, "
+      "sliding_attention, mamba, mamba2, recurrent, linear_attention"));
+}
+
+absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError("config.json: the top level must be a JSON object");
+  }
+  const json& obj = (!root.contains("num_hidden_layers") && root.contains("text_config") &&
+                     root.at("text_config").is_object())
+                        ? root.at("text_config")
+                        : root;
+  Fields f(obj);
+  ModelSpec m;
+  m.name = std::string(name);
+  KVTIER_ASSIGN_OR_RETURN(layers, f.RequiredUint("num_hidden_layers"));
+  KVTIER_ASSIGN_OR_RETURN(hidden, f.RequiredUint("hidden_size"));
+  KVTIER_ASSIGN_OR_RETURN(heads, f.RequiredUint("num_attention_heads"));
+  KVTIER_ASSIGN_OR_RETURN(vocab, f.RequiredUint("vocab_size"));
+  KVTIER_ASSIGN_OR_RETURN(kv_heads, f.Uint("num_key_value_heads"));
+  KVTIER_ASSIGN_OR_RETURN(head_dim, f.Uint("head_dim"));
+  KVTIER_ASSIGN_OR_RETURN(intermediate, f.Uint("intermediate_size"));
+  KVTIER_ASSIGN_OR_RETURN(tied, f.Bool("tie_word_embeddings"));
+  KVTIER_ASSIGN_OR_RETURN(dtype, f.String("torch_dtype"));
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.num_attention_heads = heads;
+  m.vocab_size = vocab;
+  m.num_kv_heads = kv_heads.value_or(heads);
+  if (heads == 0) return absl::InvalidArgumentError("config.json: num_attention_heads is 0");
+  m.head_dim = head_dim.value_or(hidden / heads);
+  m.intermediate_size = intermediate.value_or(0);
+  m.tie_word_embeddings = tied.value_or(false);
+  KVTIER_ASSIGN_OR_RETURN(wbytes, DtypeBytes(dtype));
+  m.weight_bytes_per_param = wbytes;
+  m.state_bytes_per_element = std::max(2.0, wbytes);
+
+  KVTIER_ASSIGN_OR_RETURN(kv_lora, f.Uint("kv_lora_rank"));
+  if (kv_lora.has_value() && *kv_lora > 0) {
+    MlaShape mla;
+    mla.kv_lora_rank = *kv_lora;
+    KVTIER_ASSIGN_OR_RETURN(q_lora, f.Uint("q_lora_rank"));
+    KVTIER_ASSIGN_OR_RETURN(rope, f.Uint("qk_rope_head_dim"));
+    KVTIER_ASSIGN_OR_RETURN(nope, f.Uint("qk_nope_head_dim"));
+    KVTIER_ASSIGN_OR_RETURN(v_dim, f.Uint("v_head_dim"));
+    mla.q_lora_rank = q_lora.value_or(0);
+    mla.qk_rope_head_dim = rope.value_or(0);
+    mla.qk_nope_head_dim = nope.value_or(0);
+    mla.v_head_dim = v_dim.value_or(0);
+    m.mla = mla;
+    m.num_kv_heads = heads;
+    m.head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
+  }
+
+  KVTIER_ASSIGN_OR_RETURN(experts, f.UintAny({"n_routed_experts", "num_local_experts",
+                                              "num_experts"}));
+  if (experts.has_value() && *experts > 0) {
+    MoeShape moe;
+    moe.routed_experts = *experts;
+    KVTIER_ASSIGN_OR_RETURN(per_tok, f.Uint("num_experts_per_tok"));
+    KVTIER_ASSIGN_OR_RETURN(moe_inter, f.Uint("moe_intermediate_size"));
+    KVTIER_ASSIGN_OR_RETURN(shared, f.Uint("n_shared_experts"));
+    KVTIER_ASSIGN_OR_RETURN(first_dense, f.Uint("first_k_dense_replace"));
+    moe.experts_per_token = per_tok.value_or(0);
+    moe.expert_intermediate_size = moe_inter.value_or(m.intermediate_size);
+    moe.shared_experts = shared.value_or(0);
+    moe.first_dense_layers = first_dense.value_or(0);
+    m.moe = moe;
+  }
+
+  KVTIER_ASSIGN_OR_RETURN(window, f.Uint("sliding_window"));
+  KVTIER_ASSIGN_OR_RETURN(use_window, f.Bool("use_sliding_window"));
+  KVTIER_ASSIGN_OR_RETURN(types, f.StringList("layer_types"));
+  if (!types.has_value()) {
+    KVTIER_ASSIGN_OR_RETURN(block_types, f.StringList("layers_block_type"));
+    types = block_types;
+  }
+  if (types.has_value()) {
+    if (types->size() != layers) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json: layer_types lists ", types->size(),
+                       " layers, num_hidden_layers is ", layers));
+    }
+    // One group per caching rule, in order of first appearance.
+    for (const std::string& t : *types) {
+      KVTIER_ASSIGN_OR_RETURN(kind, KindOf(t));
+      auto it = std::find_if(m.groups.begin(), m.groups.end(),
+                             [&](const LayerGroup& g) { return g.kind == kind; });
+      if (it == m.groups.end()) {
+        m.groups.push_back({kind, 1, kind == LayerKind::kSlidingWindow ? window.value_or(0) : 0});
+      } else {
+        ++it->layers;
+      }
+    }
+  } else if (window.has_value() && *window > 0 && use_window.value_or(true)) {
+    // Mistral style: every layer uses the window.
+    m.groups.push_back({LayerKind::kSlidingWindow, layers, *window});
+  }
+
+  if (m.LayersOf(LayerKind::kRecurrent) > 0) {
+    RecurrentShape r;
+    KVTIER_ASSIGN_OR_RETURN(state, f.UintAny({"mamba_d_state", "ssm_state_size", "state_size"}));
+    KVTIER_ASSIGN_OR_RETURN(conv, f.UintAny({"mamba_d_conv", "conv_kernel"}));
+    KVTIER_ASSIGN_OR_RETURN(rheads, f.UintAny({"mamba_n_heads", "mamba_num_heads"}));
+    KVTIER_ASSIGN_OR_RETURN(rdim, f.UintAny({"mamba_d_head", "mamba_head_dim"}));
+    KVTIER_ASSIGN_OR_RETURN(rgroups, f.UintAny({"mamba_n_groups", "n_groups"}));
+    r.state_size = state.value_or(0);
+    r.conv_kernel = conv.value_or(0);
+    r.heads = rheads.value_or(0);
+    r.head_dim = rdim.value_or(0);
+    r.groups = rgroups.value_or(0);
+    m.recurrent = r;
+  }
+  if (absl::Status s = m.Validate(); !s.ok()) return s;
+  return m;
+}
+
+#undef KVTIER_ASSIGN_OR_RETURN
+
+}  // namespace
+
+absl::StatusOr<ModelSpec> ModelSpecFromHfConfig(absl::string_view json_text,
+                                                absl::string_view name) {
+  json root = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    return absl::InvalidArgumentError("config.json: not valid JSON");
+  }
+  return Parse(root, name);
+}
+
+absl::StatusOr<ModelSpec> ModelSpecFromHfConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read model config '", path, "'"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  absl::StatusOr<ModelSpec> m = ModelSpecFromHfConfig(buf.str(), path);
+  if (!m.ok()) {
+    return absl::Status(m.status().code(), absl::StrCat(path, ": ", m.status().message()));
+  }
+  return m;
+}
+
+}  // namespace kvtier::costmodel

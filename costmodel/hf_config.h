@@ -1,0 +1,39 @@
+// Reads a Hugging Face config.json into a ModelSpec. Field mapping (see
+// docs/planner.md, "Model configs"):
+//   num_hidden_layers, hidden_size, num_attention_heads, vocab_size: required
+//   num_key_value_heads (default: num_attention_heads), head_dim (default:
+//   hidden_size / num_attention_heads), intermediate_size, tie_word_embeddings,
+//   torch_dtype (bytes per weight), q_lora_rank, kv_lora_rank,
+//   qk_rope_head_dim, qk_nope_head_dim, v_head_dim (MLA when kv_lora_rank is
+//   set), n_routed_experts | num_local_experts | num_experts,
+//   num_experts_per_tok, moe_intermediate_size, n_shared_experts,
+//   first_k_dense_replace, sliding_window (+ use_sliding_window), layer_types
+//   or layers_block_type, and Mamba-2 fields mamba_d_state | ssm_state_size |
+//   state_size, mamba_d_conv | conv_kernel, mamba_n_heads | mamba_num_heads,
+//   mamba_d_head | mamba_head_dim, mamba_n_groups | n_groups.
+// A multimodal config's "text_config" is used when the top level has no
+// num_hidden_layers. Null fields count as missing.
+//
+// Thread-safety: stateless functions.
+#ifndef KVTIER_COSTMODEL_HF_CONFIG_H_
+#define KVTIER_COSTMODEL_HF_CONFIG_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "costmodel/model_spec.h"
+
+namespace kvtier::costmodel {
+
+// INVALID_ARGUMENT naming the field for malformed JSON, a missing required
+// field, a field of the wrong type or an inconsistent shape.
+absl::StatusOr<ModelSpec> ModelSpecFromHfConfig(absl::string_view json_text,
+                                                absl::string_view name);
+
+// Reads the file first; NOT_FOUND if it cannot be read.
+absl::StatusOr<ModelSpec> ModelSpecFromHfConfigFile(const std::string& path);
+
+}  // namespace kvtier::costmodel
+
+#endif  // KVTIER_COSTMODEL_HF_CONFIG_H_

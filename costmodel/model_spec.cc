@@ -1,0 +1,167 @@
+#include "costmodel/model_spec.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvtier::costmodel {
+
+const char* LayerKindName(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kFullAttention:
+      return "full_attention";
+    case LayerKind::kSlidingWindow:
+      return "sliding_window";
+    case LayerKind::kRecurrent:
+      return "recurrent";
+  }
+  return "unknown";
+}
+
+std::vector<LayerGroup> ModelSpec::EffectiveGroups() const {
+  if (!groups.empty()) return groups;
+  return {LayerGroup{LayerKind::kFullAttention, num_layers, 0}};
+}
+
+uint32_t ModelSpec::LayersOf(LayerKind kind) const {
+  uint32_t n = 0;
+  for (const LayerGroup& g : EffectiveGroups()) {
+    if (g.kind == kind) n += g.layers;
+  }
+  return n;
+}
+
+uint32_t ModelSpec::AttentionLayers() const {
+  return LayersOf(LayerKind::kFullAttention) + LayersOf(LayerKind::kSlidingWindow);
+}
+
+absl::Status ModelSpec::Validate() const {
+  auto bad = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", name, "': ", what));
+  };
+  if (num_layers == 0) return bad("num_hidden_layers must be > 0");
+  if (hidden_size == 0) return bad("hidden_size must be > 0");
+  if (vocab_size == 0) return bad("vocab_size must be > 0");
+  if (!(weight_bytes_per_param > 0)) return bad("weight bytes per parameter must be > 0");
+  uint64_t sum = 0;
+  for (const LayerGroup& g : groups) {
+    sum += g.layers;
+    if (g.kind == LayerKind::kSlidingWindow && g.window == 0) {
+      return bad("a sliding-window layer group needs sliding_window > 0");
+    }
+  }
+  if (!groups.empty() && sum != num_layers) {
+    return bad(absl::StrCat("layer groups cover ", sum, " layers, num_hidden_layers is ",
+                            num_layers));
+  }
+  if (AttentionLayers() > 0) {
+    if (num_attention_heads == 0) return bad("num_attention_heads must be > 0");
+    if (mla.has_value()) {
+      if (mla->kv_lora_rank == 0 || mla->qk_rope_head_dim == 0 || mla->qk_nope_head_dim == 0 ||
+          mla->v_head_dim == 0) {
+        return bad("an MLA model needs kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim and "
+                   "v_head_dim > 0");
+      }
+    } else {
+      if (num_kv_heads == 0) return bad("num_key_value_heads must be > 0");
+      if (head_dim == 0) return bad("head_dim must be > 0");
+      if (num_attention_heads % num_kv_heads != 0) {
+        return bad(absl::StrCat("num_attention_heads (", num_attention_heads,
+                                ") is not a multiple of num_key_value_heads (", num_kv_heads,
+                                ")"));
+      }
+    }
+  }
+  if (LayersOf(LayerKind::kRecurrent) > 0) {
+    if (!recurrent.has_value() || recurrent->state_size == 0 || recurrent->conv_kernel == 0 ||
+        recurrent->heads == 0 || recurrent->head_dim == 0 || recurrent->groups == 0) {
+      return bad("recurrent layers need state size, conv kernel, heads, head dim and groups > 0");
+    }
+  }
+  if (moe.has_value()) {
+    if (moe->routed_experts == 0 || moe->experts_per_token == 0 ||
+        moe->expert_intermediate_size == 0) {
+      return bad("a mixture-of-experts model needs experts, experts per token and an expert "
+                 "intermediate size > 0");
+    }
+    if (moe->experts_per_token > moe->routed_experts) {
+      return bad("num_experts_per_tok exceeds the number of routed experts");
+    }
+    if (moe->first_dense_layers > num_layers) {
+      return bad("first_k_dense_replace exceeds num_hidden_layers");
+    }
+    if (moe->first_dense_layers > 0 && intermediate_size == 0) {
+      return bad("dense layers need intermediate_size > 0");
+    }
+  } else if (intermediate_size == 0) {
+    return bad("intermediate_size must be > 0");
+  }
+  if (total_params_override.has_value() && !(*total_params_override > 0)) {
+    return bad("the total parameter override must be > 0");
+  }
+  if (active_params_override.has_value() && !(*active_params_override > 0)) {
+    return bad("the active parameter override must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+ParameterCounts ModelSpec::ComputedParameters() const {
+  const double h = hidden_size;
+  double attention = 0;  // per attention layer
+  if (mla.has_value()) {
+    const double heads = num_attention_heads;
+    const double qk = mla->qk_nope_head_dim + mla->qk_rope_head_dim;
+    const double q = mla->q_lora_rank > 0
+                         ? h * mla->q_lora_rank + mla->q_lora_rank + mla->q_lora_rank * heads * qk
+                         : h * heads * qk;
+    const double kv_a = h * (mla->kv_lora_rank + mla->qk_rope_head_dim) + mla->kv_lora_rank;
+    const double kv_b =
+        static_cast<double>(mla->kv_lora_rank) * heads * (mla->qk_nope_head_dim + mla->v_head_dim);
+    const double o = heads * mla->v_head_dim * h;
+    attention = q + kv_a + kv_b + o;
+  } else {
+    const double q = static_cast<double>(num_attention_heads) * head_dim;
+    const double kv = static_cast<double>(num_kv_heads) * head_dim;
+    attention = h * q + 2 * h * kv + q * h;
+  }
+  double mixer_recurrent = 0;  // per recurrent layer
+  if (recurrent.has_value()) {
+    const RecurrentShape& r = *recurrent;
+    const double inner = static_cast<double>(r.heads) * r.head_dim;
+    const double bc = 2.0 * r.groups * r.state_size;
+    mixer_recurrent = h * (2 * inner + bc + r.heads) + (inner + bc) * r.conv_kernel +
+                      3.0 * r.heads + inner + inner * h;
+  }
+  const double dense_mlp = 3 * h * intermediate_size;
+  double moe_total = 0, moe_active = 0;  // per MoE layer
+  uint32_t moe_layers = 0;
+  if (moe.has_value()) {
+    const double expert = 3 * h * moe->expert_intermediate_size;
+    const double router = h * moe->routed_experts;
+    moe_total = expert * (moe->routed_experts + moe->shared_experts) + router;
+    moe_active = expert * (moe->experts_per_token + moe->shared_experts) + router;
+    moe_layers = num_layers - moe->first_dense_layers;
+  }
+  const double norms = 2 * h * num_layers + h;
+  const double embedding = static_cast<double>(vocab_size) * h;
+  const double lm_head = tie_word_embeddings ? 0 : embedding;
+  const double mixers = attention * AttentionLayers() +
+                        mixer_recurrent * LayersOf(LayerKind::kRecurrent);
+  const double dense_layers = num_layers - moe_layers;
+  ParameterCounts c;
+  c.total = embedding + lm_head + norms + mixers + dense_mlp * dense_layers + moe_total * moe_layers;
+  c.active = (tie_word_embeddings ? embedding : lm_head) + norms + mixers +
+             dense_mlp * dense_layers + moe_active * moe_layers;
+  return c;
+}
+
+ParameterCounts ModelSpec::Parameters() const {
+  ParameterCounts c = ComputedParameters();
+  if (total_params_override.has_value()) c.total = *total_params_override;
+  if (active_params_override.has_value()) c.active = *active_params_override;
+  const double head = static_cast<double>(vocab_size) * hidden_size;
+  c.prefill = std::max(c.active - head, 0.5 * c.active);
+  return c;
+}
+
+}  // namespace kvtier::costmodel
