@@ -2,6 +2,8 @@
 //   kvtier [--addr A] [--json] status | tiers | namespaces
 //   kvtier put FILE [--block-bytes 256KiB]      prints the block keys (hex)
 //   kvtier get KEY... -o FILE [--block-bytes N | --namespace ID]
+//   kvtier plan kv|budget|fetch|tiers|pd|preempt|mla|quant|fp8|sharing|strand|state
+//     [--model NAME | --model-config FILE] [--gpu NAME] [--tp N] ...  (docs/planner.md)
 // Exit status: 0 success, 1 the daemon returned an error or is unreachable,
 // 2 bad usage or a local file error.
 #include <grpcpp/grpcpp.h>
@@ -17,6 +19,7 @@
 
 #include "CLI/CLI.hpp"
 #include "client/cli/file_blocks.h"
+#include "client/planner/plan_command.h"
 #include "google/protobuf/util/json_util.h"
 #include "kvtier/v1/admin.grpc.pb.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
@@ -478,7 +481,10 @@ int Run(int argc, char** argv) {
   get->add_option("--namespace", fns.namespace_id,
                   "namespace id (instead of --block-bytes/--model)");
 
+  std::unique_ptr<planner::PlanCommand> plan = planner::AddPlanCommand(app);
+
   CLI11_PARSE(app, argc, argv);
+  if (plan->parsed()) return plan->Run(g.json);
   if (status->parsed()) return Status(g);
   if (tiers->parsed()) return Tiers(g);
   if (namespaces->parsed()) return Namespaces(g);
