@@ -66,6 +66,7 @@ CutPlan PlanCut(const Deployment& d, absl::Span<const Segment> segments, double 
   matched = static_cast<uint32_t>(std::min<double>(matched, std::floor(tokens / b)));
   CutPlan best;
   best.recompute_all_seconds = RecomputeSeconds(d, 0, tokens);
+  best.tokens = tokens;
   best.total_seconds = std::numeric_limits<double>::infinity();
   // Walk k = 0..matched; fetch cost grows segment by segment.
   double fetched_before = 0;  // seconds of the segments wholly before k

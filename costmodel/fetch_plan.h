@@ -60,6 +60,7 @@ struct CutPlan {
   double total_seconds = 0;            // the two added
   double fetch_all_seconds = 0;        // fetch every matched block, recompute the rest
   double recompute_all_seconds = 0;    // recompute all `tokens`
+  double tokens = 0;                   // the prefix length planned
 };
 
 // `tokens` is the prefix length the plan covers (>= matched blocks * B;

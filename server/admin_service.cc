@@ -28,6 +28,20 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   response->set_active_leases(snap.active_leases);
   response->set_stranded_blocks(snap.stranded_blocks);
   response->set_stranded_bytes(snap.stranded_bytes);
+  const PlannerSnapshot planner = planner_->Snapshot();
+  v1::PlannerStatus* ps = response->mutable_planner();
+  ps->set_enabled(planner.enabled);
+  ps->set_gpu(planner.gpu);
+  ps->set_mfu(planner.mfu);
+  ps->set_note(planner.note);
+  for (const TierReading& t : planner.tiers) {
+    v1::TierEstimate* e = ps->add_tiers();
+    e->set_tier(t.tier == "host" ? v1::TIER_KIND_HOST : v1::TIER_KIND_NVME);
+    e->set_bytes_per_s(t.estimate.bytes_per_s);
+    e->set_latency_s(t.estimate.latency_s);
+    e->set_samples(t.estimate.samples);
+    e->set_source(t.estimate.source);
+  }
   const CacheCounters& c = snap.counters;
   v1::Counters* out = response->mutable_counters();
   out->set_lookup_keys(c.lookup_keys);
@@ -51,6 +65,7 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   out->set_host_copies_dropped(c.host_copies_dropped);
   out->set_nvme_evictions(c.nvme_evictions);
   out->set_admissions_refused_filter(c.admissions_refused_filter);
+  out->set_admissions_refused_value(c.admissions_refused_value);
   out->set_admissions_refused_budget(c.admissions_refused_budget);
   out->set_admissions_refused_full(c.admissions_refused_full);
   out->set_nvme_write_failures(c.nvme_write_failures);
@@ -106,6 +121,13 @@ grpc::Status AdminService::ListNamespaces(grpc::ServerContext*, const v1::ListNa
     out->set_blocks(ns.blocks);
     out->set_bytes(ns.bytes);
     out->set_salted(!ns.spec.salt.empty());
+    if (std::optional<NamespacePlanning> p = planner_->Namespace(ns.id); p.has_value()) {
+      out->set_cost_model(p->cost_model);
+      out->set_nvme_admitted(p->nvme_admitted);
+      out->set_nvme_value_seconds_per_token(p->nvme_value_seconds_per_token);
+    } else {
+      out->set_nvme_admitted(true);
+    }
   }
   return grpc::Status::OK;
 }

@@ -12,14 +12,16 @@
 #include "absl/time/time.h"
 #include "gpu/gpu_probe.h"
 #include "kvtier/v1/admin.grpc.pb.h"
+#include "server/lookup_planner.h"
 #include "storage/block_cache.h"
 
 namespace kvtier {
 
 class AdminService final : public v1::Admin::Service {
  public:
-  AdminService(BlockCache* cache, GpuInventory gpus, absl::Time started)
-      : cache_(cache), gpus_(std::move(gpus)), started_(started) {}
+  AdminService(BlockCache* cache, const LookupPlanner* planner, GpuInventory gpus,
+               absl::Time started)
+      : cache_(cache), planner_(planner), gpus_(std::move(gpus)), started_(started) {}
 
   // The address is known only once the server has bound it.
   void set_listen_address(std::string address) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -39,6 +41,7 @@ class AdminService final : public v1::Admin::Service {
 
  private:
   BlockCache* const cache_;
+  const LookupPlanner* const planner_;
   const GpuInventory gpus_;
   const absl::Time started_;
   absl::Mutex mu_;

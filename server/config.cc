@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "costmodel/catalog.h"
 #include "spdlog/common.h"
 #include "yaml-cpp/yaml.h"
 
@@ -114,6 +115,11 @@ const std::vector<KeySpec>& Keys() {
       Field("nvme.wear_safety", &DaemonConfig::nvme_wear_safety, ParseFraction),
       Field("nvme.wear_burst_seconds", &DaemonConfig::nvme_wear_burst_seconds, ParseU32),
       Field("nvme.register_arena", &DaemonConfig::nvme_register_arena, ParseBool),
+      Field("costmodel.gpu", &DaemonConfig::costmodel_gpu, ParseString),
+      Field("costmodel.mfu", &DaemonConfig::costmodel_mfu, ParseFraction),
+      Field("costmodel.compute_dtype", &DaemonConfig::costmodel_compute_dtype, ParseString),
+      Field("costmodel.probe_tiers", &DaemonConfig::costmodel_probe_tiers, ParseBool),
+      Field("costmodel.admission_tokens", &DaemonConfig::costmodel_admission_tokens, ParseU32),
   };
   return *keys;
 }
@@ -304,6 +310,16 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
       return bad("nvme watermarks: each low watermark must be below its high watermark");
     }
     if (c.nvme_mover_interval_ms == 0) return bad("nvme.mover_interval_ms must be > 0");
+  }
+  if (!(c.costmodel_mfu > 0)) return bad("costmodel.mfu must be in (0, 1]");
+  if (c.costmodel_compute_dtype != "bf16" && c.costmodel_compute_dtype != "fp8") {
+    return bad("costmodel.compute_dtype must be bf16 or fp8");
+  }
+  if (c.costmodel_admission_tokens == 0) return bad("costmodel.admission_tokens must be > 0");
+  if (c.costmodel_gpu != "auto") {
+    if (absl::StatusOr<costmodel::GpuSpec> g = costmodel::CatalogGpu(c.costmodel_gpu); !g.ok()) {
+      return bad("costmodel.gpu: ", g.status().message(), " (or auto)");
+    }
   }
   if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off") {
     return bad("log.level '", c.log_level,

@@ -70,6 +70,13 @@ struct DaemonConfig {
   double nvme_wear_safety = 0.8;
   uint32_t nvme_wear_burst_seconds = 3600;
   bool nvme_register_arena = false;
+
+  // Fetch-or-recompute planner (docs/planner.md).
+  std::string costmodel_gpu = "auto";  // catalog GPU, or auto = the detected one
+  double costmodel_mfu = 0.5;
+  std::string costmodel_compute_dtype = "bf16";
+  bool costmodel_probe_tiers = true;          // probe host/NVMe speed at start
+  uint32_t costmodel_admission_tokens = 4096;  // prefix length tier value is judged at
 };
 
 // The embedded defaults. The host tier gets min(25% of physical memory,

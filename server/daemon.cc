@@ -62,13 +62,25 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                     config.nvme_wear_safety, static_cast<double>(config.nvme_wear_burst_seconds)};
     options.nvme = nvme;
   }
+  options.probe_tiers = config.costmodel_probe_tiers;
   absl::StatusOr<std::unique_ptr<BlockCache>> cache = BlockCache::Create(options, &d->clock_);
   if (!cache.ok()) return cache.status();
   d->cache_ = std::move(*cache);
   d->gpus_ = ProbeGpus();
+  PlannerOptions planner_options;
+  planner_options.gpu = config.costmodel_gpu;
+  planner_options.mfu = config.costmodel_mfu;
+  planner_options.fp8_compute = config.costmodel_compute_dtype == "fp8";
+  planner_options.admission_tokens = config.costmodel_admission_tokens;
+  absl::StatusOr<std::unique_ptr<LookupPlanner>> planner =
+      LookupPlanner::Create(planner_options, d->gpus_, d->cache_.get());
+  if (!planner.ok()) return planner.status();
+  d->planner_ = std::move(*planner);
+  spdlog::info("planner: {}", d->planner_->Snapshot().note);
 
   const int max_message = static_cast<int>(config.max_message_bytes);
-  d->kvcache_service_ = std::make_unique<KvCacheService>(d->cache_.get(), config.get_chunk_bytes,
+  d->kvcache_service_ = std::make_unique<KvCacheService>(d->cache_.get(), d->planner_.get(),
+                                                         config.get_chunk_bytes,
                                                          config.max_message_bytes - 65536);
 
   // Both are process-wide switches of gRPC's; they only affect servers built
@@ -84,7 +96,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(d->kvcache_service_.get());
-  d->admin_service_ = std::make_unique<AdminService>(d->cache_.get(), d->gpus_, absl::Now());
+  d->admin_service_ = std::make_unique<AdminService>(d->cache_.get(), d->planner_.get(), d->gpus_,
+                                                     absl::Now());
   builder.RegisterService(d->admin_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || port == 0) {

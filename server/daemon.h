@@ -18,6 +18,7 @@
 #include "server/admin_service.h"
 #include "server/config.h"
 #include "server/kvcache_service.h"
+#include "server/lookup_planner.h"
 #include "storage/block_cache.h"
 #include "storage/clock.h"
 
@@ -36,6 +37,7 @@ class Daemon {
   const std::string& listen_address() const { return listen_address_; }
   const GpuInventory& gpus() const { return gpus_; }
   BlockCache& cache() { return *cache_; }
+  LookupPlanner& planner() { return *planner_; }
 
   // Stops accepting calls, lets in-flight calls finish for up to `grace`,
   // then cancels the rest. Idempotent.
@@ -47,6 +49,7 @@ class Daemon {
   SystemClock clock_;
   std::unique_ptr<BlockCache> cache_;
   GpuInventory gpus_;
+  std::unique_ptr<LookupPlanner> planner_;
   std::string listen_address_;
   std::unique_ptr<KvCacheService> kvcache_service_;
   std::unique_ptr<AdminService> admin_service_;

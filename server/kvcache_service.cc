@@ -23,11 +23,19 @@ grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext*,
                                            v1::OpenNamespaceResponse* response) {
   absl::StatusOr<NamespaceSpec> spec = NamespaceSpecFromProto(*request);
   if (!spec.ok()) return Finish("OpenNamespace", spec.status());
+  // Resolve the model before opening, so a bad model changes nothing.
+  absl::StatusOr<std::optional<PreparedModel>> model =
+      planner_->Prepare(*spec, request->cost_model(), request->model_config_json());
+  if (!model.ok()) return Finish("OpenNamespace", model.status());
   absl::StatusOr<OpenNamespaceResult> r = cache_->OpenNamespace(*spec);
   if (!r.ok()) return Finish("OpenNamespace", r.status());
+  const NamespacePlanning planning = planner_->Attach(r->id, *spec, *std::move(model));
   response->set_namespace_id(r->id.ToHex());
   response->set_block_bytes(r->block_bytes);
   response->set_created(r->created);
+  response->set_plans_enabled(planning.plans_enabled);
+  response->set_plans_note(planning.note);
+  response->set_nvme_admitted(planning.nvme_admitted);
   return grpc::Status::OK;
 }
 
@@ -44,7 +52,19 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext*, const v1::LookupReques
     v1::BlockInfo* info = response->add_blocks();
     info->set_key(std::string(b.key.bytes()));
     info->set_size_bytes(b.size);
-    info->set_tier(v1::TIER_KIND_HOST);
+    info->set_tier(b.on_host ? v1::TIER_KIND_HOST : v1::TIER_KIND_NVME);
+  }
+  if (std::optional<costmodel::CutPlan> plan =
+          planner_->Plan(req->ns, r->blocks, request->prompt_tokens());
+      plan.has_value()) {
+    v1::FetchPlan* p = response->mutable_plan();
+    p->set_fetch_blocks(plan->cut_blocks);
+    p->set_fetch_seconds(plan->fetch_seconds);
+    p->set_recompute_seconds(plan->recompute_seconds);
+    p->set_total_seconds(plan->total_seconds);
+    p->set_fetch_all_seconds(plan->fetch_all_seconds);
+    p->set_recompute_all_seconds(plan->recompute_all_seconds);
+    p->set_prompt_tokens(static_cast<uint32_t>(plan->tokens));
   }
   if (!r->lease_id.empty()) {
     response->set_lease_id(r->lease_id);

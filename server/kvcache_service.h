@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kvtier/v1/kvcache.grpc.pb.h"
+#include "server/lookup_planner.h"
 #include "storage/block_cache.h"
 
 namespace kvtier {
@@ -17,8 +18,13 @@ class KvCacheService final : public v1::KvCache::Service {
  public:
   // `get_chunk_bytes`: default Get chunk; `max_chunk_bytes`: the cap for a
   // client's max_chunk_bytes (keeps messages under the size limit).
-  KvCacheService(BlockCache* cache, uint64_t get_chunk_bytes, uint64_t max_chunk_bytes)
-      : cache_(cache), get_chunk_bytes_(get_chunk_bytes), max_chunk_bytes_(max_chunk_bytes) {}
+  // `planner` prices Lookups and owns NVMe admission by tier value.
+  KvCacheService(BlockCache* cache, LookupPlanner* planner, uint64_t get_chunk_bytes,
+                 uint64_t max_chunk_bytes)
+      : cache_(cache),
+        planner_(planner),
+        get_chunk_bytes_(get_chunk_bytes),
+        max_chunk_bytes_(max_chunk_bytes) {}
 
   grpc::Status OpenNamespace(grpc::ServerContext* context, const v1::OpenNamespaceRequest* request,
                              v1::OpenNamespaceResponse* response) override;
@@ -38,6 +44,7 @@ class KvCacheService final : public v1::KvCache::Service {
                      v1::PutResponse* response);
 
   BlockCache* const cache_;
+  LookupPlanner* const planner_;
   const uint64_t get_chunk_bytes_;
   const uint64_t max_chunk_bytes_;
 };

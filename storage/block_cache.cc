@@ -9,8 +9,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 #include "storage/checksum.h"
+#include "storage/tier_probe.h"
 
 namespace kvtier {
 
@@ -44,7 +46,40 @@ absl::StatusOr<std::unique_ptr<BlockCache>> BlockCache::Create(const BlockCacheO
     if (options.nvme->start_mover)
       cache->mover_ = std::thread([c = cache.get()] { c->MoverLoop(); });
   }
+  if (options.probe_tiers) cache->ProbeTiers();
   return cache;
+}
+
+void BlockCache::ProbeTiers() {
+  const TransferEstimate host = ProbeMemoryCopy(options_.probe_bytes);
+  host_meter_.Seed(host.bytes_per_s, host.latency_s, "probe");
+  spdlog::info("host tier probe: {:.2f} GB/s, {:.1f} us", host.bytes_per_s / 1e9,
+               host.latency_s * 1e6);
+  if (nvme_ == nullptr) return;
+  const std::string& dir = options_.nvme->store.dirs.front();
+  if (!wear_.empty() && !wear_.front()->TryConsume(options_.probe_bytes)) {
+    spdlog::warn("nvme probe skipped: the write budget of {} is exhausted", dir);
+    return;
+  }
+  absl::StatusOr<TransferEstimate> nvme = ProbeDirectRead(dir, options_.probe_bytes);
+  if (!nvme.ok()) {
+    spdlog::warn("nvme probe in {} failed: {}; the planner waits for real transfers", dir,
+                 std::string(nvme.status().message()));
+    return;
+  }
+  nvme_meter_.Seed(nvme->bytes_per_s, nvme->latency_s, "probe");
+  spdlog::info("nvme tier probe ({}): {:.2f} GB/s, {:.1f} us", dir, nvme->bytes_per_s / 1e9,
+               nvme->latency_s * 1e6);
+}
+
+absl::Status BlockCache::SetNvmeAdmission(const NamespaceId& ns, bool admit) {
+  absl::MutexLock lock(&mu_);
+  auto it = namespaces_.find(ns);
+  if (it == namespaces_.end()) {
+    return absl::NotFoundError(absl::StrCat("namespace ", ns.ToHex(), " is not open"));
+  }
+  it->second.nvme_admit = admit;
+  return absl::OkStatus();
 }
 
 BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
@@ -309,7 +344,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
   for (BlockRecord* rec : matched) {
     index_.Touch(rec);
     ++rec->uses;
-    result.blocks.push_back(MatchedBlock{rec->key, rec->size});
+    result.blocks.push_back(MatchedBlock{rec->key, rec->size, rec->in_host});
   }
   counters_.lookup_keys += keys.size();
   counters_.lookup_hits += matched.size();
@@ -576,7 +611,16 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
     }
   }
   if (!promoting.empty()) {
+    const absl::Time read_start = absl::Now();
     std::vector<absl::Status> results = nvme_->Read(reads);
+    const absl::Duration read_time = absl::Now() - read_start;
+    uint64_t read_bytes = 0;
+    bool all_read = true;
+    for (size_t i = 0; i < promoting.size(); ++i) {
+      read_bytes += promoting[i].first->size;
+      all_read = all_read && results[i].ok();
+    }
+    if (all_read) nvme_meter_.Record(read_bytes, read_time);
     absl::MutexLock lock(&mu_);
     std::vector<BlockRecord*> failed;
     for (size_t i = 0; i < promoting.size(); ++i) {
@@ -630,9 +674,13 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
   }
   // Verify outside the lock: pinned slots are never rewritten.
   std::vector<BlockRecord*> corrupt;
+  const absl::Time verify_start = absl::Now();
+  uint64_t verified_bytes = 0;
   for (const ReadHandle& h : handles) {
+    verified_bytes += h.record_->size;
     if (Checksum64(h.bytes()) != h.record_->checksum) corrupt.push_back(h.record_);
   }
+  host_meter_.Record(verified_bytes, absl::Now() - verify_start);
   absl::MutexLock lock(&mu_);
   if (!corrupt.empty()) {
     // Build the message first: unpinning below may free the records.
@@ -930,6 +978,10 @@ size_t BlockCache::RunMoverOnce() {
       // first, among those the policy admits.
       const std::vector<BlockRecord*> leaves = index_.ColdestCandidates(
           PrefixIndex::kHostOnlyLeaf, o.mover_batch, [&](const BlockRecord& r) {
+            if (auto ns = namespaces_.find(r.ns); ns != namespaces_.end() && !ns->second.nvme_admit) {
+              ++counters_.admissions_refused_value;
+              return false;
+            }
             if (WantsNvmeWrite(r, pressure)) return true;
             if (pressure) ++counters_.admissions_refused_filter;
             return false;

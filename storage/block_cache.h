@@ -48,6 +48,7 @@
 #include "storage/prefix_index.h"
 #include "storage/slab_allocator.h"
 #include "storage/smart_log.h"
+#include "storage/transfer_meter.h"
 #include "storage/wear_budget.h"
 
 namespace kvtier {
@@ -95,6 +96,11 @@ struct BlockCacheOptions {
   absl::Duration default_lease_ttl = absl::Seconds(30);
   absl::Duration max_lease_ttl = absl::Minutes(10);
   std::optional<NvmeTierOptions> nvme;
+  // Seed the tiers' transfer meters at Create with a memory-copy probe and
+  // (NVMe on) an O_DIRECT write+read of probe_bytes in the first data
+  // directory, charged to its wear budget.
+  bool probe_tiers = false;
+  uint64_t probe_bytes = uint64_t{16} << 20;
 };
 
 struct OpenNamespaceResult {
@@ -106,6 +112,7 @@ struct OpenNamespaceResult {
 struct MatchedBlock {
   BlockKey key;
   uint64_t size = 0;
+  bool on_host = true;  // false: held only on NVMe (a read promotes it)
 };
 
 struct LookupResult {
@@ -150,6 +157,7 @@ struct CacheCounters {
   uint64_t admissions_refused_filter = 0;
   uint64_t admissions_refused_budget = 0;
   uint64_t admissions_refused_full = 0;
+  uint64_t admissions_refused_value = 0;  // the namespace's NVMe tier value is not positive
   uint64_t nvme_write_failures = 0;
   uint64_t nvme_read_failures = 0;  // I/O errors and slots that failed verification
   uint64_t recovered_blocks = 0;
@@ -262,6 +270,16 @@ class BlockCache {
   // it every mover_interval.
   size_t RunMoverOnce() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether the mover may write this namespace's blocks to NVMe (the
+  // planner turns it off when the NVMe tier is not worth it for the model).
+  // Blocks already on NVMe stay. NOT_FOUND for an unknown namespace.
+  absl::Status SetNvmeAdmission(const NamespaceId& ns, bool admit) ABSL_LOCKS_EXCLUDED(mu_);
+  bool nvme_enabled() const { return nvme_ != nullptr; }
+  // Measured read speed of each tier: the host meter times verification
+  // passes over host copies, the NVMe meter times promotion reads.
+  TransferMeter& host_meter() { return host_meter_; }
+  TransferMeter& nvme_meter() { return nvme_meter_; }
+
   // Writable bytes of a cached block, to simulate corruption in tests.
   absl::StatusOr<absl::Span<uint8_t>> MutableBytesForTesting(const NamespaceId& ns,
                                                              const BlockKey& key);
@@ -275,6 +293,7 @@ class BlockCache {
     // False for a namespace known only from recovered NVMe blocks: it serves
     // nothing until an engine opens it again (same spec, same id).
     bool opened = true;
+    bool nvme_admit = true;  // see SetNvmeAdmission
   };
   struct Lease {
     std::vector<BlockRecord*> blocks;
@@ -348,6 +367,10 @@ class BlockCache {
   }
   bool nvme_degraded_ ABSL_GUARDED_BY(mu_) = false;
   std::string nvme_last_error_ ABSL_GUARDED_BY(mu_);
+  TransferMeter host_meter_;
+  TransferMeter nvme_meter_;
+  void ProbeTiers();
+
   absl::Mutex mover_mu_;  // serializes mover passes
   bool stop_mover_ ABSL_GUARDED_BY(mu_) = false;
   std::thread mover_;

@@ -182,6 +182,70 @@ TEST_F(NvmeCacheTest, AdmissionFilterKeepsOnceUsedBlocksOffNvme) {
   EXPECT_EQ(snap.counters.demotions, 20u);  // exactly the hot chain
 }
 
+TEST_F(NvmeCacheTest, NamespaceWithoutNvmeValueIsNotAdmitted) {
+  nvme_.write_policy = "write_through";
+  Open();
+  ASSERT_TRUE(cache_->SetNvmeAdmission(ns_, false).ok());
+  const auto chain = Chain("v", 10);
+  ASSERT_TRUE(Put(chain).ok());
+  EXPECT_EQ(cache_->RunMoverOnce(), 0u);
+  CacheSnapshot snap = cache_->Snapshot();
+  EXPECT_EQ(snap.counters.demotions, 0u);
+  EXPECT_GT(snap.counters.admissions_refused_value, 0u);
+  // Turned back on, the same blocks are written.
+  ASSERT_TRUE(cache_->SetNvmeAdmission(ns_, true).ok());
+  EXPECT_EQ(cache_->RunMoverOnce(), 10u);
+  EXPECT_EQ(cache_->Snapshot().counters.demotions, 10u);
+  const NamespaceId unknown = NamespaceId::FromParts(ns_.high() ^ 1, ns_.low());
+  EXPECT_EQ(cache_->SetNvmeAdmission(unknown, false).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(NvmeCacheTest, LookupReportsTierAndReadsFeedTheMeters) {
+  nvme_.write_policy = "write_through";
+  Open();
+  const auto chain = Chain("m", 4);
+  ASSERT_TRUE(Put(chain).ok());
+  ASSERT_EQ(cache_->RunMoverOnce(), 4u);
+  std::vector<BlockKey> keys;
+  for (const std::string& k : chain) keys.push_back(Key(k));
+  // Fill the host tier with another chain so the mover drops m's host copies.
+  ASSERT_TRUE(Put(Chain("fill", 60)).ok());
+  cache_->RunMoverOnce();
+  absl::StatusOr<LookupResult> r = cache_->Lookup(ns_, keys, false, absl::ZeroDuration());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->blocks.size(), 4u);
+  size_t on_nvme = 0;
+  for (const MatchedBlock& b : r->blocks) on_nvme += b.on_host ? 0 : 1;
+  EXPECT_GT(on_nvme, 0u);
+  EXPECT_EQ(cache_->nvme_meter().Estimate().samples, 0u);
+  ASSERT_TRUE(ReadAll(chain).ok());
+  EXPECT_EQ(cache_->nvme_meter().Estimate().samples, 1u);  // one promotion read
+  EXPECT_GT(cache_->nvme_meter().Estimate().bytes_per_s, 0);
+  EXPECT_GT(cache_->host_meter().Estimate().samples, 0u);
+  r = cache_->Lookup(ns_, keys, false, absl::ZeroDuration());
+  for (const MatchedBlock& b : r->blocks) EXPECT_TRUE(b.on_host);  // promoted
+}
+
+TEST_F(NvmeCacheTest, ProbeSeedsBothMeters) {
+  cache_.reset();
+  BlockCacheOptions o;
+  o.host_bytes = 4 * kMiB;
+  o.slab_bytes = 1 * kMiB;
+  o.max_block_bytes = 512 * kKiB;
+  o.nvme = nvme_;
+  o.probe_tiers = true;
+  o.probe_bytes = 2 * kMiB;
+  auto c = BlockCache::Create(o, &clock_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (TransferMeter* m : {&(*c)->host_meter(), &(*c)->nvme_meter()}) {
+    const TransferEstimate e = m->Estimate();
+    EXPECT_EQ(e.source, "probe");
+    EXPECT_GT(e.bytes_per_s, 0);
+    EXPECT_GE(e.latency_s, 0);
+  }
+  EXPECT_FALSE(std::filesystem::exists(nvme_.store.dirs[0] + "/kvtier-probe.tmp"));
+}
+
 TEST_F(NvmeCacheTest, PersistedBlocksSurviveRestart) {
   nvme_.write_policy = "write_through";
   Open();

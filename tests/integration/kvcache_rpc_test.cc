@@ -46,6 +46,7 @@ class KvCacheRpcTest : public ::testing::Test {
     c.get_chunk_bytes = 16 * kKiB;  // blocks span several Get chunks
     c.default_lease_ttl_ms = 10'000;
     c.max_lease_ttl_ms = 60'000;
+    c.costmodel_gpu = "h100-sxm";  // no GPU here: price recompute for an H100
     auto d = Daemon::Start(c);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = std::move(*d);
@@ -431,6 +432,97 @@ TEST_F(KvCacheRpcTest, BadOpenNamespace) {
   EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT, open(req));
   req = OpenRequest("m", 2ull << 20);  // above max_block_bytes (1 MiB)
   EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT, open(req));
+  // Bad models: unknown name, both fields, malformed config, a TP the model
+  // cannot have. The namespace is not opened.
+  req = OpenRequest("m2", 64 * kKiB);
+  req.set_cost_model("llama-9");
+  EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT, open(req));
+  req.set_model_config_json("{}");
+  EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT, open(req));
+  req.clear_cost_model();
+  req.set_model_config_json(R"({"num_hidden_layers": "many"})");
+  EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT, open(req));
+  req = OpenRequest("m2", 64 * kKiB);
+  req.mutable_layout()->set_tp_size(3);
+  req.set_cost_model("llama-3.1-8b");  // 8 KV heads over 3 ranks
+  EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT, open(req));
+}
+
+// Llama-3.2-1B's per-rank layout: 2 * 16 * 8 * 64 * 2 bytes * 16 tokens =
+// 256 KiB blocks.
+TEST_F(KvCacheRpcTest, LookupCarriesAPlanWhoseCutFollowsTierBandwidth) {
+  v1::OpenNamespaceRequest req;
+  req.set_model_id("meta-llama/Llama-3.2-1B");
+  auto* l = req.mutable_layout();
+  l->set_num_layers(16);
+  l->set_num_kv_heads(8);
+  l->set_head_dim(64);
+  l->set_dtype(v1::DTYPE_BF16);
+  l->set_tokens_per_block(16);
+  l->set_tp_size(1);
+  req.set_cost_model("llama-3.2-1b");
+  v1::OpenNamespaceResponse opened;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(kv_->OpenNamespace(&ctx, req, &opened).ok());
+  }
+  EXPECT_TRUE(opened.plans_enabled()) << opened.plans_note();
+  EXPECT_NE(opened.plans_note().find("h100-sxm"), std::string::npos) << opened.plans_note();
+  EXPECT_TRUE(opened.nvme_admitted());
+  const std::string ns = opened.namespace_id();
+  ASSERT_TRUE(PutChain(ns, {"p0", "p1", "p2", "p3"}, "", 256 * kKiB).ok());
+
+  v1::LookupRequest lr;
+  lr.set_namespace_id(ns);
+  for (const char* k : {"p0", "p1", "p2", "p3", "p4"}) lr.add_keys(k);
+  auto plan = [&](double host_bytes_per_s) {
+    daemon_->cache().host_meter().Seed(host_bytes_per_s, 5e-6, "test");
+    v1::LookupResponse resp;
+    EXPECT_TRUE(Lookup(lr, &resp).ok());
+    EXPECT_EQ(resp.matched(), 4u);
+    EXPECT_EQ(resp.blocks(0).tier(), v1::TIER_KIND_HOST);
+    EXPECT_TRUE(resp.has_plan());
+    return resp.plan();
+  };
+  v1::FetchPlan fast = plan(50e9);
+  EXPECT_EQ(fast.fetch_blocks(), 4u);
+  EXPECT_EQ(fast.prompt_tokens(), 64u);
+  EXPECT_GT(fast.fetch_seconds(), 0);
+  EXPECT_LT(fast.total_seconds(), fast.recompute_all_seconds());
+  v1::FetchPlan slow = plan(1e6);  // 1 MB/s: fetching a 256 KiB block takes 0.26 s
+  EXPECT_EQ(slow.fetch_blocks(), 0u);
+  EXPECT_DOUBLE_EQ(slow.total_seconds(), slow.recompute_all_seconds());
+  // prompt_tokens widens what the plan covers.
+  lr.set_prompt_tokens(1000);
+  EXPECT_EQ(plan(50e9).prompt_tokens(), 1000u);
+
+  // No model, no plan.
+  v1::LookupRequest plain;
+  plain.set_namespace_id(ns_);
+  plain.add_keys("a");
+  v1::LookupResponse resp;
+  ASSERT_TRUE(Lookup(plain, &resp).ok());
+  EXPECT_FALSE(resp.has_plan());
+
+  grpc::ClientContext ctx;
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(admin_->GetStatus(&ctx, v1::GetStatusRequest(), &status).ok());
+  EXPECT_TRUE(status.planner().enabled());
+  EXPECT_EQ(status.planner().gpu(), "h100-sxm");
+  ASSERT_GE(status.planner().tiers_size(), 1);
+  EXPECT_EQ(status.planner().tiers(0).tier(), v1::TIER_KIND_HOST);
+  grpc::ClientContext ctx2;
+  v1::ListNamespacesResponse nss;
+  ASSERT_TRUE(admin_->ListNamespaces(&ctx2, v1::ListNamespacesRequest(), &nss).ok());
+  bool found = false;
+  for (const auto& n : nss.namespaces()) {
+    if (n.namespace_id() == ns) {
+      found = true;
+      EXPECT_EQ(n.cost_model(), "llama-3.2-1b");
+      EXPECT_TRUE(n.nvme_admitted());
+    }
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST_F(KvCacheRpcTest, BadLookup) {

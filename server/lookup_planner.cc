@@ -1,0 +1,195 @@
+#include "server/lookup_planner.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "costmodel/catalog.h"
+#include "costmodel/hf_config.h"
+#include "costmodel/tier_value.h"
+#include "spdlog/spdlog.h"
+
+namespace kvtier {
+namespace {
+
+constexpr size_t kMaxConfigBytes = 1 << 20;
+constexpr double kDefaultHostLatency = 10e-6;
+
+// The deployment of one rank's namespace; the GPU may be a placeholder when
+// the planner only validates.
+costmodel::Deployment DeploymentFor(const NamespaceSpec& spec, const costmodel::ModelSpec& model,
+                                    const costmodel::GpuSpec& gpu, const PlannerOptions& o) {
+  costmodel::Deployment d;
+  d.model = model;
+  d.gpu = gpu;
+  d.tp = std::max<uint32_t>(1, spec.layout.tp_size);
+  d.kv_bytes_per_element = DTypeBytes(spec.layout.dtype);
+  d.block_tokens = spec.layout.tokens_per_block;
+  d.mfu = o.mfu;
+  d.fp8_compute = o.fp8_compute;
+  return d;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LookupPlanner>> LookupPlanner::Create(const PlannerOptions& options,
+                                                                     const GpuInventory& gpus,
+                                                                     BlockCache* cache) {
+  std::optional<costmodel::GpuSpec> gpu;
+  std::string note;
+  if (options.gpu != "auto") {
+    absl::StatusOr<costmodel::GpuSpec> g = costmodel::CatalogGpu(options.gpu);
+    if (!g.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("costmodel.gpu: ", g.status().message()));
+    }
+    gpu = *g;
+    note = absl::StrCat("GPU ", g->name, " from costmodel.gpu");
+  } else if (gpus.devices.empty()) {
+    note = absl::StrCat("planner off: no GPU detected (", gpus.detail,
+                        "); set costmodel.gpu to price recompute for the engines' GPU");
+  } else {
+    absl::StatusOr<costmodel::GpuSpec> g = costmodel::CatalogGpuForDevice(gpus.devices[0].name);
+    if (g.ok()) {
+      gpu = *g;
+      note = absl::StrCat("GPU ", g->name, " detected (", gpus.devices[0].name, ")");
+    } else {
+      note = absl::StrCat("planner off: ", g.status().message());
+    }
+  }
+  if (options.mfu <= 0 || options.mfu > 1) {
+    return absl::InvalidArgumentError("costmodel.mfu must be in (0, 1]");
+  }
+  return std::unique_ptr<LookupPlanner>(new LookupPlanner(options, gpu, note, cache));
+}
+
+LookupPlanner::LookupPlanner(const PlannerOptions& options, std::optional<costmodel::GpuSpec> gpu,
+                             std::string note, BlockCache* cache)
+    : options_(options), gpu_(std::move(gpu)), note_(std::move(note)), cache_(cache) {}
+
+absl::StatusOr<std::optional<PreparedModel>> LookupPlanner::Prepare(
+    const NamespaceSpec& spec, absl::string_view cost_model, absl::string_view config_json) const {
+  if (cost_model.empty() && config_json.empty()) return std::optional<PreparedModel>();
+  if (!cost_model.empty() && !config_json.empty()) {
+    return absl::InvalidArgumentError("give cost_model or model_config_json, not both");
+  }
+  if (config_json.size() > kMaxConfigBytes) {
+    return absl::InvalidArgumentError("model_config_json is larger than 1 MiB");
+  }
+  absl::StatusOr<costmodel::ModelSpec> model =
+      cost_model.empty() ? costmodel::ModelSpecFromHfConfig(config_json, spec.model_id)
+                         : costmodel::CatalogModel(cost_model);
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("model: ", model.status().message()));
+  }
+  // Validate against the layout with the real GPU or, when none is known, a
+  // catalog one: the model must be usable once a GPU is configured.
+  const costmodel::GpuSpec gpu = gpu_.has_value() ? *gpu_ : *costmodel::CatalogGpu("h100-sxm");
+  const costmodel::Deployment d = DeploymentFor(spec, *model, gpu, options_);
+  if (absl::Status s = d.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("model: ", s.message()));
+  }
+  PreparedModel p{cost_model.empty() ? absl::StrCat("config:", spec.model_id)
+                                     : std::string(cost_model),
+                  *std::move(model)};
+  return std::optional<PreparedModel>(std::move(p));
+}
+
+NamespacePlanning LookupPlanner::Attach(const NamespaceId& ns, const NamespaceSpec& spec,
+                                        std::optional<PreparedModel> model) {
+  absl::MutexLock lock(&mu_);
+  Entry& e = entries_[ns];
+  if (model.has_value()) {
+    e.planning.cost_model = model->name;
+    if (gpu_.has_value()) {
+      e.deployment = DeploymentFor(spec, model->spec, *gpu_, options_);
+      e.planning.plans_enabled = true;
+      e.planning.note = absl::StrFormat("plans priced for %s on %s, TP %d, MFU %.2f",
+                                        model->name, gpu_->name, e.deployment->tp, options_.mfu);
+    } else {
+      e.deployment.reset();
+      e.planning.plans_enabled = false;
+      e.planning.note = note_;
+    }
+  } else if (e.planning.cost_model.empty()) {
+    e.planning.plans_enabled = false;
+    e.planning.note =
+        "no model given (OpenNamespace cost_model or model_config_json): Lookups carry no plan";
+  }
+  UpdateAdmissionLocked(ns, e);
+  return e.planning;
+}
+
+costmodel::TierLink LookupPlanner::HostLink() const {
+  const TransferEstimate e = cache_->host_meter().Estimate();
+  double bw = gpu_.has_value() ? gpu_->host_link_bytes_per_s : std::numeric_limits<double>::max();
+  if (e.bytes_per_s > 0) bw = std::min(bw, e.bytes_per_s);
+  return {"host", bw, e.bytes_per_s > 0 ? e.latency_s : kDefaultHostLatency};
+}
+
+costmodel::TierLink LookupPlanner::NvmeLink() const {
+  const TransferEstimate e = cache_->nvme_meter().Estimate();
+  // Unmeasured: price NVMe as unusable rather than guess a speed.
+  return {"nvme", e.bytes_per_s > 0 ? e.bytes_per_s : 1.0, e.latency_s};
+}
+
+void LookupPlanner::UpdateAdmissionLocked(const NamespaceId& ns, Entry& e) {
+  bool admit = true;
+  if (e.deployment.has_value() && cache_->nvme_enabled() &&
+      cache_->nvme_meter().Estimate().bytes_per_s > 0) {
+    const costmodel::TierValue v =
+        costmodel::EvaluateTier(*e.deployment, NvmeLink(), options_.admission_tokens);
+    e.planning.nvme_value_seconds_per_token = v.value_seconds_per_token;
+    admit = v.worthwhile;
+  }
+  if (admit == e.planning.nvme_admitted) return;
+  if (absl::Status s = cache_->SetNvmeAdmission(ns, admit); !s.ok()) return;
+  e.planning.nvme_admitted = admit;
+  spdlog::info("namespace {}: NVMe admission {} (tier value {:.3g} s/token for {})", ns.ToHex(),
+               admit ? "on" : "off", e.planning.nvme_value_seconds_per_token,
+               e.planning.cost_model);
+}
+
+std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
+                                                      absl::Span<const MatchedBlock> matched,
+                                                      uint32_t prompt_tokens) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(ns);
+  if (it == entries_.end() || !it->second.deployment.has_value()) return std::nullopt;
+  Entry& e = it->second;
+  UpdateAdmissionLocked(ns, e);
+  const costmodel::Deployment& d = *e.deployment;
+  const costmodel::TierLink host = HostLink(), nvme = NvmeLink();
+  std::vector<costmodel::Segment> segments;
+  for (const MatchedBlock& b : matched) {
+    const costmodel::TierLink& link = b.on_host ? host : nvme;
+    if (segments.empty() || segments.back().tier.name != link.name) {
+      segments.push_back({link, 0, 0});
+    }
+    ++segments.back().blocks;
+    segments.back().bytes += static_cast<double>(b.size);
+  }
+  const double matched_tokens = static_cast<double>(matched.size()) * d.block_tokens;
+  const double tokens = std::max<double>(matched_tokens, prompt_tokens);
+  return costmodel::PlanCut(d, segments, tokens);
+}
+
+std::optional<NamespacePlanning> LookupPlanner::Namespace(const NamespaceId& ns) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(ns);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.planning;
+}
+
+PlannerSnapshot LookupPlanner::Snapshot() const {
+  PlannerSnapshot s;
+  s.enabled = gpu_.has_value();
+  s.gpu = gpu_.has_value() ? gpu_->name : "";
+  s.mfu = options_.mfu;
+  s.note = note_;
+  s.tiers.push_back({"host", cache_->host_meter().Estimate()});
+  if (cache_->nvme_enabled()) s.tiers.push_back({"nvme", cache_->nvme_meter().Estimate()});
+  return s;
+}
+
+}  // namespace kvtier

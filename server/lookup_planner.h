@@ -1,0 +1,125 @@
+// LookupPlanner: prices each Lookup with the cost model. It knows the GPU
+// (detected, or costmodel.gpu) and each namespace's model (given at
+// OpenNamespace), reads the tiers' measured bandwidth and latency from the
+// BlockCache's TransferMeters, and
+//  - plans every Lookup: the cut k that minimises fetch(0..k) +
+//    recompute(k..n) over the matched blocks as they lie across tiers;
+//  - decides NVMe admission per namespace: a namespace whose NVMe tier
+//    value (recompute time avoided minus fetch time, per token, at
+//    costmodel.admission_tokens) is not positive has its blocks kept off
+//    NVMe (BlockCache::SetNvmeAdmission). Re-evaluated on every plan, so it
+//    follows the measured NVMe bandwidth.
+//
+// Thread-safety: thread-safe. Lock order: LookupPlanner::mu_ before the
+// BlockCache's lock (the cache never calls back).
+#ifndef KVTIER_SERVER_LOOKUP_PLANNER_H_
+#define KVTIER_SERVER_LOOKUP_PLANNER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "costmodel/deployment.h"
+#include "costmodel/fetch_plan.h"
+#include "gpu/gpu_probe.h"
+#include "storage/block_cache.h"
+
+namespace kvtier {
+
+struct PlannerOptions {
+  std::string gpu = "auto";  // catalog name, or auto = the detected device
+  double mfu = 0.5;
+  bool fp8_compute = false;
+  double admission_tokens = 4096;
+};
+
+// What a namespace's model and the planner make of it.
+struct NamespacePlanning {
+  std::string cost_model;  // "" when none was given
+  bool plans_enabled = false;
+  std::string note;
+  bool nvme_admitted = true;
+  double nvme_value_seconds_per_token = 0;  // 0 when not evaluated
+};
+
+struct TierReading {
+  std::string tier;  // host | nvme
+  TransferEstimate estimate;
+};
+
+struct PlannerSnapshot {
+  bool enabled = false;
+  std::string gpu;
+  double mfu = 0;
+  std::string note;
+  std::vector<TierReading> tiers;
+};
+
+// The model a client named, resolved but not yet attached to a namespace.
+struct PreparedModel {
+  std::string name;
+  costmodel::ModelSpec spec;
+};
+
+class LookupPlanner {
+ public:
+  // INVALID_ARGUMENT for an unknown costmodel.gpu name. Without a known GPU
+  // the planner is created disabled (no plans, admission ignores value).
+  static absl::StatusOr<std::unique_ptr<LookupPlanner>> Create(const PlannerOptions& options,
+                                                               const GpuInventory& gpus,
+                                                               BlockCache* cache);
+
+  // Resolves the model fields of an OpenNamespace request (a catalog name or
+  // config.json text) and checks it fits the layout; changes nothing.
+  // nullopt when neither is given. INVALID_ARGUMENT for an unknown name, a
+  // malformed config, both given, or a layout the model cannot have (TP).
+  absl::StatusOr<std::optional<PreparedModel>> Prepare(const NamespaceSpec& spec,
+                                                       absl::string_view cost_model,
+                                                       absl::string_view config_json) const;
+
+  // Records the model of an open namespace (nullopt keeps any earlier one)
+  // and applies its NVMe admission.
+  NamespacePlanning Attach(const NamespaceId& ns, const NamespaceSpec& spec,
+                           std::optional<PreparedModel> model) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The plan for a Lookup's match, or nullopt when the namespace has no
+  // model or the planner is disabled. prompt_tokens 0 = matched tokens.
+  std::optional<costmodel::CutPlan> Plan(const NamespaceId& ns,
+                                         absl::Span<const MatchedBlock> matched,
+                                         uint32_t prompt_tokens) ABSL_LOCKS_EXCLUDED(mu_);
+
+  std::optional<NamespacePlanning> Namespace(const NamespaceId& ns) const ABSL_LOCKS_EXCLUDED(mu_);
+  PlannerSnapshot Snapshot() const;
+
+ private:
+  struct Entry {
+    NamespacePlanning planning;
+    std::optional<costmodel::Deployment> deployment;
+  };
+
+  LookupPlanner(const PlannerOptions& options, std::optional<costmodel::GpuSpec> gpu,
+                std::string note, BlockCache* cache);
+  // Tier links from the meters (the host link caps the host tier).
+  costmodel::TierLink HostLink() const;
+  costmodel::TierLink NvmeLink() const;
+  // Re-evaluates NVMe admission; tells the cache when it changes.
+  void UpdateAdmissionLocked(const NamespaceId& ns, Entry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const PlannerOptions options_;
+  const std::optional<costmodel::GpuSpec> gpu_;
+  const std::string note_;
+  BlockCache* const cache_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<NamespaceId, Entry> entries_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_SERVER_LOOKUP_PLANNER_H_

@@ -1,0 +1,178 @@
+#include "server/lookup_planner.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "storage/clock.h"
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+// Llama-3.2-1B on one rank: 2 * 16 layers * 8 KV heads * 64 * 2 bytes * 16
+// tokens = 256 KiB per block.
+NamespaceSpec Spec1b() {
+  NamespaceSpec s;
+  s.model_id = "meta-llama/Llama-3.2-1B";
+  s.layout = KvLayout{16, 8, 64, DType::kBf16, 16, 0, 1};
+  return s;
+}
+
+BlockKey Key(int i) { return *BlockKey::Create("k" + std::to_string(i)); }
+
+class LookupPlannerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { MakeCache(std::nullopt); }
+  void TearDown() override {
+    cache_.reset();
+    if (!root_.empty()) std::filesystem::remove_all(root_);
+  }
+
+  void MakeCache(std::optional<NvmeTierOptions> nvme) {
+    cache_.reset();
+    BlockCacheOptions o;
+    o.host_bytes = 16 * kMiB;
+    o.slab_bytes = 4 * kMiB;
+    o.max_block_bytes = 1 * kMiB;
+    o.nvme = nvme;
+    auto c = BlockCache::Create(o, &clock_);
+    ASSERT_TRUE(c.ok()) << c.status();
+    cache_ = std::move(*c);
+    ns_ = cache_->OpenNamespace(Spec1b())->id;
+  }
+
+  std::unique_ptr<LookupPlanner> Planner(const std::string& gpu = "h100-sxm") {
+    PlannerOptions o;
+    o.gpu = gpu;
+    auto p = LookupPlanner::Create(o, GpuInventory{{}, "no GPU (test)"}, cache_.get());
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? std::move(*p) : nullptr;
+  }
+
+  void PutChain(int n) {
+    auto batch = cache_->BeginPut(ns_);
+    ASSERT_TRUE(batch.ok());
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE((*batch)->StartBlock(Key(i), i ? Key(i - 1) : BlockKey(), 256 * 1024).ok());
+      ASSERT_TRUE((*batch)->Append(std::vector<uint8_t>(256 * 1024, static_cast<uint8_t>(i))).ok());
+    }
+    ASSERT_TRUE((*batch)->Commit().ok());
+  }
+
+  std::vector<MatchedBlock> Match(int n) {
+    std::vector<BlockKey> keys;
+    for (int i = 0; i < n; ++i) keys.push_back(Key(i));
+    auto r = cache_->Lookup(ns_, keys, false, absl::ZeroDuration());
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? r->blocks : std::vector<MatchedBlock>{};
+  }
+
+  FakeClock clock_;
+  std::string root_;
+  std::unique_ptr<BlockCache> cache_;
+  NamespaceId ns_;
+};
+
+TEST_F(LookupPlannerTest, GpuChoice) {
+  PlannerOptions o;
+  auto off = LookupPlanner::Create(o, GpuInventory{{}, "no GPU (no driver)"}, cache_.get());
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE((*off)->Snapshot().enabled);
+  EXPECT_NE((*off)->Snapshot().note.find("costmodel.gpu"), std::string::npos);
+  auto detected = LookupPlanner::Create(
+      o, GpuInventory{{GpuDevice{0, "NVIDIA H200", 0}}, "1 GPU"}, cache_.get());
+  ASSERT_TRUE(detected.ok());
+  EXPECT_EQ((*detected)->Snapshot().gpu, "h200");
+  o.gpu = "tpu-v5";
+  EXPECT_EQ(LookupPlanner::Create(o, GpuInventory{}, cache_.get()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(LookupPlannerTest, PrepareValidatesAndChangesNothing) {
+  auto p = Planner();
+  EXPECT_FALSE(p->Prepare(Spec1b(), "", "")->has_value());
+  EXPECT_EQ(p->Prepare(Spec1b(), "llama-3.2-1b", "{}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(p->Prepare(Spec1b(), "llama-9", "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(p->Prepare(Spec1b(), "", "{\"hidden_size\": \"x\"}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  NamespaceSpec tp3 = Spec1b();
+  tp3.layout.tp_size = 3;  // 8 KV heads cannot be split 3 ways
+  EXPECT_EQ(p->Prepare(tp3, "llama-3.2-1b", "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(p->Namespace(ns_).has_value());
+  auto ok = p->Prepare(Spec1b(), "llama-3.2-1b", "");
+  ASSERT_TRUE(ok.ok() && ok->has_value());
+  EXPECT_EQ((*ok)->name, "llama-3.2-1b");
+}
+
+TEST_F(LookupPlannerTest, NoModelOrNoGpuMeansNoPlan) {
+  PutChain(4);
+  auto p = Planner();
+  NamespacePlanning np = p->Attach(ns_, Spec1b(), std::nullopt);
+  EXPECT_FALSE(np.plans_enabled);
+  EXPECT_FALSE(p->Plan(ns_, Match(4), 0).has_value());
+  auto off = Planner("auto");
+  np = off->Attach(ns_, Spec1b(), *off->Prepare(Spec1b(), "llama-3.2-1b", ""));
+  EXPECT_FALSE(np.plans_enabled);
+  EXPECT_EQ(np.cost_model, "llama-3.2-1b");
+  EXPECT_FALSE(off->Plan(ns_, Match(4), 0).has_value());
+}
+
+// The plan's cut moves when the host tier's measured bandwidth changes.
+TEST_F(LookupPlannerTest, CutFollowsMeasuredBandwidth) {
+  PutChain(8);
+  auto p = Planner();
+  ASSERT_TRUE(p->Attach(ns_, Spec1b(), *p->Prepare(Spec1b(), "llama-3.2-1b", "")).plans_enabled);
+  cache_->host_meter().Seed(50e9, 5e-6, "test");
+  std::optional<costmodel::CutPlan> plan = p->Plan(ns_, Match(8), 0);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->cut_blocks, 8u);
+  EXPECT_EQ(plan->tokens, 128);
+  EXPECT_LT(plan->total_seconds, plan->recompute_all_seconds);
+  // 10 MB/s: a 256 KiB block takes 26 ms to fetch, far above recomputing it.
+  cache_->host_meter().Seed(10e6, 5e-6, "test");
+  plan = p->Plan(ns_, Match(8), 0);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->cut_blocks, 0u);
+  EXPECT_DOUBLE_EQ(plan->total_seconds, plan->recompute_all_seconds);
+  // A longer prompt raises recompute cost but the cut stays within the match.
+  cache_->host_meter().Seed(50e9, 5e-6, "test");
+  plan = p->Plan(ns_, Match(8), 4096);
+  EXPECT_EQ(plan->cut_blocks, 8u);
+  EXPECT_EQ(plan->tokens, 4096);
+}
+
+TEST_F(LookupPlannerTest, NvmeAdmissionFollowsTierValue) {
+  char tmpl[] = "/tmp/kvtier-planner-XXXXXX";
+  root_ = mkdtemp(tmpl);
+  NvmeTierOptions nvme;
+  nvme.store.dirs = {root_};
+  nvme.store.bytes_per_dir = 16 * kMiB;
+  nvme.store.slab_bytes = 2 * kMiB;
+  nvme.start_mover = false;
+  nvme.write_policy = "write_through";
+  MakeCache(nvme);
+  // A 1B model recomputes a token in ~4.5 us on an H100 at MFU 0.5; its 32 KiB
+  // of KV take 33 us from a 1 GB/s NVMe: not worth it.
+  cache_->nvme_meter().Seed(1e9, 100e-6, "test");
+  auto p = Planner();
+  NamespacePlanning np = p->Attach(ns_, Spec1b(), *p->Prepare(Spec1b(), "llama-3.2-1b", ""));
+  EXPECT_FALSE(np.nvme_admitted);
+  EXPECT_LT(np.nvme_value_seconds_per_token, 0);
+  PutChain(4);
+  EXPECT_EQ(cache_->RunMoverOnce(), 0u);
+  EXPECT_GT(cache_->Snapshot().counters.admissions_refused_value, 0u);
+  // At 100 GB/s it pays; the next plan re-evaluates and admits.
+  cache_->nvme_meter().Seed(100e9, 10e-6, "test");
+  ASSERT_TRUE(p->Plan(ns_, Match(4), 0).has_value());
+  EXPECT_TRUE(p->Namespace(ns_)->nvme_admitted);
+  EXPECT_EQ(cache_->RunMoverOnce(), 4u);
+}
+
+}  // namespace
+}  // namespace kvtier
