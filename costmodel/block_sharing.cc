@@ -21,8 +21,7 @@ class ChainInterner {
  public:
   explicit ChainInterner(PromptSet* set) : set_(set) {}
   uint32_t Node(uint32_t parent_plus_one, Content content) {
-    auto [it, inserted] =
-        ids_.try_emplace({parent_plus_one, std::move(content)}, set_->node_count);
+    auto [it, inserted] = ids_.try_emplace({parent_plus_one, std::move(content)}, set_->node_count);
     if (inserted) {
       ++set_->node_count;
       set_->parent.push_back(parent_plus_one);
@@ -83,9 +82,9 @@ absl::StatusOr<PromptSet> ParsePrompts(absl::string_view jsonl, uint32_t block_t
       const uint64_t len = v.at("input_length").get<uint64_t>();
       const uint64_t full = len / trace_block_tokens;
       if (ids->size() < full || ids->size() > full + 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "line ", line_no, ": ", ids->size(), " hash_ids do not cover input_length ", len,
-            " in blocks of ", trace_block_tokens));
+        return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": ", ids->size(),
+                                                       " hash_ids do not cover input_length ", len,
+                                                       " in blocks of ", trace_block_tokens));
       }
       uint32_t parent = 0;
       for (uint64_t i = 0; i < full; ++i) {
@@ -170,7 +169,8 @@ class EvictionSim {
       }
     }
     report_.stranded_blocks_final = Stranded();
-    report_.stranded_blocks_peak = std::max(report_.stranded_blocks_peak, report_.stranded_blocks_final);
+    report_.stranded_blocks_peak =
+        std::max(report_.stranded_blocks_peak, report_.stranded_blocks_final);
     return report_;
   }
 

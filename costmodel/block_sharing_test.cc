@@ -60,7 +60,9 @@ TEST(BlockSharingTest, BadPromptFilesNameTheLine) {
   EXPECT_NE(err(R"({"hash_ids": [1]})").find("input_length"), std::string::npos);
   EXPECT_NE(err(R"({"input_length": 2000, "hash_ids": [1]})").find("do not cover"),
             std::string::npos);
-  EXPECT_NE(err("[1,2]\n" R"({"input_length": 10, "hash_ids": [1]})").find("mix"),
+  EXPECT_NE(err("[1,2]\n"
+                R"({"input_length": 10, "hash_ids": [1]})")
+                .find("mix"),
             std::string::npos);
   EXPECT_NE(err("\n\n").find("no prompts"), std::string::npos);
 }

@@ -209,8 +209,9 @@ absl::StatusOr<GpuSpec> CatalogGpuForDevice(absl::string_view device_name) {
   // Most specific first: "H100" also matches H100 PCIe/NVL, which differ;
   // only the SXM part is in the catalog, so PCIe/NVL names are not matched.
   const std::pair<const char*, const char*> rules[] = {
-      {"h200", "h200"},     {"b200", "b200"}, {"l40s", "l40s"},
-      {"a100-sxm4-80gb", "a100-80gb"},        {"a100 80gb", "a100-80gb"},
+      {"h200", "h200"},           {"b200", "b200"},
+      {"l40s", "l40s"},           {"a100-sxm4-80gb", "a100-80gb"},
+      {"a100 80gb", "a100-80gb"},
   };
   for (const auto& [needle, name] : rules) {
     if (absl::StrContains(d, needle)) return CatalogGpu(name);
@@ -219,9 +220,9 @@ absl::StatusOr<GpuSpec> CatalogGpuForDevice(absl::string_view device_name) {
       !absl::StrContains(d, "nvl")) {
     return CatalogGpu("h100-sxm");
   }
-  return absl::NotFoundError(absl::StrCat("no catalog GPU matches device '", device_name,
-                                          "'; set costmodel.gpu to one of: ",
-                                          absl::StrJoin(Names(Gpus()), ", ")));
+  return absl::NotFoundError(
+      absl::StrCat("no catalog GPU matches device '", device_name,
+                   "'; set costmodel.gpu to one of: ", absl::StrJoin(Names(Gpus()), ", ")));
 }
 
 }  // namespace kvtier::costmodel

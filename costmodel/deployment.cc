@@ -11,8 +11,8 @@ absl::Status Deployment::Validate() const {
     const uint32_t h = model.num_kv_heads;
     if (!(h % tp == 0 || tp % h == 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--tp ", tp, " neither divides nor is a multiple of the ", h,
-          " KV heads of ", model.name, ": engines cannot shard the KV cache that way"));
+          "--tp ", tp, " neither divides nor is a multiple of the ", h, " KV heads of ", model.name,
+          ": engines cannot shard the KV cache that way"));
     }
   }
   if (!(kv_bytes_per_element > 0)) {

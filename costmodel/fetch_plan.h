@@ -54,13 +54,13 @@ struct Segment {
 };
 
 struct CutPlan {
-  uint32_t cut_blocks = 0;             // fetch blocks [0, cut), recompute the rest
-  double fetch_seconds = 0;            // fetch of [0, cut)
-  double recompute_seconds = 0;        // recompute of [cut * B, tokens)
-  double total_seconds = 0;            // the two added
-  double fetch_all_seconds = 0;        // fetch every matched block, recompute the rest
-  double recompute_all_seconds = 0;    // recompute all `tokens`
-  double tokens = 0;                   // the prefix length planned
+  uint32_t cut_blocks = 0;           // fetch blocks [0, cut), recompute the rest
+  double fetch_seconds = 0;          // fetch of [0, cut)
+  double recompute_seconds = 0;      // recompute of [cut * B, tokens)
+  double total_seconds = 0;          // the two added
+  double fetch_all_seconds = 0;      // fetch every matched block, recompute the rest
+  double recompute_all_seconds = 0;  // recompute all `tokens`
+  double tokens = 0;                 // the prefix length planned
 };
 
 // `tokens` is the prefix length the plan covers (>= matched blocks * B;

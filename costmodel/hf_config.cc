@@ -89,21 +89,21 @@ class Fields {
   const json& obj_;
 };
 
-#define KVTIER_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_or = (expr);                  \
+#define KVTIER_ASSIGN_OR_RETURN(lhs, expr)      \
+  auto lhs##_or = (expr);                       \
   if (!lhs##_or.ok()) return lhs##_or.status(); \
   auto lhs = *std::move(lhs##_or)
 
 absl::StatusOr<double> DtypeBytes(const std::optional<std::string>& dtype) {
   if (!dtype.has_value()) return 2.0;
   static const std::map<std::string, double> kBytes = {
-      {"bfloat16", 2}, {"float16", 2}, {"half", 2},         {"float32", 4},
+      {"bfloat16", 2}, {"float16", 2},       {"half", 2},       {"float32", 4},
       {"float", 4},    {"float8_e4m3fn", 1}, {"float8_e5m2", 1}};
   auto it = kBytes.find(*dtype);
   if (it == kBytes.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.json: torch_dtype '", *dtype, "' is not one of bfloat16, float16, float32, "
-        "float8_e4m3fn, float8_e5m2"));
+    return absl::InvalidArgumentError(absl::StrCat("config.json: torch_dtype '", *dtype,
+                                                   "' is not one of bfloat16, float16, float32, "
+                                                   "float8_e4m3fn, float8_e5m2"));
   }
   return it->second;
 }
@@ -114,9 +114,10 @@ absl::StatusOr<LayerKind> KindOf(const std::string& type) {
   if (type == "mamba" || type == "mamba2" || type == "recurrent" || type == "linear_attention") {
     return LayerKind::kRecurrent;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "config.json: layer type '", type, "' is not one of full_attention, attention, "
-      "sliding_attention, mamba, mamba2, recurrent, linear_attention"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("config.json: layer type '", type,
+                   "' is not one of full_attention, attention, "
+                   "sliding_attention, mamba, mamba2, recurrent, linear_attention"));
 }
 
 absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
@@ -169,8 +170,8 @@ absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
     m.head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
   }
 
-  KVTIER_ASSIGN_OR_RETURN(experts, f.UintAny({"n_routed_experts", "num_local_experts",
-                                              "num_experts"}));
+  KVTIER_ASSIGN_OR_RETURN(experts,
+                          f.UintAny({"n_routed_experts", "num_local_experts", "num_experts"}));
   if (experts.has_value() && *experts > 0) {
     MoeShape moe;
     moe.routed_experts = *experts;
@@ -194,9 +195,9 @@ absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
   }
   if (types.has_value()) {
     if (types->size() != layers) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.json: layer_types lists ", types->size(),
-                       " layers, num_hidden_layers is ", layers));
+      return absl::InvalidArgumentError(absl::StrCat("config.json: layer_types lists ",
+                                                     types->size(),
+                                                     " layers, num_hidden_layers is ", layers));
     }
     // One group per caching rule, in order of first appearance.
     for (const std::string& t : *types) {

@@ -99,8 +99,7 @@ TEST(HfConfigTest, BadConfigsNameTheField) {
   ExpectError(R"({"num_hidden_layers": -1, )" + ok_tail + "}", "non-negative integer");
   ExpectError(R"({"num_hidden_layers": 2, "tie_word_embeddings": "yes", )" + ok_tail + "}",
               "'tie_word_embeddings'");
-  ExpectError(R"({"num_hidden_layers": 2, "torch_dtype": "int3", )" + ok_tail + "}",
-              "torch_dtype");
+  ExpectError(R"({"num_hidden_layers": 2, "torch_dtype": "int3", )" + ok_tail + "}", "torch_dtype");
   ExpectError(R"({"num_hidden_layers": 2, "num_key_value_heads": 3, )" + ok_tail + "}",
               "not a multiple");
   ExpectError(R"({"num_hidden_layers": 2, "layer_types": ["attention"], )" + ok_tail + "}",
@@ -111,9 +110,9 @@ TEST(HfConfigTest, BadConfigsNameTheField) {
               "recurrent layers need");
   ExpectError(R"({"num_hidden_layers": 1, "layer_types": "mamba", )" + ok_tail + "}",
               "list of strings");
-  ExpectError(R"({"num_hidden_layers": 2, "num_experts": 8, "num_experts_per_tok": 9, )" +
-                  ok_tail + "}",
-              "num_experts_per_tok");
+  ExpectError(
+      R"({"num_hidden_layers": 2, "num_experts": 8, "num_experts_per_tok": 9, )" + ok_tail + "}",
+      "num_experts_per_tok");
   EXPECT_EQ(ModelSpecFromHfConfigFile("/nonexistent/config.json").status().code(),
             absl::StatusCode::kNotFound);
 }

@@ -41,25 +41,25 @@ KvFootprint ComputeKvFootprint(const Deployment& d) {
     if (d.tp > 1) {
       f.alternative = absl::StrCat(
           "MLA caches one latent that every TP rank holds whole: use data-parallel attention "
-          "(each of the ", d.tp, " ranks attends for its own requests, e.g. SGLang "
+          "(each of the ",
+          d.tp,
+          " ranks attends for its own requests, e.g. SGLang "
           "--enable-dp-attention) with TP/EP only for the MLP and experts");
     }
   } else {
-    f.kv_heads_per_gpu =
-        m.num_kv_heads >= d.tp ? static_cast<double>(m.num_kv_heads) / d.tp : 1.0;
+    f.kv_heads_per_gpu = m.num_kv_heads >= d.tp ? static_cast<double>(m.num_kv_heads) / d.tp : 1.0;
     f.replication = d.tp > m.num_kv_heads ? static_cast<double>(d.tp) / m.num_kv_heads : 1.0;
     if (f.replication > 1) {
-      f.alternative = absl::StrCat("TP ", m.num_kv_heads, " (the KV head count) x ",
-                                   d.tp / m.num_kv_heads,
-                                   " data-parallel replicas, or TP ", m.num_kv_heads, " x PP ",
-                                   d.tp / m.num_kv_heads, ": no KV head is stored twice");
+      f.alternative =
+          absl::StrCat("TP ", m.num_kv_heads, " (the KV head count) x ", d.tp / m.num_kv_heads,
+                       " data-parallel replicas, or TP ", m.num_kv_heads, " x PP ",
+                       d.tp / m.num_kv_heads, ": no KV head is stored twice");
     }
   }
   f.duplicate_bytes_per_token = f.bytes_per_token_per_gpu * d.tp - f.bytes_per_token;
   f.bytes_per_block_per_gpu = f.bytes_per_token_per_gpu * d.block_tokens;
   for (const LayerGroup& g : m.EffectiveGroups()) {
-    f.groups.push_back(
-        {g, g.kind == LayerKind::kRecurrent ? 0.0 : per_layer_gpu * g.layers});
+    f.groups.push_back({g, g.kind == LayerKind::kRecurrent ? 0.0 : per_layer_gpu * g.layers});
   }
   const StatePlan state = PlanState(d, d.block_tokens, 0);
   f.recurrent_state_bytes_per_request = state.state_bytes_per_request;

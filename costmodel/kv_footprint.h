@@ -61,10 +61,10 @@ double LongestRequestTokens(const Deployment& d, double budget_bytes);
 
 // Question 2: the cost of a block size for sequences of mean length n.
 struct BlockSizeReport {
-  double max_waste_tokens_per_sequence = 0;  // B - 1
-  double max_waste_fraction = 0;             // (B - 1) / n
-  double blocks_per_sequence = 0;            // ceil(n / B)
-  double bytes_per_block_per_gpu = 0;        // one copy unit
+  double max_waste_tokens_per_sequence = 0;    // B - 1
+  double max_waste_fraction = 0;               // (B - 1) / n
+  double blocks_per_sequence = 0;              // ceil(n / B)
+  double bytes_per_block_per_gpu = 0;          // one copy unit
   double prefix_match_granularity_tokens = 0;  // B
 };
 BlockSizeReport BlockSize(const Deployment& d, double mean_tokens);

@@ -47,9 +47,8 @@ absl::StatusOr<QuantReport> EvaluateQuantLayout(const Deployment& d, const Quant
   const double channels = static_cast<double>(m.AttentionLayers()) * m.num_kv_heads * m.head_dim;
   const double per_scale = q.scale_bytes * (q.zero_point ? 2 : 1);
   // Per-token: each head's d channels split into ceil(d / G) groups.
-  const double per_token_scales =
-      static_cast<double>(m.AttentionLayers()) * m.num_kv_heads *
-      std::ceil(static_cast<double>(m.head_dim) / q.group) * per_scale;
+  const double per_token_scales = static_cast<double>(m.AttentionLayers()) * m.num_kv_heads *
+                                  std::ceil(static_cast<double>(m.head_dim) / q.group) * per_scale;
   // Per-channel: one scale per channel per G tokens.
   const double per_channel_scales = channels * per_scale / q.group;
   QuantReport r;

@@ -45,13 +45,13 @@ struct QuantLayout {
 };
 
 struct QuantReport {
-  double bytes_per_token = 0;         // data + scales, all ranks
+  double bytes_per_token = 0;  // data + scales, all ranks
   double data_bytes_per_token = 0;
   double scale_bytes_per_token = 0;
   double bytes_per_token_unquantized = 0;
-  double compression = 0;             // unquantized / quantized
-  uint32_t residual_tokens = 0;       // newest tokens kept in full precision
-  double residual_bytes = 0;          // per request
+  double compression = 0;        // unquantized / quantized
+  uint32_t residual_tokens = 0;  // newest tokens kept in full precision
+  double residual_bytes = 0;     // per request
 };
 
 // INVALID_ARGUMENT for an MLA model (one latent, no K/V split), bits not in

@@ -33,12 +33,12 @@ MemoryBudget PlanMemoryBudget(const Deployment& d, const BudgetOptions& o) {
   // plus a few hidden-size buffers (residual, norm, attention output).
   double inter = m.intermediate_size;
   if (m.moe.has_value()) {
-    inter = std::max<double>(inter, static_cast<double>(m.moe->experts_per_token) *
-                                        m.moe->expert_intermediate_size);
+    inter = std::max<double>(
+        inter, static_cast<double>(m.moe->experts_per_token) * m.moe->expert_intermediate_size);
   }
   const double act_bytes = 2;  // bf16 activations
-  const double activation = o.activation_bytes.value_or(
-      o.max_batched_tokens * act_bytes * (3 * inter / d.tp + 4.0 * m.hidden_size));
+  const double activation = o.activation_bytes.value_or(o.max_batched_tokens * act_bytes *
+                                                        (3 * inter / d.tp + 4.0 * m.hidden_size));
   b.items.push_back(
       {"activation_peak", activation, true,
        o.activation_bytes.has_value()
@@ -87,9 +87,9 @@ MemoryBudget PlanMemoryBudget(const Deployment& d, const BudgetOptions& o) {
   b.kv_budget_bytes_per_gpu = std::max(0.0, left);
   b.shortfall_bytes = std::max(0.0, -left);
   const KvFootprint f = ComputeKvFootprint(d);
-  b.max_blocks_per_gpu =
-      f.bytes_per_block_per_gpu > 0 ? std::floor(b.kv_budget_bytes_per_gpu / f.bytes_per_block_per_gpu)
-                                    : 0;
+  b.max_blocks_per_gpu = f.bytes_per_block_per_gpu > 0
+                             ? std::floor(b.kv_budget_bytes_per_gpu / f.bytes_per_block_per_gpu)
+                             : 0;
   b.max_tokens_per_gpu = b.max_blocks_per_gpu * d.block_tokens;
   b.longest_request_tokens = LongestRequestTokens(d, b.kv_budget_bytes_per_gpu);
 

@@ -20,7 +20,7 @@ struct BudgetOptions {
   std::optional<double> weights_bytes_per_gpu;
   std::optional<double> activation_bytes;
   std::optional<double> cudagraph_bytes;
-  double other_bytes = 0;  // anything else the operator knows of
+  double other_bytes = 0;            // anything else the operator knows of
   double max_batched_tokens = 8192;  // tokens of the profile run
   double max_sequences = 256;        // sampler batch
 };

@@ -18,8 +18,8 @@ TEST(MemoryBudgetTest, Llama8bOnH100ByHand) {
   EXPECT_DOUBLE_EQ(b.usable_bytes, 0.9 * 85899345920.0);
   // weights + activations + graphs + context 600 MiB + cuBLAS 64 MiB +
   // sampler 256 * 128256 * 4 * 2 + fragmentation 2% of 80 GiB; no NCCL at TP 1.
-  const double reserved = 16e9 + 1e9 + 0.5e9 + 600 * kMiB + 64 * kMiB + 262668288.0 +
-                          0.02 * 85899345920.0;
+  const double reserved =
+      16e9 + 1e9 + 0.5e9 + 600 * kMiB + 64 * kMiB + 262668288.0 + 0.02 * 85899345920.0;
   EXPECT_DOUBLE_EQ(b.kv_budget_bytes_per_gpu, 0.9 * 85899345920.0 - reserved);
   EXPECT_EQ(b.max_blocks_per_gpu, 27242);  // / 2 MiB per block
   EXPECT_EQ(b.max_tokens_per_gpu, 27242 * 16);

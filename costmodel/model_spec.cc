@@ -51,24 +51,24 @@ absl::Status ModelSpec::Validate() const {
     }
   }
   if (!groups.empty() && sum != num_layers) {
-    return bad(absl::StrCat("layer groups cover ", sum, " layers, num_hidden_layers is ",
-                            num_layers));
+    return bad(
+        absl::StrCat("layer groups cover ", sum, " layers, num_hidden_layers is ", num_layers));
   }
   if (AttentionLayers() > 0) {
     if (num_attention_heads == 0) return bad("num_attention_heads must be > 0");
     if (mla.has_value()) {
       if (mla->kv_lora_rank == 0 || mla->qk_rope_head_dim == 0 || mla->qk_nope_head_dim == 0 ||
           mla->v_head_dim == 0) {
-        return bad("an MLA model needs kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim and "
-                   "v_head_dim > 0");
+        return bad(
+            "an MLA model needs kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim and "
+            "v_head_dim > 0");
       }
     } else {
       if (num_kv_heads == 0) return bad("num_key_value_heads must be > 0");
       if (head_dim == 0) return bad("head_dim must be > 0");
       if (num_attention_heads % num_kv_heads != 0) {
         return bad(absl::StrCat("num_attention_heads (", num_attention_heads,
-                                ") is not a multiple of num_key_value_heads (", num_kv_heads,
-                                ")"));
+                                ") is not a multiple of num_key_value_heads (", num_kv_heads, ")"));
       }
     }
   }
@@ -81,8 +81,9 @@ absl::Status ModelSpec::Validate() const {
   if (moe.has_value()) {
     if (moe->routed_experts == 0 || moe->experts_per_token == 0 ||
         moe->expert_intermediate_size == 0) {
-      return bad("a mixture-of-experts model needs experts, experts per token and an expert "
-                 "intermediate size > 0");
+      return bad(
+          "a mixture-of-experts model needs experts, experts per token and an expert "
+          "intermediate size > 0");
     }
     if (moe->experts_per_token > moe->routed_experts) {
       return bad("num_experts_per_tok exceeds the number of routed experts");
@@ -145,11 +146,12 @@ ParameterCounts ModelSpec::ComputedParameters() const {
   const double norms = 2 * h * num_layers + h;
   const double embedding = static_cast<double>(vocab_size) * h;
   const double lm_head = tie_word_embeddings ? 0 : embedding;
-  const double mixers = attention * AttentionLayers() +
-                        mixer_recurrent * LayersOf(LayerKind::kRecurrent);
+  const double mixers =
+      attention * AttentionLayers() + mixer_recurrent * LayersOf(LayerKind::kRecurrent);
   const double dense_layers = num_layers - moe_layers;
   ParameterCounts c;
-  c.total = embedding + lm_head + norms + mixers + dense_mlp * dense_layers + moe_total * moe_layers;
+  c.total =
+      embedding + lm_head + norms + mixers + dense_mlp * dense_layers + moe_total * moe_layers;
   c.active = (tie_word_embeddings ? embedding : lm_head) + norms + mixers +
              dense_mlp * dense_layers + moe_active * moe_layers;
   return c;

@@ -81,7 +81,7 @@ struct ModelSpec {
   uint32_t intermediate_size = 0;  // dense MLP (gated: 3 matrices)
   uint32_t vocab_size = 0;
   bool tie_word_embeddings = false;
-  double weight_bytes_per_param = 2;  // from torch_dtype; catalog may override
+  double weight_bytes_per_param = 2;   // from torch_dtype; catalog may override
   double state_bytes_per_element = 2;  // recurrent state: torch_dtype, at least 2
 
   // Attention. num_layers counts every layer (attention and recurrent).

@@ -152,8 +152,8 @@ TEST(KvQuantTest, KiviStyleLayoutByHand) {
 
 TEST(KvQuantTest, BadLayouts) {
   QuantLayout q;
-  EXPECT_FALSE(EvaluateQuantLayout(Deploy(TestConfig("mla_deepseek.json"), *CatalogGpu("h200")), q)
-                   .ok());
+  EXPECT_FALSE(
+      EvaluateQuantLayout(Deploy(TestConfig("mla_deepseek.json"), *CatalogGpu("h200")), q).ok());
   q.bits = 0;
   EXPECT_FALSE(EvaluateQuantLayout(Catalog("llama-3.1-8b", "h100-sxm"), q).ok());
   q.bits = 4;

@@ -13,8 +13,7 @@ PreemptPlan PlanPreemption(const Deployment& d, const PreemptOptions& o) {
   const TierLink host{"host", d.gpu.host_link_bytes_per_s, o.host_link_latency_s};
   p.swap_out_seconds = FetchSeconds(host, p.victim_bytes_per_gpu);
   p.swap_in_seconds = p.swap_out_seconds;
-  const double weights_per_gpu =
-      d.model.Parameters().total * d.model.weight_bytes_per_param / d.tp;
+  const double weights_per_gpu = d.model.Parameters().total * d.model.weight_bytes_per_param / d.tp;
   p.decode_step_seconds = o.decode_step_seconds.value_or(weights_per_gpu / d.gpu.hbm_bytes_per_s);
   p.wait_seconds = o.victim_remaining_tokens * p.decode_step_seconds;
   p.policies = {

@@ -34,8 +34,8 @@ inline ModelSpec ToyModel() {
 // A GPU with round numbers: 1e12 FLOP/s, 100 GB, 1e12 B/s HBM, 1e10 B/s host link.
 inline GpuSpec ToyGpu() { return GpuSpec{"toy-gpu", 100e9, 1e12, 2e12, 1e12, 1e10, "toy"}; }
 
-inline Deployment Deploy(const ModelSpec& m, const GpuSpec& g, uint32_t tp = 1,
-                         double kv_bytes = 2, uint32_t block_tokens = 16, double mfu = 0.5) {
+inline Deployment Deploy(const ModelSpec& m, const GpuSpec& g, uint32_t tp = 1, double kv_bytes = 2,
+                         uint32_t block_tokens = 16, double mfu = 0.5) {
   Deployment d;
   d.model = m;
   d.gpu = g;

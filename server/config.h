@@ -75,7 +75,7 @@ struct DaemonConfig {
   std::string costmodel_gpu = "auto";  // catalog GPU, or auto = the detected one
   double costmodel_mfu = 0.5;
   std::string costmodel_compute_dtype = "bf16";
-  bool costmodel_probe_tiers = true;          // probe host/NVMe speed at start
+  bool costmodel_probe_tiers = true;           // probe host/NVMe speed at start
   uint32_t costmodel_admission_tokens = 4096;  // prefix length tier value is judged at
 };
 

@@ -79,9 +79,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   spdlog::info("planner: {}", d->planner_->Snapshot().note);
 
   const int max_message = static_cast<int>(config.max_message_bytes);
-  d->kvcache_service_ = std::make_unique<KvCacheService>(d->cache_.get(), d->planner_.get(),
-                                                         config.get_chunk_bytes,
-                                                         config.max_message_bytes - 65536);
+  d->kvcache_service_ = std::make_unique<KvCacheService>(
+      d->cache_.get(), d->planner_.get(), config.get_chunk_bytes, config.max_message_bytes - 65536);
 
   // Both are process-wide switches of gRPC's; they only affect servers built
   // after them, and every kvtierd server wants them.
@@ -96,8 +95,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(d->kvcache_service_.get());
-  d->admin_service_ = std::make_unique<AdminService>(d->cache_.get(), d->planner_.get(), d->gpus_,
-                                                     absl::Now());
+  d->admin_service_ =
+      std::make_unique<AdminService>(d->cache_.get(), d->planner_.get(), d->gpus_, absl::Now());
   builder.RegisterService(d->admin_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || port == 0) {

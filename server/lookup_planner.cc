@@ -89,9 +89,9 @@ absl::StatusOr<std::optional<PreparedModel>> LookupPlanner::Prepare(
   if (absl::Status s = d.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("model: ", s.message()));
   }
-  PreparedModel p{cost_model.empty() ? absl::StrCat("config:", spec.model_id)
-                                     : std::string(cost_model),
-                  *std::move(model)};
+  PreparedModel p{
+      cost_model.empty() ? absl::StrCat("config:", spec.model_id) : std::string(cost_model),
+      *std::move(model)};
   return std::optional<PreparedModel>(std::move(p));
 }
 
@@ -104,8 +104,8 @@ NamespacePlanning LookupPlanner::Attach(const NamespaceId& ns, const NamespaceSp
     if (gpu_.has_value()) {
       e.deployment = DeploymentFor(spec, model->spec, *gpu_, options_);
       e.planning.plans_enabled = true;
-      e.planning.note = absl::StrFormat("plans priced for %s on %s, TP %d, MFU %.2f",
-                                        model->name, gpu_->name, e.deployment->tp, options_.mfu);
+      e.planning.note = absl::StrFormat("plans priced for %s on %s, TP %d, MFU %.2f", model->name,
+                                        gpu_->name, e.deployment->tp, options_.mfu);
     } else {
       e.deployment.reset();
       e.planning.plans_enabled = false;

@@ -82,8 +82,8 @@ TEST_F(LookupPlannerTest, GpuChoice) {
   ASSERT_TRUE(off.ok());
   EXPECT_FALSE((*off)->Snapshot().enabled);
   EXPECT_NE((*off)->Snapshot().note.find("costmodel.gpu"), std::string::npos);
-  auto detected = LookupPlanner::Create(
-      o, GpuInventory{{GpuDevice{0, "NVIDIA H200", 0}}, "1 GPU"}, cache_.get());
+  auto detected = LookupPlanner::Create(o, GpuInventory{{GpuDevice{0, "NVIDIA H200", 0}}, "1 GPU"},
+                                        cache_.get());
   ASSERT_TRUE(detected.ok());
   EXPECT_EQ((*detected)->Snapshot().gpu, "h200");
   o.gpu = "tpu-v5";

@@ -978,7 +978,8 @@ size_t BlockCache::RunMoverOnce() {
       // first, among those the policy admits.
       const std::vector<BlockRecord*> leaves = index_.ColdestCandidates(
           PrefixIndex::kHostOnlyLeaf, o.mover_batch, [&](const BlockRecord& r) {
-            if (auto ns = namespaces_.find(r.ns); ns != namespaces_.end() && !ns->second.nvme_admit) {
+            if (auto ns = namespaces_.find(r.ns);
+                ns != namespaces_.end() && !ns->second.nvme_admit) {
               ++counters_.admissions_refused_value;
               return false;
             }

@@ -13,8 +13,8 @@ void TransferMeter::Record(uint64_t bytes, absl::Duration elapsed) {
   if (bytes == 0) return;
   absl::MutexLock lock(&mu_);
   const double seconds = absl::ToDoubleSeconds(elapsed);
-  const double transfer = std::max(seconds - estimate_.latency_s,
-                                   std::max(estimate_.latency_s / 2, 1e-9));
+  const double transfer =
+      std::max(seconds - estimate_.latency_s, std::max(estimate_.latency_s / 2, 1e-9));
   const double sample = static_cast<double>(bytes) / transfer;
   if (estimate_.bytes_per_s <= 0) {
     estimate_.bytes_per_s = sample;

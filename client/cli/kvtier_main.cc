@@ -180,6 +180,24 @@ int Status(const Globals& g) {
   } else {
     std::cout << "  nvme:       off\n";
   }
+  const v1::PlannerStatus& p = r.planner();
+  std::cout << "  planner:    "
+            << (p.enabled() ? "on, " + p.gpu() + " at MFU " + std::to_string(p.mfu()).substr(0, 4)
+                            : std::string("off"))
+            << " (" << p.note() << ")\n";
+  for (const v1::TierEstimate& t : p.tiers()) {
+    std::string kind = v1::TierKind_Name(t.tier()).substr(std::string("TIER_KIND_").size());
+    char line[160];
+    std::snprintf(line, sizeof(line),
+                  "              %s: %.2f GB/s, %.1f us latency (%s, %llu samples)\n", kind.c_str(),
+                  t.bytes_per_s() / 1e9, t.latency_s() * 1e6, t.source().c_str(),
+                  static_cast<unsigned long long>(t.samples()));
+    std::cout << line;
+  }
+  if (r.counters().admissions_refused_value() > 0) {
+    std::cout << "              " << r.counters().admissions_refused_value()
+              << " NVMe admissions refused by tier value\n";
+  }
   return 0;
 }
 
@@ -220,7 +238,9 @@ int Namespaces(const Globals& g) {
               << " kv_heads=" << l.num_kv_heads() << " head_dim=" << l.head_dim()
               << " tokens/block=" << l.tokens_per_block() << " tp=" << l.tp_rank() << "/"
               << l.tp_size() << (n.salted() ? " salted" : "") << "  " << n.blocks() << " blocks, "
-              << HumanBytes(n.bytes()) << "\n";
+              << HumanBytes(n.bytes())
+              << (n.cost_model().empty() ? "" : "  model=" + n.cost_model())
+              << (n.nvme_admitted() ? "" : "  nvme=not admitted (tier value <= 0)") << "\n";
   }
   return 0;
 }

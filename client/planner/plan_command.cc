@@ -34,7 +34,8 @@ class PlanCommandImpl final : public PlanCommand {
     plan_ = parent.add_subcommand("plan", "capacity and cost planner (no daemon needed)");
     plan_->require_subcommand(1);
     plan_->fallthrough();
-    plan_->add_option("--model", model_, "catalog model (" + Join(costmodel::CatalogModelNames()) + ")");
+    plan_->add_option("--model", model_,
+                      "catalog model (" + Join(costmodel::CatalogModelNames()) + ")");
     plan_->add_option("--model-config", model_config_, "Hugging Face config.json of the model");
     plan_->add_option("--total-params", total_params_, "override the total parameter count");
     plan_->add_option("--active-params", active_params_, "override the active parameter count");
@@ -51,7 +52,8 @@ class PlanCommandImpl final : public PlanCommand {
     plan_->add_option("--block-tokens", block_tokens_, "tokens per block")->capture_default_str();
     plan_->add_option("--mfu", mfu_, "prefill utilisation (0, 1]")->capture_default_str();
 
-    kv_ = plan_->add_subcommand("kv", "KV bytes per token, per GPU, layer groups, TP (q1,2,8,11,12)");
+    kv_ =
+        plan_->add_subcommand("kv", "KV bytes per token, per GPU, layer groups, TP (q1,2,8,11,12)");
     kv_->add_option("--context", context_, "request length in tokens")->capture_default_str();
 
     budget_ = plan_->add_subcommand("budget", "GPU memory budget for KV (q1, q10)");
@@ -61,8 +63,9 @@ class PlanCommandImpl final : public PlanCommand {
     budget_->add_option("--activation-bytes", activation_, "measured activation peak");
     budget_->add_option("--cudagraph-bytes", graphs_, "measured CUDA graph pools");
     budget_->add_option("--other-bytes", budget_opts_.other_bytes, "other reservations");
-    budget_->add_option("--max-batched-tokens", budget_opts_.max_batched_tokens,
-                        "tokens of the engine's profile run")
+    budget_
+        ->add_option("--max-batched-tokens", budget_opts_.max_batched_tokens,
+                     "tokens of the engine's profile run")
         ->capture_default_str();
     budget_->add_option("--max-seqs", budget_opts_.max_sequences, "sampler batch")
         ->capture_default_str();
@@ -77,8 +80,7 @@ class PlanCommandImpl final : public PlanCommand {
     fetch_->add_option("--ssd", ssd_, "catalog SSD for the nvme tier")->capture_default_str();
 
     tiers_ = plan_->add_subcommand("tiers", "tier value and SSD wear (q9)");
-    tiers_->add_option("--tokens", tokens_, "prefix tokens to average over")
-        ->capture_default_str();
+    tiers_->add_option("--tokens", tokens_, "prefix tokens to average over")->capture_default_str();
     tiers_->add_option("--tier-bandwidth", tier_bw_, "e.g. host=25e9,nvme=3e9,peer=12e9");
     tiers_->add_option("--ssd", ssd_, "catalog SSD (" + Join(costmodel::CatalogSsdNames()) + ")")
         ->capture_default_str();
@@ -93,8 +95,9 @@ class PlanCommandImpl final : public PlanCommand {
     preempt_ = plan_->add_subcommand("preempt", "recompute, swap or wait (q7)");
     preempt_->add_option("--victim-tokens", preempt_opts_.victim_tokens, "victim's tokens")
         ->required();
-    preempt_->add_option("--remaining-tokens", preempt_opts_.victim_remaining_tokens,
-                         "decode steps the victim still needs")
+    preempt_
+        ->add_option("--remaining-tokens", preempt_opts_.victim_remaining_tokens,
+                     "decode steps the victim still needs")
         ->capture_default_str();
     preempt_->add_option("--decode-step-seconds", decode_step_, "measured decode step");
 
@@ -118,15 +121,13 @@ class PlanCommandImpl final : public PlanCommand {
     sharing_->add_option("--prompts", prompts_, "JSONL: token lists or Mooncake hash_ids")
         ->required();
     sharing_->add_option("--samples", samples_, "sequences per prompt")->capture_default_str();
-    sharing_->add_option("--trace-block-tokens", trace_block_tokens_,
-                         "tokens per hash_id block")
+    sharing_->add_option("--trace-block-tokens", trace_block_tokens_, "tokens per hash_id block")
         ->capture_default_str();
 
     strand_ = plan_->add_subcommand("strand", "stranded blocks under LRU vs leaf-first (q5)");
     strand_->add_option("--prompts", prompts_, "JSONL: token lists or Mooncake hash_ids")
         ->required();
-    strand_->add_option("--capacity-blocks", capacity_blocks_, "cache size in blocks")
-        ->required();
+    strand_->add_option("--capacity-blocks", capacity_blocks_, "cache size in blocks")->required();
     strand_->add_option("--trace-block-tokens", trace_block_tokens_, "tokens per hash_id block")
         ->capture_default_str();
 
@@ -162,13 +163,13 @@ class PlanCommandImpl final : public PlanCommand {
   absl::StatusOr<Deployment> Resolve() {
     Deployment d;
     if (model_.empty() == model_config_.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("give exactly one of --model NAME (", Join(costmodel::CatalogModelNames()),
-                       ") or --model-config FILE"));
+      return absl::InvalidArgumentError(absl::StrCat("give exactly one of --model NAME (",
+                                                     Join(costmodel::CatalogModelNames()),
+                                                     ") or --model-config FILE"));
     }
-    absl::StatusOr<costmodel::ModelSpec> m = model_.empty()
-                                                 ? costmodel::ModelSpecFromHfConfigFile(model_config_)
-                                                 : costmodel::CatalogModel(model_);
+    absl::StatusOr<costmodel::ModelSpec> m =
+        model_.empty() ? costmodel::ModelSpecFromHfConfigFile(model_config_)
+                       : costmodel::CatalogModel(model_);
     if (!m.ok()) return m.status();
     d.model = *m;
     if (total_params_ > 0) d.model.total_params_override = total_params_;
@@ -268,8 +269,7 @@ class PlanCommandImpl final : public PlanCommand {
         absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> blocks =
             ParseTierBlocks(tier_blocks_);
         if (!blocks.ok()) return blocks.status();
-        const double block_bytes =
-            costmodel::ComputeKvFootprint(*d).bytes_per_block_per_gpu;
+        const double block_bytes = costmodel::ComputeKvFootprint(*d).bytes_per_block_per_gpu;
         for (const auto& [name, n] : *blocks) {
           auto t = tiers->find(name);
           if (t == tiers->end()) {
@@ -336,7 +336,8 @@ class PlanCommandImpl final : public PlanCommand {
       absl::StatusOr<std::vector<costmodel::PromptSet>> p = Prompts();
       if (!p.ok()) return p.status();
       if (sharing_->parsed()) return SharingReport(*d, p->front(), samples_);
-      if (capacity_blocks_ == 0) return absl::InvalidArgumentError("--capacity-blocks must be >= 1");
+      if (capacity_blocks_ == 0)
+        return absl::InvalidArgumentError("--capacity-blocks must be >= 1");
       return StrandReport(*d, p->front(), capacity_blocks_);
     }
     if (state_->parsed()) {
@@ -351,8 +352,7 @@ class PlanCommandImpl final : public PlanCommand {
   CLI::App* plan_;
   CLI::App *kv_, *budget_, *fetch_, *tiers_, *pd_, *preempt_, *mla_, *quant_, *fp8_, *sharing_,
       *strand_, *state_;
-  std::string model_, model_config_, gpu_ = "h100-sxm", kv_dtype_ = "bf16",
-                                     compute_dtype_ = "bf16";
+  std::string model_, model_config_, gpu_ = "h100-sxm", kv_dtype_ = "bf16", compute_dtype_ = "bf16";
   double total_params_ = 0, active_params_ = 0, gpu_mem_ = 0, gpu_flops_ = 0, hbm_ = 0,
          host_link_ = 0, mfu_ = 0.5;
   uint32_t tp_ = 1, block_tokens_ = 16;

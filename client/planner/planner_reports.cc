@@ -28,7 +28,8 @@ std::string Bytes(double b) {
     v /= 1024;
     ++u;
   }
-  return u == 0 ? absl::StrFormat("%.0f B", b) : absl::StrFormat("%.0f B (%.2f %s)", b, v, units[u]);
+  return u == 0 ? absl::StrFormat("%.0f B", b)
+                : absl::StrFormat("%.0f B (%.2f %s)", b, v, units[u]);
 }
 
 std::string Secs(double s) {
@@ -47,9 +48,7 @@ std::string Rate(double bps) {
 // JSON has no infinity: unbounded values are null.
 json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
-std::string KvElement(const Deployment& d) {
-  return d.kv_bytes_per_element == 1 ? "fp8" : "bf16";
-}
+std::string KvElement(const Deployment& d) { return d.kv_bytes_per_element == 1 ? "fp8" : "bf16"; }
 
 json TierJson(const costmodel::TierLink& t) {
   return {{"name", t.name}, {"bytes_per_s", t.bytes_per_s}, {"latency_s", t.latency_s}};
@@ -142,28 +141,28 @@ Report KvReport(const Deployment& d, double context) {
         d.tp, m.mla.has_value() ? "latent" : "head", f.replication,
         Bytes(f.duplicate_bytes_per_token), f.alternative);
   }
-  r.json = {{"inputs", DeploymentJson(d)},
-            {"kv_bytes_per_token", f.bytes_per_token},
-            {"kv_bytes_per_token_per_gpu", f.bytes_per_token_per_gpu},
-            {"kv_heads_per_gpu", f.kv_heads_per_gpu},
-            {"kv_replication", f.replication},
-            {"duplicate_kv_bytes_per_token", f.duplicate_bytes_per_token},
-            {"alternative_parallelism", f.alternative},
-            {"tp_warning", tp_warning.empty() ? json(nullptr) : json(tp_warning)},
-            {"bytes_per_block_per_gpu", f.bytes_per_block_per_gpu},
-            {"layer_groups", groups},
-            {"context_tokens", context},
-            {"kv_bytes_per_gpu_at_context", costmodel::KvBytesPerGpuAtContext(d, context)},
-            {"sliding_window_saving_fraction", costmodel::SlidingWindowSaving(d, context)},
-            {"recurrent_state_bytes_per_request", f.recurrent_state_bytes_per_request},
-            {"recurrent_state_bytes_per_request_per_gpu",
-             f.recurrent_state_bytes_per_request_per_gpu},
-            {"block_size",
-             {{"block_tokens", d.block_tokens},
-              {"max_waste_tokens_per_sequence", bs.max_waste_tokens_per_sequence},
-              {"max_waste_fraction", bs.max_waste_fraction},
-              {"blocks_per_sequence", bs.blocks_per_sequence},
-              {"prefix_match_granularity_tokens", bs.prefix_match_granularity_tokens}}}};
+  r.json = {
+      {"inputs", DeploymentJson(d)},
+      {"kv_bytes_per_token", f.bytes_per_token},
+      {"kv_bytes_per_token_per_gpu", f.bytes_per_token_per_gpu},
+      {"kv_heads_per_gpu", f.kv_heads_per_gpu},
+      {"kv_replication", f.replication},
+      {"duplicate_kv_bytes_per_token", f.duplicate_bytes_per_token},
+      {"alternative_parallelism", f.alternative},
+      {"tp_warning", tp_warning.empty() ? json(nullptr) : json(tp_warning)},
+      {"bytes_per_block_per_gpu", f.bytes_per_block_per_gpu},
+      {"layer_groups", groups},
+      {"context_tokens", context},
+      {"kv_bytes_per_gpu_at_context", costmodel::KvBytesPerGpuAtContext(d, context)},
+      {"sliding_window_saving_fraction", costmodel::SlidingWindowSaving(d, context)},
+      {"recurrent_state_bytes_per_request", f.recurrent_state_bytes_per_request},
+      {"recurrent_state_bytes_per_request_per_gpu", f.recurrent_state_bytes_per_request_per_gpu},
+      {"block_size",
+       {{"block_tokens", d.block_tokens},
+        {"max_waste_tokens_per_sequence", bs.max_waste_tokens_per_sequence},
+        {"max_waste_fraction", bs.max_waste_fraction},
+        {"blocks_per_sequence", bs.blocks_per_sequence},
+        {"prefix_match_granularity_tokens", bs.prefix_match_granularity_tokens}}}};
   std::string& t = r.text;
   const uint32_t attn = m.AttentionLayers();
   if (m.mla.has_value()) {
@@ -180,10 +179,9 @@ Report KvReport(const Deployment& d, double context) {
                           "bytes = %s\n",
                           attn, m.num_kv_heads, m.head_dim, d.kv_bytes_per_element,
                           Bytes(f.bytes_per_token));
-    absl::StrAppendFormat(&t,
-                          "KV heads per GPU  = max(1, %d / TP %d) = %g; KV per GPU/token = %s\n",
-                          m.num_kv_heads, d.tp, f.kv_heads_per_gpu,
-                          Bytes(f.bytes_per_token_per_gpu));
+    absl::StrAppendFormat(
+        &t, "KV heads per GPU  = max(1, %d / TP %d) = %g; KV per GPU/token = %s\n", m.num_kv_heads,
+        d.tp, f.kv_heads_per_gpu, Bytes(f.bytes_per_token_per_gpu));
   }
   absl::StrAppendFormat(&t, "bytes per block   = %s x %d tokens = %s per GPU\n",
                         Bytes(f.bytes_per_token_per_gpu), d.block_tokens,
@@ -227,10 +225,9 @@ Report BudgetReport(const Deployment& d, const costmodel::BudgetOptions& o) {
     absl::StrAppendFormat(&t, "  - %-24s %s  [%s] %s\n", i.name, Bytes(i.bytes),
                           i.measured_by_engine ? "measured" : "estimated", i.note);
   }
-  absl::StrAppendFormat(&t, "KV budget per GPU = %s%s\n", Bytes(b.kv_budget_bytes_per_gpu),
-                        b.shortfall_bytes > 0
-                            ? absl::StrCat(" (short by ", Bytes(b.shortfall_bytes), ")")
-                            : "");
+  absl::StrAppendFormat(
+      &t, "KV budget per GPU = %s%s\n", Bytes(b.kv_budget_bytes_per_gpu),
+      b.shortfall_bytes > 0 ? absl::StrCat(" (short by ", Bytes(b.shortfall_bytes), ")") : "");
   const double block = costmodel::ComputeKvFootprint(d).bytes_per_block_per_gpu;
   absl::StrAppendFormat(&t, "blocks            = floor(%s / %s) = %.0f; tokens = %.0f\n",
                         Bytes(b.kv_budget_bytes_per_gpu), Bytes(block), b.max_blocks_per_gpu,
@@ -272,8 +269,9 @@ Report FetchReport(const Deployment& d, double tokens, const costmodel::TierLink
     notes.push_back("short prefix: the tier's fixed latency is a large part of the cost");
   }
   if (tier.bytes_per_s < asymptotic) {
-    notes.push_back("the tier is below the per-token break-even bandwidth: fetching loses at "
-                    "any prefix length");
+    notes.push_back(
+        "the tier is below the per-token break-even bandwidth: fetching loses at "
+        "any prefix length");
   }
   if (asymptotic > 50e9) {
     notes.push_back("small model: recompute is cheap; only tiers faster than a PCIe 5 link win");
@@ -304,13 +302,14 @@ Report FetchReport(const Deployment& d, double tokens, const costmodel::TierLink
   absl::StrAppendFormat(&t,
                         "recompute         = (%.0f tokens x 2 x %.4g prefill params + attention) "
                         "/ (TP %d x %.4g FLOP/s x MFU %.2f) = %s\n",
-                        tokens, p.prefill, d.tp, costmodel::PeakFlops(d.gpu, d.fp8_compute),
-                        d.mfu, Secs(recompute));
+                        tokens, p.prefill, d.tp, costmodel::PeakFlops(d.gpu, d.fp8_compute), d.mfu,
+                        Secs(recompute));
   absl::StrAppendFormat(&t, "fetch (%s)        = %s + %.0f tokens x %s / %s = %s\n", tier.name,
                         Secs(tier.latency_s), tokens, Bytes(bpt), Rate(tier.bytes_per_s),
                         Secs(fetch));
-  absl::StrAppendFormat(&t, "break-even        = %s for this prefix; %s per token without "
-                            "latency and attention\n",
+  absl::StrAppendFormat(&t,
+                        "break-even        = %s for this prefix; %s per token without "
+                        "latency and attention\n",
                         Rate(breakeven), Rate(asymptotic));
   absl::StrAppendFormat(&t, "decision          = %s\n", fetch_wins ? "fetch" : "recompute");
   absl::StrAppendFormat(&t,
@@ -350,8 +349,8 @@ Report TiersReport(const Deployment& d, double tokens,
                         Bytes(w.tbw_bytes));
   absl::StrAppendFormat(&t, "sustainable write = capacity x DWPD / 86400 = %s\n",
                         Rate(w.sustainable_write_bytes_per_s));
-  absl::StrAppendFormat(&t, "at %s          = %.1f days to wear-out\n",
-                        Rate(w.write_bytes_per_s), w.days_to_wear_out);
+  absl::StrAppendFormat(&t, "at %s          = %.1f days to wear-out\n", Rate(w.write_bytes_per_s),
+                        w.days_to_wear_out);
   r.json = {{"inputs", DeploymentJson(d)},
             {"tokens", tokens},
             {"tiers", tj},
@@ -373,8 +372,7 @@ Report PdReport(const Deployment& d, double prompt_tokens,
   Report r;
   json lj = json::array();
   std::string& t = r.text;
-  absl::StrAppendFormat(&t,
-                        "required per GPU  = %s KV per token / %s prefill per token = %s\n",
+  absl::StrAppendFormat(&t, "required per GPU  = %s KV per token / %s prefill per token = %s\n",
                         Bytes(p.bytes_per_token_per_gpu), Secs(p.prefill_seconds_per_token),
                         Rate(p.required_link_bytes_per_s_per_gpu));
   for (const costmodel::LinkVerdict& v : p.links) {
@@ -432,16 +430,16 @@ Report PreemptReport(const Deployment& d, const costmodel::PreemptOptions& o) {
 Report MlaReport(const Deployment& d) {
   const costmodel::AttentionRoofline a = costmodel::ComputeAttentionRoofline(d);
   Report r;
-  r.json = {{"inputs", DeploymentJson(d)},
-            {"attention", a.attention},
-            {"flops_per_cached_token", a.flops_per_cached_token},
-            {"bytes_per_cached_token", a.bytes_per_cached_token},
-            {"flops_per_cached_token_all_layers",
-             a.flops_per_cached_token * d.model.AttentionLayers()},
-            {"arithmetic_intensity", a.arithmetic_intensity},
-            {"ridge_point", a.ridge_point},
-            {"regime", a.regime},
-            {"gqa_arithmetic_intensity", a.gqa_arithmetic_intensity}};
+  r.json = {
+      {"inputs", DeploymentJson(d)},
+      {"attention", a.attention},
+      {"flops_per_cached_token", a.flops_per_cached_token},
+      {"bytes_per_cached_token", a.bytes_per_cached_token},
+      {"flops_per_cached_token_all_layers", a.flops_per_cached_token * d.model.AttentionLayers()},
+      {"arithmetic_intensity", a.arithmetic_intensity},
+      {"ridge_point", a.ridge_point},
+      {"regime", a.regime},
+      {"gqa_arithmetic_intensity", a.gqa_arithmetic_intensity}};
   std::string& t = r.text;
   const costmodel::ModelSpec& m = d.model;
   if (m.mla.has_value()) {
@@ -456,9 +454,9 @@ Report MlaReport(const Deployment& d) {
   } else {
     absl::StrAppendFormat(&t, "FLOPs per cached token per layer = 4 x H_q %d x d %d = %.0f\n",
                           m.num_attention_heads, m.head_dim, a.flops_per_cached_token);
-    absl::StrAppendFormat(&t, "bytes per cached token per layer = 2 x %d KV heads x %d x %g = %.0f\n",
-                          m.num_kv_heads, m.head_dim, d.kv_bytes_per_element,
-                          a.bytes_per_cached_token);
+    absl::StrAppendFormat(
+        &t, "bytes per cached token per layer = 2 x %d KV heads x %d x %g = %.0f\n", m.num_kv_heads,
+        m.head_dim, d.kv_bytes_per_element, a.bytes_per_cached_token);
   }
   absl::StrAppendFormat(&t, "intensity         = %.1f FLOP/byte; ridge point of %s = %.1f\n",
                         a.arithmetic_intensity, d.gpu.name, a.ridge_point);
@@ -488,8 +486,7 @@ absl::StatusOr<Report> QuantReport(const Deployment& d, const costmodel::QuantLa
                         "%s\n",
                         d.model.AttentionLayers(), d.model.num_kv_heads, d.model.head_dim, q.bits,
                         Bytes(qr->data_bytes_per_token));
-  absl::StrAppendFormat(&r.text,
-                        "scales            = K %s, V %s, group %d, %g-byte scale%s = %s\n",
+  absl::StrAppendFormat(&r.text, "scales            = K %s, V %s, group %d, %g-byte scale%s = %s\n",
                         q.k_per_channel ? "per channel" : "per token",
                         q.v_per_channel ? "per channel" : "per token", q.group, q.scale_bytes,
                         q.zero_point ? " + zero point" : "", Bytes(qr->scale_bytes_per_token));
@@ -531,18 +528,18 @@ Report SharingReport(const Deployment& d, const costmodel::PromptSet& prompts, u
   const double block_bytes =
       costmodel::ComputeKvFootprint(d).bytes_per_token_per_gpu * prompts.block_tokens;
   Report r;
-  r.json = {{"inputs", DeploymentJson(d)},
-            {"prompts", s.prompts},
-            {"samples", samples},
-            {"block_tokens", prompts.block_tokens},
-            {"blocks_without_sharing", s.blocks_without_sharing},
-            {"blocks_with_sharing", s.blocks_with_sharing},
-            {"saving_fraction", s.saving_fraction},
-            {"cow_copies", s.cow_copies},
-            {"partial_blocks", s.partial_blocks},
-            {"bytes_saved_per_gpu",
-             (static_cast<double>(s.blocks_without_sharing) - s.blocks_with_sharing) *
-                 block_bytes}};
+  r.json = {
+      {"inputs", DeploymentJson(d)},
+      {"prompts", s.prompts},
+      {"samples", samples},
+      {"block_tokens", prompts.block_tokens},
+      {"blocks_without_sharing", s.blocks_without_sharing},
+      {"blocks_with_sharing", s.blocks_with_sharing},
+      {"saving_fraction", s.saving_fraction},
+      {"cow_copies", s.cow_copies},
+      {"partial_blocks", s.partial_blocks},
+      {"bytes_saved_per_gpu",
+       (static_cast<double>(s.blocks_without_sharing) - s.blocks_with_sharing) * block_bytes}};
   absl::StrAppendFormat(&r.text, "prompts           = %d x %d samples, blocks of %d tokens%s\n",
                         s.prompts, samples, prompts.block_tokens,
                         prompts.from_trace_hash_ids ? " (the trace's hash_ids blocks)" : "");
@@ -550,8 +547,7 @@ Report SharingReport(const Deployment& d, const costmodel::PromptSet& prompts, u
   absl::StrAppendFormat(&r.text,
                         "with sharing      = %d distinct prefixes + %d partial blocks + %d "
                         "copy-on-write copies = %d blocks\n",
-                        prompts.node_count, s.partial_blocks, s.cow_copies,
-                        s.blocks_with_sharing);
+                        prompts.node_count, s.partial_blocks, s.cow_copies, s.blocks_with_sharing);
   absl::StrAppendFormat(&r.text, "saving            = %.4f\n", s.saving_fraction);
   return r;
 }
@@ -610,7 +606,8 @@ Report StateReport(const Deployment& d, uint64_t interval, double context) {
   absl::StrAppendFormat(&t, "per request       = %d layers x that = %s (one checkpoint = %s)\n",
                         s.recurrent_layers, Bytes(s.state_bytes_per_request),
                         Bytes(s.state_bytes_per_checkpoint));
-  absl::StrAppendFormat(&t, "restart boundary  = lcm(block %d, checkpoint interval %d) = %d tokens\n",
+  absl::StrAppendFormat(&t,
+                        "restart boundary  = lcm(block %d, checkpoint interval %d) = %d tokens\n",
                         d.block_tokens, interval, s.restart_boundary_tokens);
   absl::StrAppendFormat(&t, "at %.0f tokens      = %.0f checkpoints = %s\n", context,
                         s.checkpoints_at_context, Bytes(s.checkpoint_bytes_at_context));

@@ -38,11 +38,11 @@ void ExpectKeys(const Report& r, const std::vector<std::string>& keys) {
 
 TEST(PlannerReportsTest, Kv) {
   const Report r = KvReport(Make("llama-3.1-8b", "h100-sxm", 16), 8192);
-  ExpectKeys(r, {"kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_heads_per_gpu",
-                 "kv_replication", "bytes_per_block_per_gpu", "layer_groups",
-                 "kv_bytes_per_gpu_at_context", "sliding_window_saving_fraction",
-                 "recurrent_state_bytes_per_request", "duplicate_kv_bytes_per_token",
-                 "alternative_parallelism", "tp_warning", "block_size"});
+  ExpectKeys(
+      r, {"kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_heads_per_gpu", "kv_replication",
+          "bytes_per_block_per_gpu", "layer_groups", "kv_bytes_per_gpu_at_context",
+          "sliding_window_saving_fraction", "recurrent_state_bytes_per_request",
+          "duplicate_kv_bytes_per_token", "alternative_parallelism", "tp_warning", "block_size"});
   EXPECT_EQ(r.json["kv_bytes_per_token"], 131072);
   EXPECT_EQ(r.json["kv_replication"], 2);
   EXPECT_TRUE(r.json["tp_warning"].is_string());  // TP 16 > 8 KV heads
@@ -92,8 +92,8 @@ TEST(PlannerReportsTest, FetchDecisionFlipsAtTheReportedBreakeven) {
 TEST(PlannerReportsTest, FetchWithTierLayout) {
   const Deployment d = Make("llama-3.1-8b", "h100-sxm");
   const double block = 131072.0 * 16;
-  const std::vector<costmodel::Segment> layout = {
-      {{"host", 20e9, 10e-6}, 10, 10 * block}, {{"nvme", 1e9, 100e-6}, 20, 20 * block}};
+  const std::vector<costmodel::Segment> layout = {{{"host", 20e9, 10e-6}, 10, 10 * block},
+                                                  {{"nvme", 1e9, 100e-6}, 20, 20 * block}};
   const Report r = FetchReport(d, 480, layout[0].tier, layout);
   EXPECT_EQ(r.json["cut_blocks"], 10);
   EXPECT_EQ(r.json["segments"].size(), 2u);
@@ -111,8 +111,8 @@ TEST(PlannerReportsTest, ParseFlags) {
   EXPECT_FALSE(ParseTierBlocks("host10").ok());
   EXPECT_FALSE(ParseTierBlocks("").ok());
   const Deployment d = Make("llama-3.1-8b", "h100-sxm");
-  EXPECT_FALSE(DefaultTiers(d, *costmodel::CatalogSsd("samsung-pm9a3-3.84tb"), {{"disk", 1e9}})
-                   .ok());
+  EXPECT_FALSE(
+      DefaultTiers(d, *costmodel::CatalogSsd("samsung-pm9a3-3.84tb"), {{"disk", 1e9}}).ok());
 }
 
 TEST(PlannerReportsTest, Tiers) {
@@ -168,8 +168,7 @@ TEST(PlannerReportsTest, SharingStrandState) {
       costmodel::ParsePrompts("[1,2,3,4,5]\n[1,2,3,4,6]\n", 4);
   ASSERT_TRUE(set.ok());
   Report r = SharingReport(Make("llama-3.1-8b", "h100-sxm"), *set, 1);
-  ExpectKeys(r, {"blocks_without_sharing", "blocks_with_sharing", "saving_fraction",
-                 "cow_copies"});
+  ExpectKeys(r, {"blocks_without_sharing", "blocks_with_sharing", "saving_fraction", "cow_copies"});
   EXPECT_EQ(r.json["blocks_without_sharing"], 4);
   EXPECT_EQ(r.json["blocks_with_sharing"], 3);
   r = StrandReport(Make("llama-3.1-8b", "h100-sxm"), *set, 1);
@@ -177,8 +176,8 @@ TEST(PlannerReportsTest, SharingStrandState) {
   EXPECT_EQ(r.json["policies"][1]["eviction"], "leaf_first");
   EXPECT_EQ(r.json["policies"][1]["stranded_blocks_final"], 0);
   r = StateReport(FromConfig("recurrent_hybrid.json", "h100-sxm"), 100, 4096);
-  ExpectKeys(r, {"state_bytes_per_request", "state_bytes_per_checkpoint",
-                 "restart_boundary_tokens"});
+  ExpectKeys(r,
+             {"state_bytes_per_request", "state_bytes_per_checkpoint", "restart_boundary_tokens"});
   EXPECT_EQ(r.json["restart_boundary_tokens"], 400);
 }
 

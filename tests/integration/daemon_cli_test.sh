@@ -76,6 +76,8 @@ grep -q "^server:" "$WORK/d1.out" || fail "effective configuration not printed"
 "$KVTIER" --addr "$ADDR" status --json >"$WORK/status.json"
 grep -q "\"listen_address\": \"$ADDR\"" "$WORK/status.json" || fail "status --json: $(cat "$WORK/status.json")"
 grep -q '"stranded_blocks": "0"' "$WORK/status.json" || fail "stranded_blocks missing"
+grep -q '"planner"' "$WORK/status.json" || fail "status --json lacks the planner"
+"$KVTIER" --addr "$ADDR" status | grep -q "planner:" || fail "status text lacks the planner line"
 "$KVTIER" --addr "$ADDR" status | grep -q "gpu:" || fail "status text"
 
 step "put / get round trip"

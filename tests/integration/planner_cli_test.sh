@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# `kvtier plan` as an operator runs it: every subcommand answers in text and
+# in JSON with its documented keys (docs/planner.md), and bad input exits 2
+# with a message naming the problem.
+# Usage: planner_cli_test.sh KVTIER TESTDATA_DIR
+set -euo pipefail
+KVTIER=$1
+DATA=$2
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# keys FILE KEY... : FILE is a JSON object holding every KEY (dotted paths allowed).
+keys() {
+  local file=$1; shift
+  python3 - "$file" "$@" <<'PY' || fail "$(cat "$file")"
+import json, sys
+obj = json.load(open(sys.argv[1]))
+for path in sys.argv[2:]:
+    node = obj
+    for part in path.split("."):
+        if isinstance(node, list):
+            node = node[int(part)]
+        elif part in node:
+            node = node[part]
+        else:
+            sys.exit(f"missing key {path}")
+PY
+}
+
+# run NAME ARGS... : text and JSON output of one plan subcommand.
+run() {
+  local name=$1; shift
+  "$KVTIER" plan "$@" >"$WORK/$name.txt" || fail "kvtier plan $* exited $?"
+  [[ -s "$WORK/$name.txt" ]] || fail "kvtier plan $*: no text"
+  "$KVTIER" plan "$@" --json >"$WORK/$name.json" || fail "kvtier plan $* --json failed"
+}
+
+run kv kv --model llama-3.1-8b --tp 16 --context 8192
+keys "$WORK/kv.json" kv_bytes_per_token kv_bytes_per_token_per_gpu kv_heads_per_gpu \
+  kv_replication bytes_per_block_per_gpu layer_groups.0.kind layer_groups.0.layers \
+  layer_groups.0.window kv_bytes_per_gpu_at_context sliding_window_saving_fraction \
+  recurrent_state_bytes_per_request tp_warning inputs.model
+grep -q "2 (K,V) x 32 layers x 8 KV heads x 128 dims x 2 bytes = 131072" "$WORK/kv.txt" ||
+  fail "kv text lacks the arithmetic: $(cat "$WORK/kv.txt")"
+grep -q "WARNING: TP 16" "$WORK/kv.txt" || fail "TP past the KV heads is not flagged"
+
+run kv_mla kv --model-config "$DATA/mla_deepseek.json" --gpu h200 --tp 8
+grep -q '"kv_replication": 8' "$WORK/kv_mla.json" || fail "MLA replication: $(cat "$WORK/kv_mla.json")"
+
+run budget budget --model llama-3.1-8b --util 0.9 --cudagraph-bytes 1000000000
+keys "$WORK/budget.json" items.0.name items.0.bytes items.0.measured_by_engine items.0.note \
+  kv_budget_bytes_per_gpu max_blocks_per_gpu max_tokens_per_gpu longest_request_tokens
+
+run fetch fetch --model llama-3.2-1b --tokens 4096 --tier nvme --bandwidth 2e9
+keys "$WORK/fetch.json" recompute_seconds fetch_seconds breakeven_bandwidth_bytes_per_s decision \
+  cut_blocks
+grep -q '"decision": "recompute"' "$WORK/fetch.json" || fail "1B from a 2 GB/s NVMe should recompute"
+run fetch_cut fetch --model llama-3.1-8b --tokens 480 --tiers host:10,nvme:20 \
+  --tier-bandwidth host=20e9,nvme=1e9
+grep -q '"cut_blocks": 10' "$WORK/fetch_cut.json" || fail "cut: $(cat "$WORK/fetch_cut.json")"
+
+run tiers tiers --model llama-3.2-1b --ssd micron-7450-max-3.2tb --write-rate 100e6
+keys "$WORK/tiers.json" tiers.0.name tiers.0.value_seconds_per_token tiers.0.worthwhile \
+  ssd.tbw_bytes ssd.sustainable_write_bytes_per_s ssd.days_to_wear_out
+run tiers_custom tiers --model llama-3.1-70b --ssd-capacity-bytes 1e12 --ssd-dwpd 1 \
+  --ssd-warranty-years 5
+grep -q '"days_to_wear_out": 1825' "$WORK/tiers_custom.json" || fail "wear at the sustainable rate"
+
+run pd pd --model llama-3.2-1b --gpu b200
+keys "$WORK/pd.json" required_link_bytes_per_s_per_gpu links.0.name links.0.sufficient
+
+run preempt preempt --model llama-3.1-8b --victim-tokens 8192
+keys "$WORK/preempt.json" recompute_seconds swap_out_seconds swap_in_seconds policies.0.who_pays
+
+run mla mla --model deepseek-v3 --gpu h200 --tp 8
+keys "$WORK/mla.json" flops_per_cached_token bytes_per_cached_token arithmetic_intensity \
+  ridge_point regime
+grep -q '"regime": "compute-bound"' "$WORK/mla.json" || fail "absorbed MLA on H200"
+
+run quant quant --model llama-3.1-8b --k-layout per-channel --v-layout per-token --group 128
+keys "$WORK/quant.json" bytes_per_token residual_tokens
+
+printf '100\n# comment\n500\n' >"$WORK/amax.txt"
+run fp8 fp8 --model llama-3.1-8b --scale 1 --amax-file "$WORK/amax.txt"
+grep -q '"clip_rate": 0.5' "$WORK/fp8.json" || fail "fp8 clip rate: $(cat "$WORK/fp8.json")"
+
+run sharing sharing --model llama-3.1-8b --prompts "$DATA/prompts_trace.jsonl"
+keys "$WORK/sharing.json" blocks_without_sharing blocks_with_sharing saving_fraction cow_copies
+grep -q '"blocks_with_sharing": 7' "$WORK/sharing.json" || fail "sharing count"
+
+run strand strand --model llama-3.1-8b --prompts "$DATA/prompts_tokens.jsonl" --block-tokens 4 \
+  --capacity-blocks 2
+keys "$WORK/strand.json" policies.0.stranded_blocks_final policies.1.stranded_blocks_final
+
+run state state --model-config "$DATA/recurrent_hybrid.json" --checkpoint-interval 100
+keys "$WORK/state.json" state_bytes_per_request state_bytes_per_checkpoint restart_boundary_tokens
+grep -q '"restart_boundary_tokens": 400' "$WORK/state.json" || fail "restart boundary"
+
+# Bad input: exit 2 and a message that names the problem.
+expect_bad() {
+  local want=$1; shift
+  local rc=0
+  "$KVTIER" plan "$@" >"$WORK/bad.out" 2>"$WORK/bad.err" || rc=$?
+  [[ $rc -eq 2 ]] || fail "kvtier plan $*: expected exit 2, got $rc"
+  grep -q -- "$want" "$WORK/bad.err" || fail "kvtier plan $*: message lacks '$want': $(cat "$WORK/bad.err")"
+  [[ ! -s "$WORK/bad.out" ]] || fail "kvtier plan $*: printed a report despite the error"
+}
+expect_bad "llama-3.1-8b" kv
+expect_bad "unknown model 'llama-9'" kv --model llama-9
+expect_bad "unknown GPU" kv --model llama-3.1-8b --gpu tpu
+expect_bad "cannot read" kv --model-config "$WORK/none.json"
+echo '{"num_hidden_layers": "x"}' >"$WORK/bad.json"
+expect_bad "num_hidden_layers" kv --model-config "$WORK/bad.json"
+expect_bad "neither divides" kv --model llama-3.1-8b --tp 3
+expect_bad "--kv-dtype" kv --model llama-3.1-8b --kv-dtype int4
+expect_bad "--mfu" kv --model llama-3.1-8b --mfu 2
+expect_bad "--tiers" fetch --model llama-3.1-8b --tokens 10 --tiers host10
+expect_bad "MLA" quant --model deepseek-v3
+echo "[1, 2" >"$WORK/bad.jsonl"
+expect_bad "line 1" sharing --model llama-3.1-8b --prompts "$WORK/bad.jsonl"
+echo "planner_cli_test: all checks passed"
