@@ -29,6 +29,7 @@ bench: build
 	@bash scripts/install-deps fio
 	./$(BUILD_DIR)/bench/host_put_get
 	./$(BUILD_DIR)/bench/nvme_store --dir $(BUILD_DIR)/nvme-bench
+	./$(BUILD_DIR)/bench/lookup_plan
 
 # Every test (unit and integration) under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan: deps

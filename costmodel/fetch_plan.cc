@@ -18,10 +18,8 @@ double VisibleContextIntegral(double b, double e, double window) {
 
 }  // namespace
 
-double RecomputeFlops(const ModelSpec& model, double begin, double end) {
-  if (end <= begin) return 0;
-  const double n = end - begin;
-  double flops = 2 * model.Parameters().prefill * n;
+PrefillCost::PrefillCost(const ModelSpec& model)
+    : flops_per_token_(2 * model.Parameters().prefill) {
   double qk = model.head_dim, v = model.head_dim;
   if (model.mla.has_value()) {
     qk = model.mla->qk_nope_head_dim + model.mla->qk_rope_head_dim;
@@ -30,12 +28,24 @@ double RecomputeFlops(const ModelSpec& model, double begin, double end) {
   const double per_pair = 2.0 * model.num_attention_heads * (qk + v);
   for (const LayerGroup& g : model.EffectiveGroups()) {
     if (g.kind == LayerKind::kFullAttention) {
-      flops += per_pair * g.layers * (end * end - begin * begin) / 2;
+      full_pairs_ += per_pair * g.layers;
     } else if (g.kind == LayerKind::kSlidingWindow) {
-      flops += per_pair * g.layers * VisibleContextIntegral(begin, end, g.window);
+      sliding_.emplace_back(g.window, per_pair * g.layers);
     }
   }
+}
+
+double PrefillCost::Flops(double begin, double end) const {
+  if (end <= begin) return 0;
+  double flops = flops_per_token_ * (end - begin) + full_pairs_ * (end * end - begin * begin) / 2;
+  for (const auto& [window, pairs] : sliding_) {
+    flops += pairs * VisibleContextIntegral(begin, end, window);
+  }
   return flops;
+}
+
+double RecomputeFlops(const ModelSpec& model, double begin, double end) {
+  return PrefillCost(model).Flops(begin, end);
 }
 
 double RecomputeSeconds(const Deployment& d, double begin, double end) {
@@ -65,7 +75,9 @@ CutPlan PlanCut(const Deployment& d, absl::Span<const Segment> segments, double 
   const double b = d.block_tokens;
   matched = static_cast<uint32_t>(std::min<double>(matched, std::floor(tokens / b)));
   CutPlan best;
-  best.recompute_all_seconds = RecomputeSeconds(d, 0, tokens);
+  const PrefillCost cost(d.model);
+  const double group_flops = d.GroupFlops();
+  best.recompute_all_seconds = cost.Flops(0, tokens) / group_flops;
   best.tokens = tokens;
   best.total_seconds = std::numeric_limits<double>::infinity();
   // Walk k = 0..matched; fetch cost grows segment by segment.
@@ -83,7 +95,7 @@ CutPlan PlanCut(const Deployment& d, absl::Span<const Segment> segments, double 
       const Segment& s = segments[seg];
       fetch += FetchSeconds(s.tier, s.bytes * (k - seg_start) / s.blocks);
     }
-    const double recompute = RecomputeSeconds(d, k * b, tokens);
+    const double recompute = cost.Flops(k * b, tokens) / group_flops;
     if (fetch + recompute < best.total_seconds) {
       best.cut_blocks = k;
       best.fetch_seconds = fetch;

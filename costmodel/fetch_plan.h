@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -25,6 +26,19 @@ double RecomputeFlops(const ModelSpec& model, double begin, double end);
 
 // RecomputeFlops / (tp * peak FLOP/s * mfu).
 double RecomputeSeconds(const Deployment& d, double begin, double end);
+
+// The same arithmetic with the model's coefficients computed once, for
+// callers that price many spans of one model (PlanCut walks every cut).
+class PrefillCost {
+ public:
+  explicit PrefillCost(const ModelSpec& model);
+  double Flops(double begin, double end) const;
+
+ private:
+  double flops_per_token_ = 0;                      // 2 * N_prefill
+  double full_pairs_ = 0;                           // per (token, context) pair, all full layers
+  std::vector<std::pair<double, double>> sliding_;  // (window, per-pair FLOPs of the group)
+};
 
 // Where blocks come from: a tier's bandwidth (bytes/s per GPU) and fixed
 // latency per fetch.
