@@ -23,7 +23,9 @@ AttentionRoofline ComputeAttentionRoofline(const Deployment& d) {
     r.gqa_arithmetic_intensity = r.flops_per_cached_token / r.bytes_per_cached_token;
   }
   r.arithmetic_intensity = r.flops_per_cached_token / r.bytes_per_cached_token;
-  r.ridge_point = PeakFlops(d.gpu, d.fp8_compute) / d.gpu.hbm_bytes_per_s;
+  // Decode attention kernels (FlashMLA, FlashAttention) compute in bf16
+  // whatever the prefill matmul dtype.
+  r.ridge_point = d.gpu.bf16_flops / d.gpu.hbm_bytes_per_s;
   r.regime = r.arithmetic_intensity >= r.ridge_point ? "compute-bound" : "memory-bound";
   return r;
 }

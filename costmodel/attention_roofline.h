@@ -19,7 +19,7 @@ struct AttentionRoofline {
   double flops_per_cached_token = 0;
   double bytes_per_cached_token = 0;
   double arithmetic_intensity = 0;  // FLOP / byte
-  double ridge_point = 0;           // peak FLOP/s / HBM bytes/s
+  double ridge_point = 0;           // bf16 peak FLOP/s / HBM bytes/s
   std::string regime;               // memory-bound | compute-bound
   // The same for a GQA layout of the same query heads with one KV head per
   // group of g = H_q / H_kv (for MLA: what the uncompressed cache would do).

@@ -163,7 +163,12 @@ class EvictionSim {
         if (!cached_[id]) break;
         ++report_.hits;
       }
-      for (uint32_t id : p.blocks) Touch(id);
+      for (uint32_t id : p.blocks) {
+        // Leaf-first caching keeps the cached set prefix-closed: a block whose
+        // parent was just evicted is not cached (it could never be reached).
+        if (leaf_first_ && Parent(id) != 0 && !cached_[Parent(id) - 1]) break;
+        Touch(id);
+      }
       if (i % stride_ == 0) {
         report_.stranded_blocks_peak = std::max(report_.stranded_blocks_peak, Stranded());
       }

@@ -81,6 +81,25 @@ TEST(StrandingTest, LruStrandsLeafFirstDoesNot) {
   EXPECT_EQ(leaf.stranded_blocks_final, 0u);
 }
 
+TEST(StrandingTest, PromptLongerThanTheCacheStrandsOnlyUnderLru) {
+  // [1,2,3,4] with room for 2: LRU evicts the chain's head as it goes and
+  // ends with 3 -> 4 cached under an evicted 2 (both stranded); leaf-first
+  // keeps 1 -> 2 and does not cache blocks whose parent it had to drop.
+  absl::StatusOr<PromptSet> set = ParsePrompts("[1, 2, 3, 4]\n", 1);
+  ASSERT_TRUE(set.ok());
+  const EvictionReport lru = SimulateEviction(*set, 2, false);
+  const EvictionReport leaf = SimulateEviction(*set, 2, true);
+  EXPECT_EQ(lru.stranded_blocks_final, 2u);
+  EXPECT_EQ(leaf.stranded_blocks_final, 0u);
+  EXPECT_EQ(leaf.stranded_blocks_peak, 0u);
+  // Longer prompts and a shared prefix: leaf-first never strands.
+  set = ParsePrompts("[1,2,3,4,5,6]\n[7]\n[1,2,3,8]\n[1,2,9,9,9]\n", 1);
+  ASSERT_TRUE(set.ok());
+  for (uint64_t cap : {1, 2, 3, 5}) {
+    EXPECT_EQ(SimulateEviction(*set, cap, true).stranded_blocks_peak, 0u) << cap;
+  }
+}
+
 TEST(StrandingTest, LeafFirstKeepsThePrefixThatHits) {
   // Then prompt 1 again: leaf-first still has A and hits it; LRU lost A.
   absl::StatusOr<PromptSet> set = ParsePrompts("[1, 2]\n[3]\n[1, 2]\n", 1);

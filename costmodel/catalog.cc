@@ -22,18 +22,9 @@ constexpr double kGiB = 1024.0 * 1024 * 1024;
 ModelSpec Dense(std::string name, uint32_t layers, uint32_t hidden, uint32_t heads,
                 uint32_t kv_heads, uint32_t head_dim, uint32_t intermediate, uint32_t vocab,
                 bool tied, double published_total) {
-  ModelSpec m;
-  m.name = std::move(name);
-  m.num_layers = layers;
-  m.hidden_size = hidden;
-  m.num_attention_heads = heads;
-  m.num_kv_heads = kv_heads;
-  m.head_dim = head_dim;
-  m.intermediate_size = intermediate;
-  m.vocab_size = vocab;
-  m.tie_word_embeddings = tied;
+  ModelSpec m = DenseModel(std::move(name), layers, hidden, heads, kv_heads, head_dim, intermediate,
+                           vocab, tied);
   m.published_total_params = published_total;
-  m.published_active_params = 0;
   return m;
 }
 
@@ -61,19 +52,10 @@ std::vector<ModelSpec> Models() {
     // shared, first 3 layers dense, vocab 129280); 671 B total / 37 B active
     // per the DeepSeek-V3 technical report (arXiv 2412.19437), without the
     // 14 B multi-token-prediction module. Weights are FP8 (1 byte).
-    ModelSpec m;
-    m.name = "deepseek-v3";
-    m.num_layers = 61;
-    m.hidden_size = 7168;
-    m.num_attention_heads = 128;
-    m.num_kv_heads = 128;
-    m.head_dim = 192;
-    m.intermediate_size = 18432;
-    m.vocab_size = 129280;
+    ModelSpec m = Dense("deepseek-v3", 61, 7168, 128, 128, 192, 18432, 129280, false, 671e9);
     m.mla = MlaShape{1536, 512, 64, 128, 128};
     m.moe = MoeShape{256, 8, 1, 2048, 3};
     m.weight_bytes_per_param = 1;
-    m.published_total_params = 671e9;
     m.published_active_params = 37e9;
     out.push_back(std::move(m));
   }
@@ -84,19 +66,10 @@ std::vector<ModelSpec> Models() {
     // 201088, untied); 116.83 B total / 5.13 B active per the gpt-oss model
     // card (arXiv 2508.10925), table 1. Experts ship in MXFP4 (4.25 bits) and
     // the rest in bf16: 0.557 bytes per parameter on average (~65 GB).
-    ModelSpec m;
-    m.name = "gpt-oss-120b";
-    m.num_layers = 36;
-    m.hidden_size = 2880;
-    m.num_attention_heads = 64;
-    m.num_kv_heads = 8;
-    m.head_dim = 64;
-    m.intermediate_size = 2880;
-    m.vocab_size = 201088;
+    ModelSpec m = Dense("gpt-oss-120b", 36, 2880, 64, 8, 64, 2880, 201088, false, 116.83e9);
     m.moe = MoeShape{128, 4, 0, 2880, 0};
     m.groups = {{LayerKind::kSlidingWindow, 18, 128}, {LayerKind::kFullAttention, 18, 0}};
     m.weight_bytes_per_param = 0.557;
-    m.published_total_params = 116.83e9;
     m.published_active_params = 5.13e9;
     out.push_back(std::move(m));
   }
@@ -128,12 +101,14 @@ std::vector<GpuSpec> Gpus() {
 
 std::vector<LinkSpec> Links() {
   return {
-      // PCIe 4.0 x16: 16 GT/s per lane, 128b/130b encoding = 31.5 GB/s per
-      // direction (PCI-SIG PCIe 4.0 specification); ~5 us per DMA copy
-      // launch (CUDA cudaMemcpyAsync overhead, CUDA C++ Best Practices Guide).
-      {"pcie4", 31.5e9, 5e-6, "PCIe 4.0 x16"},
-      // PCIe 5.0 x16: 32 GT/s per lane = 63 GB/s per direction (PCI-SIG 5.0).
-      {"pcie5", 63e9, 5e-6, "PCIe 5.0 x16"},
+      // PCIe 4.0 x16: 16 GT/s per lane x 16 lanes = 32 GB/s per direction, as
+      // NVIDIA's datasheets count it (PCI-SIG PCIe 4.0; 128b/130b encoding
+      // leaves 31.5); ~5 us per DMA copy launch (cudaMemcpyAsync overhead,
+      // CUDA C++ Best Practices Guide).
+      {"pcie4", 32e9, 5e-6, "PCIe 4.0 x16"},
+      // PCIe 5.0 x16: 32 GT/s per lane = 64 GB/s per direction (PCI-SIG 5.0;
+      // the GPU datasheets' "128 GB/s" counts both directions).
+      {"pcie5", 64e9, 5e-6, "PCIe 5.0 x16"},
       // Ethernet/InfiniBand NICs: line rate / 8. RDMA one-way latency of a
       // few microseconds (NVIDIA ConnectX-7 product brief: sub-microsecond
       // port-to-port; ~3 us end to end through verbs is typical).

@@ -6,20 +6,20 @@ namespace kvtier::costmodel {
 
 absl::Status Deployment::Validate() const {
   if (absl::Status s = model.Validate(); !s.ok()) return s;
-  if (tp == 0) return absl::InvalidArgumentError("--tp must be >= 1");
+  if (tp == 0) return absl::InvalidArgumentError("TP size must be >= 1");
   if (!model.mla.has_value() && model.AttentionLayers() > 0) {
     const uint32_t h = model.num_kv_heads;
     if (!(h % tp == 0 || tp % h == 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--tp ", tp, " neither divides nor is a multiple of the ", h, " KV heads of ", model.name,
-          ": engines cannot shard the KV cache that way"));
+          "TP size ", tp, " neither divides nor is a multiple of the ", h, " KV heads of ",
+          model.name, ": engines cannot shard the KV cache that way"));
     }
   }
   if (!(kv_bytes_per_element > 0)) {
     return absl::InvalidArgumentError("KV bytes per element must be > 0");
   }
-  if (block_tokens == 0) return absl::InvalidArgumentError("--block-tokens must be >= 1");
-  if (!(mfu > 0 && mfu <= 1)) return absl::InvalidArgumentError("--mfu must be in (0, 1]");
+  if (block_tokens == 0) return absl::InvalidArgumentError("tokens per block must be >= 1");
+  if (!(mfu > 0 && mfu <= 1)) return absl::InvalidArgumentError("MFU must be in (0, 1]");
   if (!(gpu.bf16_flops > 0)) return absl::InvalidArgumentError("GPU FLOP/s must be > 0");
   if (!(gpu.memory_bytes > 0)) return absl::InvalidArgumentError("GPU memory must be > 0");
   if (!(gpu.hbm_bytes_per_s > 0)) {

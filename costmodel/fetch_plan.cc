@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "costmodel/kv_footprint.h"
+#include "costmodel/model_spec.h"
 
 namespace kvtier::costmodel {
 namespace {
@@ -69,7 +70,16 @@ double AsymptoticBreakevenBandwidth(const Deployment& d) {
          (2 * d.model.Parameters().prefill);
 }
 
-CutPlan PlanCut(const Deployment& d, absl::Span<const Segment> segments, double tokens) {
+CutConstraints CutConstraintsFor(const Deployment& d, uint64_t checkpoint_interval) {
+  if (d.model.LayersOf(LayerKind::kRecurrent) == 0) return {};
+  if (checkpoint_interval == 0) return CutConstraints{0, 0};
+  const StatePlan s = PlanState(d, checkpoint_interval, 0);
+  return CutConstraints{static_cast<uint32_t>(s.restart_boundary_tokens / d.block_tokens),
+                        s.state_bytes_per_checkpoint / d.tp};
+}
+
+CutPlan PlanCut(const Deployment& d, absl::Span<const Segment> segments, double tokens,
+                const CutConstraints& constraints) {
   uint32_t matched = 0;
   for (const Segment& s : segments) matched += s.blocks;
   const double b = d.block_tokens;
@@ -95,14 +105,22 @@ CutPlan PlanCut(const Deployment& d, absl::Span<const Segment> segments, double 
       const Segment& s = segments[seg];
       fetch += FetchSeconds(s.tier, s.bytes * (k - seg_start) / s.blocks);
     }
+    const bool allowed =
+        k == 0 || (constraints.step_blocks > 0 && k % constraints.step_blocks == 0);
+    if (!allowed) continue;
+    if (k > 0 && constraints.state_bytes > 0) {
+      // The checkpoint at the cut comes from the tier holding block k - 1.
+      const Segment& s = segments[std::min(seg, segments.size() - 1)];
+      fetch += constraints.state_bytes / s.tier.bytes_per_s;
+    }
     const double recompute = cost.Flops(k * b, tokens) / group_flops;
+    best.fetch_all_seconds = fetch + recompute;  // the last allowed k wins
     if (fetch + recompute < best.total_seconds) {
       best.cut_blocks = k;
       best.fetch_seconds = fetch;
       best.recompute_seconds = recompute;
       best.total_seconds = fetch + recompute;
     }
-    if (k == matched) best.fetch_all_seconds = fetch + recompute;
   }
   return best;
 }

@@ -77,10 +77,26 @@ struct CutPlan {
   double tokens = 0;                 // the prefix length planned
 };
 
+// Where a prefix may be cut. A model with recurrent layers restores only at
+// a state checkpoint (question 16): k must be a multiple of step_blocks, and
+// fetching adds the checkpoint's state_bytes (per GPU, over the tier of block
+// k - 1). step_blocks 0: no checkpoint exists, only k = 0.
+struct CutConstraints {
+  uint32_t step_blocks = 1;
+  double state_bytes = 0;
+};
+
+// For a model without recurrent layers: any block. With them: multiples of
+// lcm(B, checkpoint_interval) tokens, or nothing when checkpoint_interval is
+// 0 (no checkpoints stored).
+CutConstraints CutConstraintsFor(const Deployment& d, uint64_t checkpoint_interval);
+
 // `tokens` is the prefix length the plan covers (>= matched blocks * B;
 // tokens past the matched blocks are recomputed in every plan). Fetches from
-// different tiers are serialised. Ties go to the smaller cut.
-CutPlan PlanCut(const Deployment& d, absl::Span<const Segment> segments, double tokens);
+// different tiers are serialised. Ties go to the smaller cut. fetch_all is
+// the largest cut the constraints allow.
+CutPlan PlanCut(const Deployment& d, absl::Span<const Segment> segments, double tokens,
+                const CutConstraints& constraints = {});
 
 }  // namespace kvtier::costmodel
 

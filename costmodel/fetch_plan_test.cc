@@ -1,5 +1,6 @@
 #include "costmodel/fetch_plan.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "costmodel/kv_footprint.h"
@@ -89,6 +90,31 @@ TEST(FetchPlanTest, CutStopsWhereTheSlowTierStarts) {
   EXPECT_EQ(p.cut_blocks, 0u);
   EXPECT_EQ(p.fetch_seconds, 0);
   EXPECT_DOUBLE_EQ(p.recompute_seconds, p.recompute_all_seconds);
+}
+
+TEST(FetchPlanTest, RecurrentModelsCutOnlyAtStateCheckpoints) {
+  // The hybrid holds 2,048 KV bytes per token (32 KiB per 16-token block) and
+  // 3,228,672 bytes of state per request, 1,614,336 per GPU at TP 2.
+  const Deployment d = Deploy(TestConfig("recurrent_hybrid.json"), *CatalogGpu("h100-sxm"), 2);
+  EXPECT_EQ(CutConstraintsFor(d, 0).step_blocks, 0u);  // no checkpoints: no cut
+  const CutConstraints c = CutConstraintsFor(d, 64);   // lcm(16, 64) = 64 tokens = 4 blocks
+  EXPECT_EQ(c.step_blocks, 4u);
+  EXPECT_EQ(c.state_bytes, 3228672.0 / 2);
+  const double block = ComputeKvFootprint(d).bytes_per_block_per_gpu;
+  const std::vector<Segment> segs = {Seg("host", 50e9, 0, 10, block)};
+  EXPECT_EQ(PlanCut(d, segs, 160, CutConstraintsFor(d, 0)).cut_blocks, 0u);
+  // Only cuts 0, 4 and 8 are allowed; each fetch pays for the state at the cut.
+  const CutPlan p = PlanCut(d, segs, 160, c);
+  const double cost[3] = {RecomputeSeconds(d, 0, 160),
+                          (4 * block + c.state_bytes) / 50e9 + RecomputeSeconds(d, 64, 160),
+                          (8 * block + c.state_bytes) / 50e9 + RecomputeSeconds(d, 128, 160)};
+  const int best = static_cast<int>(std::min_element(cost, cost + 3) - cost);
+  EXPECT_EQ(p.cut_blocks, 4u * best);
+  EXPECT_NEAR(p.total_seconds, cost[best], 1e-15);
+  EXPECT_NEAR(p.fetch_all_seconds, cost[2], 1e-15);
+  EXPECT_EQ(p.cut_blocks % 4, 0u);
+  // Models without recurrent layers are unconstrained.
+  EXPECT_EQ(CutConstraintsFor(Catalog("llama-3.1-8b", "h100-sxm"), 0).step_blocks, 1u);
 }
 
 TEST(FetchPlanTest, CutNeverPassesTheTokensCovered) {

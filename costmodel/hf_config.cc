@@ -139,7 +139,9 @@ absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
   KVTIER_ASSIGN_OR_RETURN(head_dim, f.Uint("head_dim"));
   KVTIER_ASSIGN_OR_RETURN(intermediate, f.Uint("intermediate_size"));
   KVTIER_ASSIGN_OR_RETURN(tied, f.Bool("tie_word_embeddings"));
-  KVTIER_ASSIGN_OR_RETURN(dtype, f.String("torch_dtype"));
+  KVTIER_ASSIGN_OR_RETURN(torch_dtype, f.String("torch_dtype"));
+  KVTIER_ASSIGN_OR_RETURN(new_dtype, f.String("dtype"));  // newer transformers
+  const std::optional<std::string> dtype = torch_dtype.has_value() ? torch_dtype : new_dtype;
   m.num_layers = layers;
   m.hidden_size = hidden;
   m.num_attention_heads = heads;
@@ -152,6 +154,13 @@ absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
   KVTIER_ASSIGN_OR_RETURN(wbytes, DtypeBytes(dtype));
   m.weight_bytes_per_param = wbytes;
   m.state_bytes_per_element = std::max(2.0, wbytes);
+  // FP8 checkpoints (DeepSeek-V3) say so in quantization_config.
+  if (obj.contains("quantization_config") && obj.at("quantization_config").is_object()) {
+    const json& q = obj.at("quantization_config");
+    if (q.contains("quant_method") && q.at("quant_method") == "fp8") {
+      m.weight_bytes_per_param = 1;
+    }
+  }
 
   KVTIER_ASSIGN_OR_RETURN(kv_lora, f.Uint("kv_lora_rank"));
   if (kv_lora.has_value() && *kv_lora > 0) {

@@ -3,7 +3,8 @@
 //   num_hidden_layers, hidden_size, num_attention_heads, vocab_size: required
 //   num_key_value_heads (default: num_attention_heads), head_dim (default:
 //   hidden_size / num_attention_heads), intermediate_size, tie_word_embeddings,
-//   torch_dtype (bytes per weight), q_lora_rank, kv_lora_rank,
+//   torch_dtype or dtype (bytes per weight; quantization_config.quant_method
+//   "fp8" makes it 1), q_lora_rank, kv_lora_rank,
 //   qk_rope_head_dim, qk_nope_head_dim, v_head_dim (MLA when kv_lora_rank is
 //   set), n_routed_experts | num_local_experts | num_experts,
 //   num_experts_per_tok, moe_intermediate_size, n_shared_experts,

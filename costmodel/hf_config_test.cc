@@ -27,6 +27,7 @@ TEST(HfConfigTest, MlaMoeConfig) {
   EXPECT_EQ(m.moe->first_dense_layers, 3u);
   EXPECT_NEAR(m.Parameters().total / 671e9, 1, 0.015);
   EXPECT_NEAR(m.Parameters().active / 37e9, 1, 0.015);
+  EXPECT_EQ(m.weight_bytes_per_param, 1);  // quantization_config: fp8
 }
 
 TEST(HfConfigTest, SlidingWindowLayerTypesBecomeGroups) {

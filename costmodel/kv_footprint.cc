@@ -35,7 +35,9 @@ KvFootprint ComputeKvFootprint(const Deployment& d) {
   const uint32_t attn = m.AttentionLayers();
   f.bytes_per_token = LayerBytesPerTokenUnique(d) * attn;
   f.bytes_per_token_per_gpu = per_layer_gpu * attn;
-  if (m.mla.has_value()) {
+  if (attn == 0) {
+    f.kv_heads_per_gpu = 0;  // no KV cache: nothing to shard or replicate
+  } else if (m.mla.has_value()) {
     f.kv_heads_per_gpu = 1;
     f.replication = d.tp;
     if (d.tp > 1) {
@@ -101,12 +103,20 @@ double LongestRequestTokens(const Deployment& d, double budget_bytes) {
   if (growing <= 0) return std::numeric_limits<double>::infinity();
   // Whole blocks: lo fits, hi does not.
   const double b = d.block_tokens;
-  double lo = 1, hi = std::ceil(budget_bytes / growing / b) + 1;
+  // Blocks fit: lo does, hi does not. Bytes grow at least `growing` per
+  // token, so hi starts at the budget's worth of growing tokens (+1), capped
+  // to stay an exact integer in a double.
+  uint64_t lo = 1;
+  uint64_t hi = static_cast<uint64_t>(std::min(std::ceil(budget_bytes / growing / b) + 1, 9.0e15));
   while (hi - lo > 1) {
-    const double mid = std::floor((lo + hi) / 2);
-    (KvBytesPerGpuAtContext(d, mid * b) <= budget_bytes ? lo : hi) = mid;
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (KvBytesPerGpuAtContext(d, static_cast<double>(mid) * b) <= budget_bytes) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
   }
-  return lo * b;
+  return static_cast<double>(lo) * b;
 }
 
 BlockSizeReport BlockSize(const Deployment& d, double mean_tokens) {
@@ -136,7 +146,9 @@ StatePlan PlanState(const Deployment& d, uint64_t checkpoint_interval, double co
       p.recurrent_layers * (p.ssm_state_bytes_per_layer + p.conv_state_bytes_per_layer);
   p.state_bytes_per_checkpoint = p.state_bytes_per_request;
   const uint64_t interval = checkpoint_interval == 0 ? d.block_tokens : checkpoint_interval;
-  p.restart_boundary_tokens = std::lcm<uint64_t>(d.block_tokens, interval);
+  // Without recurrent layers any block boundary restores.
+  p.restart_boundary_tokens =
+      p.recurrent_layers == 0 ? d.block_tokens : std::lcm<uint64_t>(d.block_tokens, interval);
   p.checkpoints_at_context = std::floor(context_tokens / static_cast<double>(interval));
   p.checkpoint_bytes_at_context = p.checkpoints_at_context * p.state_bytes_per_checkpoint;
   return p;

@@ -106,6 +106,28 @@ TEST(KvFootprintTest, RecurrentStateInventory) {
   EXPECT_EQ(s.checkpoints_at_context, 16);
   EXPECT_EQ(s.checkpoint_bytes_at_context, 16 * 6.0 * (524288 + 13824));
   EXPECT_EQ(PlanState(d, 100, 0).restart_boundary_tokens, 400u);  // lcm(16, 100)
+  // Without recurrent layers any block boundary restores.
+  EXPECT_EQ(PlanState(Catalog("llama-3.1-8b", "h100-sxm"), 100, 0).restart_boundary_tokens, 16u);
+}
+
+TEST(KvFootprintTest, ModelWithoutAttentionLayersHasNoKvToShard) {
+  ModelSpec m = TestConfig("recurrent_hybrid.json");
+  m.groups = {{LayerKind::kRecurrent, 8, 0}};
+  const KvFootprint f = ComputeKvFootprint(Deploy(m, *CatalogGpu("h100-sxm"), 8));
+  EXPECT_EQ(f.bytes_per_token, 0);
+  EXPECT_EQ(f.replication, 1);
+  EXPECT_TRUE(f.alternative.empty());
+  EXPECT_GT(f.recurrent_state_bytes_per_request, 0);
+  // Zero KV heads is a config error, not a division by zero later.
+  m.num_kv_heads = 0;
+  EXPECT_EQ(m.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(KvFootprintTest, LongestRequestTerminatesForHugeBudgets) {
+  const double n = LongestRequestTokens(Catalog("llama-3.1-8b", "h100-sxm"), 3e23);
+  EXPECT_TRUE(std::isfinite(n));
+  EXPECT_GT(n, 1e15);
+  EXPECT_EQ(std::fmod(n, 16), 0);
 }
 
 TEST(KvFootprintTest, BlockSizeWaste) {

@@ -59,7 +59,10 @@ absl::StatusOr<QuantReport> EvaluateQuantLayout(const Deployment& d, const Quant
   r.bytes_per_token_unquantized = 2 * channels * d.kv_bytes_per_element;
   r.compression = r.bytes_per_token_unquantized / r.bytes_per_token;
   r.residual_tokens = (q.k_per_channel || q.v_per_channel) ? q.group - 1 : 0;
-  r.residual_bytes = r.residual_tokens * r.bytes_per_token_unquantized;
+  // Only the per-channel tensors keep a full-precision residual (K and V are
+  // half of the unquantized bytes each).
+  const int per_channel_tensors = (q.k_per_channel ? 1 : 0) + (q.v_per_channel ? 1 : 0);
+  r.residual_bytes = r.residual_tokens * r.bytes_per_token_unquantized * per_channel_tensors / 2;
   return r;
 }
 

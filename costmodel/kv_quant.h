@@ -51,7 +51,7 @@ struct QuantReport {
   double bytes_per_token_unquantized = 0;
   double compression = 0;        // unquantized / quantized
   uint32_t residual_tokens = 0;  // newest tokens kept in full precision
-  double residual_bytes = 0;     // per request
+  double residual_bytes = 0;     // per request, of the per-channel tensors only
 };
 
 // INVALID_ARGUMENT for an MLA model (one latent, no K/V split), bits not in

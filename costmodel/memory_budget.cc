@@ -49,11 +49,12 @@ MemoryBudget PlanMemoryBudget(const Deployment& d, const BudgetOptions& o) {
 
   const double graphs = o.cudagraph_bytes.value_or(512 * kMiB);
   b.items.push_back(
-      {"cuda_graphs", graphs, false,
+      {"cuda_graphs", graphs, true,
        o.cudagraph_bytes.has_value()
            ? "given by --cudagraph-bytes"
-           : "estimate 512 MiB for the graph pools of the captured batch sizes; captured "
-             "after the KV cache is sized in many engine versions"});
+           : "estimate 512 MiB for the graph pools of the captured batch sizes; recent vLLM "
+             "profiles graph capture before sizing the KV cache, older versions captured after "
+             "it (an OOM source)"});
 
   b.items.push_back({"cuda_context", 600 * kMiB, true,
                      "estimate ~600 MiB: CUDA context and loaded kernels (CUDA 12 lazy loading); "
@@ -98,9 +99,10 @@ MemoryBudget PlanMemoryBudget(const Deployment& d, const BudgetOptions& o) {
       "block_tokens - 1 tokens wasted per live sequence)",
       "activation peaks grow with the batch: a step larger than the profile run's "
       "max_batched_tokens needs more than activation_peak",
-      "items with measured_by_engine=false (CUDA graphs, NCCL, cuBLAS workspaces, "
-      "fragmentation) appear after the profile run; if the engine did not leave room for them "
-      "the first long batch or collective OOMs although the sum looked fine",
+      "items with measured_by_engine=false (NCCL buffers, cuBLAS workspaces, fragmentation) "
+      "appear after the profile run, as do CUDA graph pools in engines that capture after "
+      "sizing the KV cache; if nothing left room for them the first long batch or collective "
+      "OOMs although the sum looked fine",
   };
   if (b.shortfall_bytes > 0) {
     b.oom_risks.insert(b.oom_risks.begin(),

@@ -1,5 +1,7 @@
 #include "costmodel/memory_budget.h"
 
+#include <cmath>
+
 #include "costmodel/test_models.h"
 #include "gtest/gtest.h"
 
@@ -25,17 +27,17 @@ TEST(MemoryBudgetTest, Llama8bOnH100ByHand) {
   EXPECT_EQ(b.max_tokens_per_gpu, 27242 * 16);
   EXPECT_EQ(b.longest_request_tokens, 27242 * 16);
   EXPECT_EQ(b.shortfall_bytes, 0);
-  bool measured_weights = false, graphs_not_measured = false;
+  bool measured_weights = false, nccl_not_measured = false;
   for (const BudgetItem& i : b.items) {
     if (i.name == "weights") measured_weights = i.measured_by_engine;
-    if (i.name == "cuda_graphs") graphs_not_measured = !i.measured_by_engine;
+    if (i.name == "nccl_buffers") nccl_not_measured = !i.measured_by_engine;
     if (i.name == "nccl_buffers") {
       EXPECT_EQ(i.bytes, 0);
     }
     EXPECT_FALSE(i.note.empty()) << i.name;
   }
   EXPECT_TRUE(measured_weights);
-  EXPECT_TRUE(graphs_not_measured);
+  EXPECT_TRUE(nccl_not_measured);
 }
 
 TEST(MemoryBudgetTest, DefaultEstimates) {
@@ -65,13 +67,16 @@ TEST(MemoryBudgetTest, ModelThatDoesNotFitReportsShortfall) {
   EXPECT_NE(b.oom_risks[0].find("exceed"), std::string::npos);
 }
 
-TEST(MemoryBudgetTest, MlaUnderTpFitsNoLongerRequestPerGpuThanGqaWould) {
+TEST(MemoryBudgetTest, MlaBudgetCountsTheReplicatedLatent) {
   // DeepSeek-V3 on 8 x H200 in FP8: 671 GB / 8 of weights per GPU; the
   // latent is replicated, so per-GPU tokens are the cluster's tokens.
   Deployment d = Deploy(TestConfig("mla_deepseek.json"), *CatalogGpu("h200"), 8);
   d.model.weight_bytes_per_param = 1;
   const MemoryBudget b = PlanMemoryBudget(d, {});
   EXPECT_GT(b.max_tokens_per_gpu, 0);
+  // Every rank holds the whole 70,272-byte latent per token: blocks of 16
+  // tokens cost 1,124,352 bytes on each GPU whatever the TP.
+  EXPECT_EQ(b.max_blocks_per_gpu, std::floor(b.kv_budget_bytes_per_gpu / (70272.0 * 16)));
   EXPECT_EQ(b.longest_request_tokens, b.max_tokens_per_gpu);
 }
 

@@ -54,6 +54,7 @@ absl::Status ModelSpec::Validate() const {
     return bad(
         absl::StrCat("layer groups cover ", sum, " layers, num_hidden_layers is ", num_layers));
   }
+  if (!mla.has_value() && num_kv_heads == 0) return bad("num_key_value_heads must be > 0");
   if (AttentionLayers() > 0) {
     if (num_attention_heads == 0) return bad("num_attention_heads must be > 0");
     if (mla.has_value()) {
@@ -155,6 +156,22 @@ ParameterCounts ModelSpec::ComputedParameters() const {
   c.active = (tie_word_embeddings ? embedding : lm_head) + norms + mixers +
              dense_mlp * dense_layers + moe_active * moe_layers;
   return c;
+}
+
+ModelSpec DenseModel(std::string name, uint32_t layers, uint32_t hidden, uint32_t heads,
+                     uint32_t kv_heads, uint32_t head_dim, uint32_t intermediate, uint32_t vocab,
+                     bool tied) {
+  ModelSpec m;
+  m.name = std::move(name);
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.num_attention_heads = heads;
+  m.num_kv_heads = kv_heads;
+  m.head_dim = head_dim;
+  m.intermediate_size = intermediate;
+  m.vocab_size = vocab;
+  m.tie_word_embeddings = tied;
+  return m;
 }
 
 ParameterCounts ModelSpec::Parameters() const {

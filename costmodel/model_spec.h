@@ -119,6 +119,12 @@ struct ModelSpec {
   ParameterCounts ComputedParameters() const;
 };
 
+// A full-attention model with a gated dense MLP: the common fields in one
+// call (catalog entries and tests start from it).
+ModelSpec DenseModel(std::string name, uint32_t layers, uint32_t hidden, uint32_t heads,
+                     uint32_t kv_heads, uint32_t head_dim, uint32_t intermediate, uint32_t vocab,
+                     bool tied);
+
 }  // namespace kvtier::costmodel
 
 #endif  // KVTIER_COSTMODEL_MODEL_SPEC_H_

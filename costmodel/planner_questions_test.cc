@@ -139,7 +139,7 @@ TEST(KvQuantTest, KiviStyleLayoutByHand) {
   EXPECT_EQ(r->bytes_per_token, 34816);
   EXPECT_DOUBLE_EQ(r->compression, 131072 / 34816.0);
   EXPECT_EQ(r->residual_tokens, 127u);
-  EXPECT_EQ(r->residual_bytes, 127.0 * 131072);
+  EXPECT_EQ(r->residual_bytes, 127.0 * 65536);  // K only: half of the unquantized bytes
   // Both per token: no residual; scales 2 * 256 heads * 4 bytes.
   q.k_per_channel = false;
   r = EvaluateQuantLayout(Catalog("llama-3.1-8b", "h100-sxm"), q);

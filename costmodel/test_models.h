@@ -17,19 +17,7 @@ namespace kvtier::costmodel {
 // attention per layer q 8*8 + k,v 2*8*4 + o 8*8 = 192; MLP 3*8*16 = 384.
 // Total = 80 + 40 + 2*192 + 2*384 = 1272 (all active, tied); prefill =
 // max(1272 - 80, 636) = 1192.
-inline ModelSpec ToyModel() {
-  ModelSpec m;
-  m.name = "toy";
-  m.num_layers = 2;
-  m.hidden_size = 8;
-  m.num_attention_heads = 2;
-  m.num_kv_heads = 1;
-  m.head_dim = 4;
-  m.intermediate_size = 16;
-  m.vocab_size = 10;
-  m.tie_word_embeddings = true;
-  return m;
-}
+inline ModelSpec ToyModel() { return DenseModel("toy", 2, 8, 2, 1, 4, 16, 10, true); }
 
 // A GPU with round numbers: 1e12 FLOP/s, 100 GB, 1e12 B/s HBM, 1e10 B/s host link.
 inline GpuSpec ToyGpu() { return GpuSpec{"toy-gpu", 100e9, 1e12, 2e12, 1e12, 1e10, "toy"}; }

@@ -15,6 +15,9 @@ namespace {
 
 constexpr size_t kMaxConfigBytes = 1 << 20;
 constexpr double kDefaultHostLatency = 10e-6;
+// Admission turns back on only when NVMe beats recompute by this fraction of
+// the recompute time per token.
+constexpr double kAdmitMargin = 0.05;
 
 // The deployment of one rank's namespace; the GPU may be a placeholder when
 // the planner only validates.
@@ -67,9 +70,33 @@ LookupPlanner::LookupPlanner(const PlannerOptions& options, std::optional<costmo
                              std::string note, BlockCache* cache)
     : options_(options), gpu_(std::move(gpu)), note_(std::move(note)), cache_(cache) {}
 
+absl::Status LookupPlanner::CheckLayout(const KvLayout& layout, const costmodel::Deployment& d) {
+  const costmodel::ModelSpec& m = d.model;
+  uint32_t heads = 0, dim = 0;
+  if (m.mla.has_value()) {
+    heads = 1;  // one latent per token and layer, on every rank
+    dim = m.mla->kv_lora_rank + m.mla->qk_rope_head_dim;
+  } else {
+    heads = m.num_kv_heads >= d.tp ? m.num_kv_heads / d.tp : 1;
+    dim = m.head_dim;
+  }
+  const uint32_t layers = m.AttentionLayers();
+  if (layout.num_kv_heads != heads || layout.head_dim != dim || layout.num_layers > layers) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model %s does not match the layout: at TP %d a rank holds %d KV head(s) of dim %d in "
+        "up to %d attention layers; the layout says %d head(s) of dim %d in %d layers",
+        m.name, d.tp, heads, dim, layers, layout.num_kv_heads, layout.head_dim, layout.num_layers));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::optional<PreparedModel>> LookupPlanner::Prepare(
     const NamespaceSpec& spec, absl::string_view cost_model, absl::string_view config_json) const {
   if (cost_model.empty() && config_json.empty()) return std::optional<PreparedModel>();
+  // The layout's own errors first, worded as OpenNamespace words them.
+  if (absl::Status s = ValidateNamespaceSpec(spec, cache_->options().max_block_bytes); !s.ok()) {
+    return s;
+  }
   if (!cost_model.empty() && !config_json.empty()) {
     return absl::InvalidArgumentError("give cost_model or model_config_json, not both");
   }
@@ -89,6 +116,7 @@ absl::StatusOr<std::optional<PreparedModel>> LookupPlanner::Prepare(
   if (absl::Status s = d.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("model: ", s.message()));
   }
+  if (absl::Status s = CheckLayout(spec.layout, d); !s.ok()) return s;
   PreparedModel p{
       cost_model.empty() ? absl::StrCat("config:", spec.model_id) : std::string(cost_model),
       *std::move(model)};
@@ -97,27 +125,38 @@ absl::StatusOr<std::optional<PreparedModel>> LookupPlanner::Prepare(
 
 NamespacePlanning LookupPlanner::Attach(const NamespaceId& ns, const NamespaceSpec& spec,
                                         std::optional<PreparedModel> model) {
-  absl::MutexLock lock(&mu_);
-  Entry& e = entries_[ns];
-  if (model.has_value()) {
-    e.planning.cost_model = model->name;
-    if (gpu_.has_value()) {
-      e.deployment = DeploymentFor(spec, model->spec, *gpu_, options_);
-      e.planning.plans_enabled = true;
-      e.planning.note = absl::StrFormat("plans priced for %s on %s, TP %d, MFU %.2f", model->name,
-                                        gpu_->name, e.deployment->tp, options_.mfu);
-    } else {
-      e.deployment.reset();
+  std::shared_ptr<const costmodel::Deployment> deployment;
+  {
+    absl::MutexLock lock(&mu_);
+    Entry& e = entries_[ns];
+    if (model.has_value()) {
+      e.planning.cost_model = model->name;
+      if (gpu_.has_value()) {
+        e.deployment = std::make_shared<const costmodel::Deployment>(
+            DeploymentFor(spec, model->spec, *gpu_, options_));
+        e.planning.plans_enabled = true;
+        e.planning.note = absl::StrFormat("plans priced for %s on %s, TP %d, MFU %.2f", model->name,
+                                          gpu_->name, e.deployment->tp, options_.mfu);
+        if (model->spec.LayersOf(costmodel::LayerKind::kRecurrent) > 0) {
+          absl::StrAppend(&e.planning.note,
+                          "; the model has recurrent layers and kvtier stores no state "
+                          "checkpoints yet, so plans recompute from the first block");
+        }
+      } else {
+        e.deployment.reset();
+        e.planning.plans_enabled = false;
+        e.planning.note = note_;
+      }
+    } else if (e.planning.cost_model.empty()) {
       e.planning.plans_enabled = false;
-      e.planning.note = note_;
+      e.planning.note =
+          "no model given (OpenNamespace cost_model or model_config_json): Lookups carry no plan";
     }
-  } else if (e.planning.cost_model.empty()) {
-    e.planning.plans_enabled = false;
-    e.planning.note =
-        "no model given (OpenNamespace cost_model or model_config_json): Lookups carry no plan";
+    deployment = e.deployment;
   }
-  UpdateAdmissionLocked(ns, e);
-  return e.planning;
+  UpdateAdmission(ns, deployment.get());
+  absl::MutexLock lock(&mu_);
+  return entries_[ns].planning;
 }
 
 costmodel::TierLink LookupPlanner::HostLink() const {
@@ -133,32 +172,48 @@ costmodel::TierLink LookupPlanner::NvmeLink() const {
   return {"nvme", e.bytes_per_s > 0 ? e.bytes_per_s : 1.0, e.latency_s};
 }
 
-void LookupPlanner::UpdateAdmissionLocked(const NamespaceId& ns, Entry& e) {
-  bool admit = true;
-  if (e.deployment.has_value() && cache_->nvme_enabled() &&
-      cache_->nvme_meter().Estimate().bytes_per_s > 0) {
-    const costmodel::TierValue v =
-        costmodel::EvaluateTier(*e.deployment, NvmeLink(), options_.admission_tokens);
-    e.planning.nvme_value_seconds_per_token = v.value_seconds_per_token;
-    admit = v.worthwhile;
+void LookupPlanner::UpdateAdmission(const NamespaceId& ns, const costmodel::Deployment* d) {
+  // Evaluate outside the lock; apply under it.
+  std::optional<costmodel::TierValue> value;
+  if (d != nullptr && cache_->nvme_enabled() && cache_->nvme_meter().Estimate().bytes_per_s > 0) {
+    value = costmodel::EvaluateTier(*d, NvmeLink(), options_.admission_tokens);
   }
-  if (admit == e.planning.nvme_admitted) return;
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(ns);
+  if (it == entries_.end()) return;
+  NamespacePlanning& p = it->second.planning;
+  bool admit = p.nvme_admitted;
+  if (!value.has_value()) {
+    admit = true;  // nothing to judge by: the mover's other filters decide
+  } else {
+    p.nvme_value_seconds_per_token = value->value_seconds_per_token;
+    // Hysteresis: off at a non-positive value, on again only with a margin,
+    // so a bandwidth hovering at break-even does not flap.
+    if (p.nvme_admitted && value->value_seconds_per_token <= 0) admit = false;
+    if (!p.nvme_admitted &&
+        value->value_seconds_per_token > kAdmitMargin * value->recompute_seconds_per_token) {
+      admit = true;
+    }
+  }
+  if (admit == p.nvme_admitted) return;
   if (absl::Status s = cache_->SetNvmeAdmission(ns, admit); !s.ok()) return;
-  e.planning.nvme_admitted = admit;
+  p.nvme_admitted = admit;
   spdlog::info("namespace {}: NVMe admission {} (tier value {:.3g} s/token for {})", ns.ToHex(),
-               admit ? "on" : "off", e.planning.nvme_value_seconds_per_token,
-               e.planning.cost_model);
+               admit ? "on" : "off", p.nvme_value_seconds_per_token, p.cost_model);
 }
 
 std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
                                                       absl::Span<const MatchedBlock> matched,
                                                       uint32_t prompt_tokens) {
-  absl::MutexLock lock(&mu_);
-  auto it = entries_.find(ns);
-  if (it == entries_.end() || !it->second.deployment.has_value()) return std::nullopt;
-  Entry& e = it->second;
-  UpdateAdmissionLocked(ns, e);
-  const costmodel::Deployment& d = *e.deployment;
+  std::shared_ptr<const costmodel::Deployment> deployment;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(ns);
+    if (it == entries_.end() || it->second.deployment == nullptr) return std::nullopt;
+    deployment = it->second.deployment;
+  }
+  UpdateAdmission(ns, deployment.get());
+  const costmodel::Deployment& d = *deployment;
   const costmodel::TierLink host = HostLink(), nvme = NvmeLink();
   std::vector<costmodel::Segment> segments;
   for (const MatchedBlock& b : matched) {
@@ -171,7 +226,8 @@ std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
   }
   const double matched_tokens = static_cast<double>(matched.size()) * d.block_tokens;
   const double tokens = std::max<double>(matched_tokens, prompt_tokens);
-  return costmodel::PlanCut(d, segments, tokens);
+  // No state checkpoints are stored: a recurrent model can only restart at 0.
+  return costmodel::PlanCut(d, segments, tokens, costmodel::CutConstraintsFor(d, 0));
 }
 
 std::optional<NamespacePlanning> LookupPlanner::Namespace(const NamespaceId& ns) const {

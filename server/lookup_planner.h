@@ -8,7 +8,12 @@
 //    value (recompute time avoided minus fetch time, per token, at
 //    costmodel.admission_tokens) is not positive has its blocks kept off
 //    NVMe (BlockCache::SetNvmeAdmission). Re-evaluated on every plan, so it
-//    follows the measured NVMe bandwidth.
+//    follows the measured NVMe bandwidth, with hysteresis (back on only
+//    when the value exceeds 5% of the recompute time per token). With NVMe
+//    unmeasured (probe off or failed) admission stays on while plans price
+//    NVMe as unusable.
+//  - A model with recurrent layers restores only at a state checkpoint,
+//    which kvtier does not store yet: its plans recompute from block 0.
 //
 // Thread-safety: thread-safe. Lock order: LookupPlanner::mu_ before the
 // BlockCache's lock (the cache never calls back).
@@ -18,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -77,8 +83,10 @@ class LookupPlanner {
 
   // Resolves the model fields of an OpenNamespace request (a catalog name or
   // config.json text) and checks it fits the layout; changes nothing.
-  // nullopt when neither is given. INVALID_ARGUMENT for an unknown name, a
-  // malformed config, both given, or a layout the model cannot have (TP).
+  // nullopt when neither is given. INVALID_ARGUMENT for an invalid layout, an
+  // unknown name, a malformed config, both given, a TP the model's KV heads
+  // cannot be split over, or a layout that is not one rank of the model (KV
+  // heads per rank, head dim or the latent's dim for MLA, layers).
   absl::StatusOr<std::optional<PreparedModel>> Prepare(const NamespaceSpec& spec,
                                                        absl::string_view cost_model,
                                                        absl::string_view config_json) const;
@@ -100,7 +108,8 @@ class LookupPlanner {
  private:
   struct Entry {
     NamespacePlanning planning;
-    std::optional<costmodel::Deployment> deployment;
+    // Immutable once made; shared so plans run outside the lock.
+    std::shared_ptr<const costmodel::Deployment> deployment;
   };
 
   LookupPlanner(const PlannerOptions& options, std::optional<costmodel::GpuSpec> gpu,
@@ -108,9 +117,12 @@ class LookupPlanner {
   // Tier links from the meters (the host link caps the host tier).
   costmodel::TierLink HostLink() const;
   costmodel::TierLink NvmeLink() const;
-  // Re-evaluates NVMe admission; tells the cache when it changes.
-  void UpdateAdmissionLocked(const NamespaceId& ns, Entry& entry)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Re-evaluates NVMe admission (d null: no model); tells the cache when it
+  // changes.
+  void UpdateAdmission(const NamespaceId& ns, const costmodel::Deployment* d)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // INVALID_ARGUMENT unless the layout is what one rank of the model holds.
+  static absl::Status CheckLayout(const KvLayout& layout, const costmodel::Deployment& d);
 
   const PlannerOptions options_;
   const std::optional<costmodel::GpuSpec> gpu_;

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "storage/clock.h"
 
@@ -145,6 +147,71 @@ TEST_F(LookupPlannerTest, CutFollowsMeasuredBandwidth) {
   plan = p->Plan(ns_, Match(8), 4096);
   EXPECT_EQ(plan->cut_blocks, 8u);
   EXPECT_EQ(plan->tokens, 4096);
+}
+
+// Matched blocks spread over tiers: the cut stops where the slow tier starts.
+TEST_F(LookupPlannerTest, CutLandsAtTheTierBoundary) {
+  auto p = Planner();
+  ASSERT_TRUE(p->Attach(ns_, Spec1b(), *p->Prepare(Spec1b(), "llama-3.2-1b", "")).plans_enabled);
+  std::vector<MatchedBlock> matched;
+  for (int i = 0; i < 8; ++i) matched.push_back({Key(i), 256 * 1024, /*on_host=*/i < 4});
+  cache_->host_meter().Seed(50e9, 5e-6, "test");
+  // A 256 KiB block from a 10 MB/s NVMe: 26 ms, far above recomputing it.
+  cache_->nvme_meter().Seed(10e6, 100e-6, "test");
+  std::optional<costmodel::CutPlan> plan = p->Plan(ns_, matched, 0);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->cut_blocks, 4u);
+  EXPECT_NEAR(plan->fetch_seconds, 5e-6 + 4 * 256 * 1024 / 50e9, 1e-12);
+  cache_->nvme_meter().Seed(50e9, 10e-6, "test");
+  plan = p->Plan(ns_, matched, 0);
+  EXPECT_EQ(plan->cut_blocks, 8u);
+  // One latency per run of blocks on the same tier.
+  EXPECT_NEAR(plan->fetch_seconds, 5e-6 + 10e-6 + 8 * 256 * 1024 / 50e9, 1e-12);
+}
+
+TEST_F(LookupPlannerTest, RecurrentModelPlansRecompute) {
+  // The hybrid's two attention layers, 2 KV heads of dim 128, on one rank.
+  NamespaceSpec spec;
+  spec.model_id = "hybrid";
+  spec.layout = KvLayout{2, 2, 128, DType::kBf16, 16, 0, 1};
+  const NamespaceId ns = cache_->OpenNamespace(spec)->id;
+  auto p = Planner();
+  std::ifstream in(std::string(KVTIER_TESTDATA) + "/recurrent_hybrid.json");
+  std::stringstream json;
+  json << in.rdbuf();
+  auto model = p->Prepare(spec, "", json.str());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const NamespacePlanning np = p->Attach(ns, spec, *model);
+  EXPECT_NE(np.note.find("recurrent layers"), std::string::npos) << np.note;
+  cache_->host_meter().Seed(50e9, 5e-6, "test");
+  std::vector<MatchedBlock> matched;
+  for (int i = 0; i < 8; ++i) matched.push_back({Key(i), 16 * 1024, true});
+  std::optional<costmodel::CutPlan> plan = p->Plan(ns, matched, 0);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->cut_blocks, 0u);
+}
+
+TEST_F(LookupPlannerTest, ModelMustMatchTheLayout) {
+  auto p = Planner();
+  absl::StatusOr<std::optional<PreparedModel>> m = p->Prepare(Spec1b(), "llama-3.1-70b", "");
+  ASSERT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("does not match the layout"), std::string::npos);
+  // One rank of Llama-3.1-8B at TP 8 holds one KV head of dim 128.
+  NamespaceSpec rank;
+  rank.model_id = "meta-llama/Llama-3.1-8B";
+  rank.layout = KvLayout{32, 1, 128, DType::kBf16, 16, 3, 8};
+  EXPECT_TRUE(p->Prepare(rank, "llama-3.1-8b", "").ok());
+  rank.layout.num_kv_heads = 8;  // the whole model's heads on one rank of 8
+  EXPECT_FALSE(p->Prepare(rank, "llama-3.1-8b", "").ok());
+  // DeepSeek-V3's latent: one 576-wide "head" on every rank.
+  rank.layout = KvLayout{61, 1, 576, DType::kBf16, 4, 0, 8};
+  EXPECT_TRUE(p->Prepare(rank, "deepseek-v3", "").ok());
+  // The layout's own errors come first, as OpenNamespace words them.
+  NamespaceSpec bad = Spec1b();
+  bad.layout.dtype = DType::kUnspecified;
+  m = p->Prepare(bad, "llama-3.2-1b", "");
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.status().message().find("model:"), std::string::npos) << m.status();
 }
 
 TEST_F(LookupPlannerTest, NvmeAdmissionFollowsTierValue) {

@@ -61,6 +61,8 @@ class NvmeCacheTest : public ::testing::Test {
     o.max_block_bytes = 512 * kKiB;  // an NVMe slot (header + block) fits a 1 MiB slab
     o.max_namespaces = max_namespaces_;
     o.nvme = nvme_;
+    o.probe_tiers = probe_;
+    o.probe_bytes = 2 * kMiB;
     auto c = BlockCache::Create(o, &clock_);
     ASSERT_TRUE(c.ok()) << c.status();
     cache_ = std::move(*c);
@@ -119,6 +121,7 @@ class NvmeCacheTest : public ::testing::Test {
   std::unique_ptr<BlockCache> cache_;
   NamespaceId ns_;
   uint32_t max_namespaces_ = 1024;
+  bool probe_ = false;
 };
 
 TEST_F(NvmeCacheTest, PressureDemotesAndReadsPromoteByteExact) {
@@ -227,17 +230,9 @@ TEST_F(NvmeCacheTest, LookupReportsTierAndReadsFeedTheMeters) {
 }
 
 TEST_F(NvmeCacheTest, ProbeSeedsBothMeters) {
-  cache_.reset();
-  BlockCacheOptions o;
-  o.host_bytes = 4 * kMiB;
-  o.slab_bytes = 1 * kMiB;
-  o.max_block_bytes = 512 * kKiB;
-  o.nvme = nvme_;
-  o.probe_tiers = true;
-  o.probe_bytes = 2 * kMiB;
-  auto c = BlockCache::Create(o, &clock_);
-  ASSERT_TRUE(c.ok()) << c.status();
-  for (TransferMeter* m : {&(*c)->host_meter(), &(*c)->nvme_meter()}) {
+  probe_ = true;
+  Open();
+  for (TransferMeter* m : {&cache_->host_meter(), &cache_->nvme_meter()}) {
     const TransferEstimate e = m->Estimate();
     EXPECT_EQ(e.source, "probe");
     EXPECT_GT(e.bytes_per_s, 0);

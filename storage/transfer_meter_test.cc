@@ -27,7 +27,8 @@ TEST(TransferMeterTest, SeedThenEwmaTowardsTransfers) {
   EXPECT_EQ(m.Estimate().samples, 2u);
   // Faster than the latency: counted as latency / 2, never infinite.
   m.Record(1'000, absl::ZeroDuration());
-  EXPECT_TRUE(std::isfinite(m.Estimate().bytes_per_s));
+  // 1000 bytes over latency / 2 = 0.5 ms: a 2 MB/s sample, halfway from 1.5 GB/s.
+  EXPECT_DOUBLE_EQ(m.Estimate().bytes_per_s, 0.5 * 1.5e9 + 0.5 * 2e6);
   m.Seed(5e9, 0, "configured");
   EXPECT_EQ(m.Estimate().samples, 0u);
   EXPECT_EQ(m.Estimate().bytes_per_s, 5e9);

@@ -503,7 +503,12 @@ int Run(int argc, char** argv) {
 
   std::unique_ptr<planner::PlanCommand> plan = planner::AddPlanCommand(app);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and succeeds; every other parse error is bad usage.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (plan->parsed()) return plan->Run(g.json);
   if (status->parsed()) return Status(g);
   if (tiers->parsed()) return Tiers(g);

@@ -28,6 +28,22 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return s.str();
 }
 
+// A finite number in [lo, hi] ((lo, hi] when lo_open): NaN, inf and values
+// out of range are usage errors, never silently ignored.
+CLI::Validator Num(double lo, double hi, bool lo_open) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double v = 0;
+        if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || v < lo || (lo_open && v == lo) ||
+            v > hi) {
+          return absl::StrCat("'", text, "' is not a number in ", lo_open ? "(" : "[", lo, ", ", hi,
+                              "]");
+        }
+        return "";
+      },
+      "NUMBER");
+}
+
 class PlanCommandImpl final : public PlanCommand {
  public:
   explicit PlanCommandImpl(CLI::App& parent) {
@@ -37,104 +53,159 @@ class PlanCommandImpl final : public PlanCommand {
     plan_->add_option("--model", model_,
                       "catalog model (" + Join(costmodel::CatalogModelNames()) + ")");
     plan_->add_option("--model-config", model_config_, "Hugging Face config.json of the model");
-    plan_->add_option("--total-params", total_params_, "override the total parameter count");
-    plan_->add_option("--active-params", active_params_, "override the active parameter count");
+    plan_->add_option("--total-params", total_params_, "override the total parameter count")
+        ->check(Num(0, 1e15, true));
+    plan_->add_option("--active-params", active_params_, "override the active parameter count")
+        ->check(Num(0, 1e15, true));
     plan_->add_option("--gpu", gpu_, "catalog GPU (" + Join(costmodel::CatalogGpuNames()) + ")")
         ->capture_default_str();
-    plan_->add_option("--gpu-mem-bytes", gpu_mem_, "override GPU memory bytes");
-    plan_->add_option("--gpu-flops", gpu_flops_, "override peak dense FLOP/s");
-    plan_->add_option("--hbm-bandwidth", hbm_, "override HBM bytes/s");
-    plan_->add_option("--host-link-bandwidth", host_link_, "override GPU-host bytes/s");
-    plan_->add_option("--tp", tp_, "tensor-parallel size")->capture_default_str();
+    plan_->add_option("--gpu-mem-bytes", gpu_mem_, "override GPU memory bytes")
+        ->check(Num(0, 1e15, true));
+    plan_->add_option("--gpu-flops", gpu_flops_, "override peak dense FLOP/s")
+        ->check(Num(0, 1e19, true));
+    plan_->add_option("--hbm-bandwidth", hbm_, "override HBM bytes/s")->check(Num(0, 1e15, true));
+    plan_->add_option("--host-link-bandwidth", host_link_, "override GPU-host bytes/s")
+        ->check(Num(0, 1e15, true));
+    plan_->add_option("--tp", tp_, "tensor-parallel size")
+        ->check(CLI::Range(1, 65536))
+        ->capture_default_str();
     plan_->add_option("--kv-dtype", kv_dtype_, "bf16 or fp8")->capture_default_str();
     plan_->add_option("--compute-dtype", compute_dtype_, "prefill matmul dtype: bf16 or fp8")
         ->capture_default_str();
-    plan_->add_option("--block-tokens", block_tokens_, "tokens per block")->capture_default_str();
-    plan_->add_option("--mfu", mfu_, "prefill utilisation (0, 1]")->capture_default_str();
+    plan_->add_option("--block-tokens", block_tokens_, "tokens per block")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    plan_->add_option("--mfu", mfu_, "prefill utilisation (0, 1]")
+        ->check(Num(0, 1, true))
+        ->capture_default_str();
 
     kv_ =
         plan_->add_subcommand("kv", "KV bytes per token, per GPU, layer groups, TP (q1,2,8,11,12)");
-    kv_->add_option("--context", context_, "request length in tokens")->capture_default_str();
+    kv_->add_option("--context", context_, "request length in tokens")
+        ->check(Num(0, 1e9, false))
+        ->capture_default_str();
 
     budget_ = plan_->add_subcommand("budget", "GPU memory budget for KV (q1, q10)");
     budget_->add_option("--util", budget_opts_.util, "gpu_memory_utilization")
+        ->check(Num(0, 1, true))
         ->capture_default_str();
-    budget_->add_option("--weights-bytes-per-gpu", weights_, "measured weights per GPU");
-    budget_->add_option("--activation-bytes", activation_, "measured activation peak");
-    budget_->add_option("--cudagraph-bytes", graphs_, "measured CUDA graph pools");
-    budget_->add_option("--other-bytes", budget_opts_.other_bytes, "other reservations");
+    budget_->add_option("--weights-bytes-per-gpu", weights_, "measured weights per GPU")
+        ->check(Num(0, 1e15, false));
+    budget_->add_option("--activation-bytes", activation_, "measured activation peak")
+        ->check(Num(0, 1e15, false));
+    budget_->add_option("--cudagraph-bytes", graphs_, "measured CUDA graph pools")
+        ->check(Num(0, 1e15, false));
+    budget_->add_option("--other-bytes", budget_opts_.other_bytes, "other reservations")
+        ->check(Num(0, 1e15, false));
     budget_
         ->add_option("--max-batched-tokens", budget_opts_.max_batched_tokens,
                      "tokens of the engine's profile run")
+        ->check(Num(0, 1e9, true))
         ->capture_default_str();
     budget_->add_option("--max-seqs", budget_opts_.max_sequences, "sampler batch")
+        ->check(Num(0, 1e7, true))
         ->capture_default_str();
 
     fetch_ = plan_->add_subcommand("fetch", "fetch or recompute a cached prefix (q4)");
-    fetch_->add_option("--tokens", tokens_, "prefix tokens")->required();
+    fetch_->add_option("--tokens", tokens_, "prefix tokens")->check(Num(0, 1e8, true))->required();
     fetch_->add_option("--tier", tier_, "host, nvme or peer")->capture_default_str();
-    fetch_->add_option("--bandwidth", bandwidth_, "tier bytes/s (overrides the default)");
-    fetch_->add_option("--latency", latency_, "tier latency in seconds");
+    fetch_->add_option("--bandwidth", bandwidth_, "tier bytes/s (overrides the default)")
+        ->check(Num(0, 1e15, true));
+    fetch_->add_option("--latency", latency_, "tier latency in seconds")
+        ->check(Num(0, 3600, false));
     fetch_->add_option("--tiers", tier_blocks_, "prefix layout, e.g. host:10,nvme:20");
     fetch_->add_option("--tier-bandwidth", tier_bw_, "e.g. host=25e9,nvme=3e9");
+    fetch_
+        ->add_option("--checkpoint-interval", fetch_checkpoint_,
+                     "recurrent models: tokens between stored state checkpoints (0: none)")
+        ->check(CLI::Range(0, 1 << 30));
     fetch_->add_option("--ssd", ssd_, "catalog SSD for the nvme tier")->capture_default_str();
 
     tiers_ = plan_->add_subcommand("tiers", "tier value and SSD wear (q9)");
-    tiers_->add_option("--tokens", tokens_, "prefix tokens to average over")->capture_default_str();
+    tiers_->add_option("--tokens", tokens_, "prefix tokens to average over")
+        ->check(Num(0, 1e8, true))
+        ->capture_default_str();
     tiers_->add_option("--tier-bandwidth", tier_bw_, "e.g. host=25e9,nvme=3e9,peer=12e9");
     tiers_->add_option("--ssd", ssd_, "catalog SSD (" + Join(costmodel::CatalogSsdNames()) + ")")
         ->capture_default_str();
-    tiers_->add_option("--ssd-capacity-bytes", ssd_capacity_, "SSD capacity (instead of --ssd)");
-    tiers_->add_option("--ssd-dwpd", ssd_dwpd_, "drive writes per day");
-    tiers_->add_option("--ssd-warranty-years", ssd_years_, "warranty years");
-    tiers_->add_option("--write-rate", write_rate_, "bytes/s written (default: sustainable)");
+    tiers_
+        ->add_option("--ssd-capacity-bytes", ssd_capacity_,
+                     "SSD capacity; with --ssd-dwpd and --ssd-warranty-years it replaces the "
+                     "catalog SSD's endurance (speeds still come from --ssd)")
+        ->check(Num(0, 1e17, true));
+    tiers_->add_option("--ssd-dwpd", ssd_dwpd_, "drive writes per day")->check(Num(0, 1000, true));
+    tiers_->add_option("--ssd-warranty-years", ssd_years_, "warranty years")
+        ->check(Num(0, 100, true));
+    tiers_->add_option("--write-rate", write_rate_, "bytes/s written (default: sustainable)")
+        ->check(Num(0, 1e15, true));
 
     pd_ = plan_->add_subcommand("pd", "prefill-to-decode link bandwidth (q14)");
-    pd_->add_option("--tokens", tokens_, "prompt tokens")->capture_default_str();
+    pd_->add_option("--tokens", tokens_, "prompt tokens")
+        ->check(Num(0, 1e8, true))
+        ->capture_default_str();
 
     preempt_ = plan_->add_subcommand("preempt", "recompute, swap or wait (q7)");
     preempt_->add_option("--victim-tokens", preempt_opts_.victim_tokens, "victim's tokens")
+        ->check(Num(0, 1e8, true))
         ->required();
     preempt_
         ->add_option("--remaining-tokens", preempt_opts_.victim_remaining_tokens,
                      "decode steps the victim still needs")
+        ->check(Num(0, 1e8, false))
         ->capture_default_str();
-    preempt_->add_option("--decode-step-seconds", decode_step_, "measured decode step");
+    preempt_->add_option("--decode-step-seconds", decode_step_, "measured decode step")
+        ->check(Num(0, 3600, true));
 
     mla_ = plan_->add_subcommand("mla", "decode attention on the roofline (q13)");
 
     quant_ = plan_->add_subcommand("quant", "K/V quantization layouts (q15)");
     quant_->add_option("--k-layout", k_layout_, "per-channel or per-token")->capture_default_str();
     quant_->add_option("--v-layout", v_layout_, "per-token or per-channel")->capture_default_str();
-    quant_->add_option("--group", quant_layout_.group, "group size")->capture_default_str();
-    quant_->add_option("--bits", quant_layout_.bits, "bits per element")->capture_default_str();
+    quant_->add_option("--group", quant_layout_.group, "group size")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    quant_->add_option("--bits", quant_layout_.bits, "bits per element")
+        ->check(CLI::Range(1, 8))
+        ->capture_default_str();
     quant_->add_option("--scale-bytes", quant_layout_.scale_bytes, "bytes per scale")
+        ->check(Num(0, 16, true))
         ->capture_default_str();
     quant_->add_flag("--symmetric", symmetric_, "no zero points");
 
     fp8_ = plan_->add_subcommand("fp8", "FP8 KV: bytes saved and clip rate (q3)");
     fp8_->add_option("--format", fp8_format_, "e4m3 or e5m2")->capture_default_str();
-    fp8_->add_option("--scale", fp8_scale_, "per-tensor scale")->capture_default_str();
+    fp8_->add_option("--scale", fp8_scale_, "per-tensor scale")
+        ->check(Num(0, 1e30, true))
+        ->capture_default_str();
     fp8_->add_option("--amax-file", amax_file_, "observed |max| values, one per line");
 
     sharing_ = plan_->add_subcommand("sharing", "block sharing across prompts (q6)");
     sharing_->add_option("--prompts", prompts_, "JSONL: token lists or Mooncake hash_ids")
         ->required();
-    sharing_->add_option("--samples", samples_, "sequences per prompt")->capture_default_str();
+    sharing_->add_option("--samples", samples_, "sequences per prompt")
+        ->check(CLI::Range(1, 1 << 16))
+        ->capture_default_str();
     sharing_->add_option("--trace-block-tokens", trace_block_tokens_, "tokens per hash_id block")
+        ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
 
     strand_ = plan_->add_subcommand("strand", "stranded blocks under LRU vs leaf-first (q5)");
     strand_->add_option("--prompts", prompts_, "JSONL: token lists or Mooncake hash_ids")
         ->required();
-    strand_->add_option("--capacity-blocks", capacity_blocks_, "cache size in blocks")->required();
+    strand_->add_option("--capacity-blocks", capacity_blocks_, "cache size in blocks")
+        ->check(CLI::Range(1, 1000000000))
+        ->required();
     strand_->add_option("--trace-block-tokens", trace_block_tokens_, "tokens per hash_id block")
+        ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
 
     state_ = plan_->add_subcommand("state", "recurrent state and restart boundary (q16)");
     state_->add_option("--checkpoint-interval", checkpoint_interval_, "tokens between snapshots")
+        ->check(CLI::Range(1, 1 << 30))
         ->capture_default_str();
-    state_->add_option("--context", context_, "request length in tokens")->capture_default_str();
+    state_->add_option("--context", context_, "request length in tokens")
+        ->check(Num(0, 1e9, false))
+        ->capture_default_str();
   }
 
   bool parsed() const override { return plan_->parsed(); }
@@ -207,7 +278,9 @@ class PlanCommandImpl final : public PlanCommand {
         return absl::InvalidArgumentError(
             "--ssd-capacity-bytes, --ssd-dwpd and --ssd-warranty-years go together, all > 0");
       }
-      costmodel::SsdSpec s = *costmodel::CatalogSsd(ssd_);
+      absl::StatusOr<costmodel::SsdSpec> base = costmodel::CatalogSsd(ssd_);
+      if (!base.ok()) return base.status();
+      costmodel::SsdSpec s = *base;
       s.name = "custom";
       s.capacity_bytes = ssd_capacity_;
       s.dwpd = ssd_dwpd_;
@@ -280,7 +353,7 @@ class PlanCommandImpl final : public PlanCommand {
           layout.push_back({l, n, n * block_bytes});
         }
       }
-      return FetchReport(*d, tokens_, link, layout);
+      return FetchReport(*d, tokens_, link, layout, fetch_checkpoint_);
     }
     if (pd_->parsed()) {
       if (!(tokens_ > 0)) return absl::InvalidArgumentError("--tokens must be > 0");
@@ -373,6 +446,7 @@ class PlanCommandImpl final : public PlanCommand {
   uint32_t samples_ = 1, trace_block_tokens_ = 512;
   uint64_t capacity_blocks_ = 0;
   uint64_t checkpoint_interval_ = 256;
+  uint64_t fetch_checkpoint_ = 0;
 };
 
 }  // namespace

@@ -194,7 +194,9 @@ Report KvReport(const Deployment& d, double context) {
   }
   absl::StrAppendFormat(&t, "at %.0f tokens      = %s per GPU (sliding layers hold min(w, n))\n",
                         context, Bytes(costmodel::KvBytesPerGpuAtContext(d, context)));
-  absl::StrAppendFormat(&t, "sliding saving    = f x (1 - min(w, n) / n) = %.4f\n",
+  absl::StrAppendFormat(&t,
+                        "sliding saving    = f x (1 - min(w, n) / n) = %.4f (delivered only by an "
+                        "allocator with a block pool per layer group)\n",
                         costmodel::SlidingWindowSaving(d, context));
   if (f.recurrent_state_bytes_per_request > 0) {
     absl::StrAppendFormat(&t, "recurrent state   = %s per request (%s per GPU)\n",
@@ -232,10 +234,13 @@ Report BudgetReport(const Deployment& d, const costmodel::BudgetOptions& o) {
   absl::StrAppendFormat(&t, "blocks            = floor(%s / %s) = %.0f; tokens = %.0f\n",
                         Bytes(b.kv_budget_bytes_per_gpu), Bytes(block), b.max_blocks_per_gpu,
                         b.max_tokens_per_gpu);
-  absl::StrAppendFormat(&t, "longest request   = %s tokens\n",
+  absl::StrAppendFormat(&t,
+                        "longest request   = %s tokens with a block pool per layer group "
+                        "(sliding layers keep only their window); %.0f with one pool\n",
                         std::isinf(b.longest_request_tokens)
                             ? "unbounded (KV stops growing past the windows)"
-                            : absl::StrFormat("%.0f", b.longest_request_tokens));
+                            : absl::StrFormat("%.0f", b.longest_request_tokens),
+                        b.max_tokens_per_gpu);
   for (const std::string& risk : b.oom_risks) absl::StrAppend(&t, "OOM risk: ", risk, "\n");
   r.json = {{"inputs", DeploymentJson(d)},
             {"util", o.util},
@@ -246,12 +251,13 @@ Report BudgetReport(const Deployment& d, const costmodel::BudgetOptions& o) {
             {"max_blocks_per_gpu", b.max_blocks_per_gpu},
             {"max_tokens_per_gpu", b.max_tokens_per_gpu},
             {"longest_request_tokens", Num(b.longest_request_tokens)},
+            {"longest_request_tokens_single_pool", b.max_tokens_per_gpu},
             {"oom_risks", b.oom_risks}};
   return r;
 }
 
 Report FetchReport(const Deployment& d, double tokens, const costmodel::TierLink& tier,
-                   const std::vector<costmodel::Segment>& layout) {
+                   const std::vector<costmodel::Segment>& layout, uint64_t checkpoint_interval) {
   const double bpt = costmodel::ComputeKvFootprint(d).bytes_per_token_per_gpu;
   const double recompute = costmodel::RecomputeSeconds(d, 0, tokens);
   const double fetch = costmodel::FetchSeconds(tier, tokens * bpt);
@@ -263,15 +269,28 @@ Report FetchReport(const Deployment& d, double tokens, const costmodel::TierLink
     const uint32_t blocks = static_cast<uint32_t>(tokens / d.block_tokens);
     segs.push_back({tier, blocks, blocks * bpt * d.block_tokens});
   }
-  const costmodel::CutPlan cut = costmodel::PlanCut(d, segs, tokens);
+  const costmodel::CutConstraints constraints =
+      costmodel::CutConstraintsFor(d, checkpoint_interval);
+  const costmodel::CutPlan cut = costmodel::PlanCut(d, segs, tokens, constraints);
   std::vector<std::string> notes;
+  if (constraints.step_blocks == 0) {
+    notes.push_back(
+        "recurrent layers and no state checkpoints (--checkpoint-interval): the "
+        "prefix cannot be restored from cached blocks, so the cut is 0");
+  } else if (constraints.step_blocks > 1 || constraints.state_bytes > 0) {
+    notes.push_back(absl::StrFormat(
+        "recurrent layers: cuts only at multiples of %d blocks, each adding %s of state",
+        constraints.step_blocks, Bytes(constraints.state_bytes)));
+  }
   if (tier.latency_s > 0.1 * recompute) {
     notes.push_back("short prefix: the tier's fixed latency is a large part of the cost");
   }
   if (tier.bytes_per_s < asymptotic) {
-    notes.push_back(
-        "the tier is below the per-token break-even bandwidth: fetching loses at "
-        "any prefix length");
+    notes.push_back(fetch_wins
+                        ? "the tier is below the short-prefix break-even bandwidth: fetching wins "
+                          "here only because attention makes long prefixes costly to recompute"
+                        : "the tier is below the short-prefix break-even bandwidth: fetching "
+                          "loses unless the prefix is long enough for attention to dominate");
   }
   if (asymptotic > 50e9) {
     notes.push_back("small model: recompute is cheap; only tiers faster than a PCIe 5 link win");
@@ -289,6 +308,7 @@ Report FetchReport(const Deployment& d, double tokens, const costmodel::TierLink
             {"fetch_seconds", fetch},
             {"breakeven_bandwidth_bytes_per_s", Num(breakeven)},
             {"breakeven_bandwidth_no_latency_bytes_per_s", asymptotic},
+            {"bandwidth_to_breakeven_ratio", Num(tier.bytes_per_s / breakeven)},
             {"decision", fetch_wins ? "fetch" : "recompute"},
             {"speedup", fetch_wins ? recompute / fetch : 1.0},
             {"segments", segments},
@@ -311,12 +331,14 @@ Report FetchReport(const Deployment& d, double tokens, const costmodel::TierLink
                         "break-even        = %s for this prefix; %s per token without "
                         "latency and attention\n",
                         Rate(breakeven), Rate(asymptotic));
-  absl::StrAppendFormat(&t, "decision          = %s\n", fetch_wins ? "fetch" : "recompute");
-  absl::StrAppendFormat(&t,
-                        "cut               = fetch blocks [0, %d), recompute the rest: %s + %s = "
-                        "%s\n",
-                        cut.cut_blocks, Secs(cut.fetch_seconds), Secs(cut.recompute_seconds),
-                        Secs(cut.total_seconds));
+  absl::StrAppendFormat(&t, "decision          = %s (the whole prefix from %s)\n",
+                        fetch_wins ? "fetch" : "recompute", tier.name);
+  absl::StrAppendFormat(
+      &t,
+      "cut               = fetch blocks [0, %d) of the layout, recompute the rest: %s "
+      "+ %s = %s\n",
+      cut.cut_blocks, Secs(cut.fetch_seconds), Secs(cut.recompute_seconds),
+      Secs(cut.total_seconds));
   for (const std::string& n : notes) absl::StrAppend(&t, "note: ", n, "\n");
   return r;
 }
@@ -327,21 +349,26 @@ Report TiersReport(const Deployment& d, double tokens,
   Report r;
   json tj = json::array();
   std::string& t = r.text;
+  const double asymptotic = costmodel::AsymptoticBreakevenBandwidth(d);
+  absl::StrAppendFormat(&t, "break-even bandwidth (short prefix) = %s per GPU\n", Rate(asymptotic));
   for (const costmodel::TierLink& link : tiers) {
     const costmodel::TierValue v = costmodel::EvaluateTier(d, link, tokens);
     tj.push_back({{"name", link.name},
                   {"bytes_per_s", link.bytes_per_s},
                   {"latency_s", link.latency_s},
+                  {"breakeven_bandwidth_bytes_per_s", asymptotic},
+                  {"bandwidth_to_breakeven_ratio", link.bytes_per_s / asymptotic},
                   {"recompute_seconds_per_token", v.recompute_seconds_per_token},
                   {"fetch_seconds_per_token", v.fetch_seconds_per_token},
                   {"value_seconds_per_token", v.value_seconds_per_token},
                   {"worthwhile", v.worthwhile}});
-    absl::StrAppendFormat(&t, "%-5s value = recompute %s - fetch %s = %s per token: %s\n",
-                          link.name, Secs(v.recompute_seconds_per_token),
-                          Secs(v.fetch_seconds_per_token),
-                          absl::StrCat(v.value_seconds_per_token < 0 ? "-" : "",
-                                       Secs(std::fabs(v.value_seconds_per_token))),
-                          v.worthwhile ? "worthwhile" : "NOT worthwhile (do not admit)");
+    absl::StrAppendFormat(
+        &t, "%-5s %.2fx break-even; value = recompute %s - fetch %s = %s per token: %s\n",
+        link.name, link.bytes_per_s / asymptotic, Secs(v.recompute_seconds_per_token),
+        Secs(v.fetch_seconds_per_token),
+        absl::StrCat(v.value_seconds_per_token < 0 ? "-" : "",
+                     Secs(std::fabs(v.value_seconds_per_token))),
+        v.worthwhile ? "worthwhile" : "NOT worthwhile (do not admit)");
   }
   const costmodel::SsdWear w = costmodel::EvaluateSsdWear(ssd, write_rate);
   absl::StrAppendFormat(&t, "SSD %s: TBW = %s x %.3g DWPD x 365 x %.0f years = %s\n", ssd.name,

@@ -44,8 +44,10 @@ absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> ParseTierBlocks(
 Report KvReport(const costmodel::Deployment& d, double context_tokens);
 Report BudgetReport(const costmodel::Deployment& d, const costmodel::BudgetOptions& options);
 // `layout` empty: the whole prefix from `tier`.
+// checkpoint_interval: recurrent state checkpoints available every so many
+// tokens (0: none; a model with recurrent layers then cannot fetch).
 Report FetchReport(const costmodel::Deployment& d, double tokens, const costmodel::TierLink& tier,
-                   const std::vector<costmodel::Segment>& layout);
+                   const std::vector<costmodel::Segment>& layout, uint64_t checkpoint_interval = 0);
 Report TiersReport(const costmodel::Deployment& d, double tokens,
                    const std::vector<costmodel::TierLink>& tiers, const costmodel::SsdSpec& ssd,
                    double write_bytes_per_s);

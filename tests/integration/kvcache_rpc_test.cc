@@ -446,6 +446,9 @@ TEST_F(KvCacheRpcTest, BadOpenNamespace) {
   req.mutable_layout()->set_tp_size(3);
   req.set_cost_model("llama-3.1-8b");  // 8 KV heads over 3 ranks
   EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT, open(req));
+  req = OpenRequest("m2", 64 * kKiB);  // 1 layer, 1 KV head of dim 128
+  req.set_cost_model("llama-3.2-1b");  // a rank of it holds 8 heads of dim 64
+  EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT, open(req));
 }
 
 // Llama-3.2-1B's per-rank layout: 2 * 16 * 8 * 64 * 2 bytes * 16 tokens =

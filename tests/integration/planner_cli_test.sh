@@ -28,6 +28,24 @@ for path in sys.argv[2:]:
 PY
 }
 
+# value FILE KEY EXPECTED : the JSON value at KEY (dotted path) equals EXPECTED
+# (numbers compared as numbers, to 1e-9 relative).
+value() {
+  python3 - "$@" <<'PY' || fail "$(cat "$1")"
+import json, math, sys
+node = json.load(open(sys.argv[1]))
+for part in sys.argv[2].split("."):
+    node = node[int(part)] if isinstance(node, list) else node[part]
+want = sys.argv[3]
+try:
+    ok = math.isclose(float(node), float(want), rel_tol=1e-9)
+except (TypeError, ValueError):
+    ok = str(node) == want
+if not ok:
+    sys.exit(f"{sys.argv[2]} = {node!r}, expected {want}")
+PY
+}
+
 # run NAME ARGS... : text and JSON output of one plan subcommand.
 run() {
   local name=$1; shift
@@ -46,7 +64,8 @@ grep -q "2 (K,V) x 32 layers x 8 KV heads x 128 dims x 2 bytes = 131072" "$WORK/
 grep -q "WARNING: TP 16" "$WORK/kv.txt" || fail "TP past the KV heads is not flagged"
 
 run kv_mla kv --model-config "$DATA/mla_deepseek.json" --gpu h200 --tp 8
-grep -q '"kv_replication": 8' "$WORK/kv_mla.json" || fail "MLA replication: $(cat "$WORK/kv_mla.json")"
+value "$WORK/kv_mla.json" kv_replication 8
+value "$WORK/kv_mla.json" kv_bytes_per_token_per_gpu 70272
 
 run budget budget --model llama-3.1-8b --util 0.9 --cudagraph-bytes 1000000000
 keys "$WORK/budget.json" items.0.name items.0.bytes items.0.measured_by_engine items.0.note \
@@ -55,17 +74,18 @@ keys "$WORK/budget.json" items.0.name items.0.bytes items.0.measured_by_engine i
 run fetch fetch --model llama-3.2-1b --tokens 4096 --tier nvme --bandwidth 2e9
 keys "$WORK/fetch.json" recompute_seconds fetch_seconds breakeven_bandwidth_bytes_per_s decision \
   cut_blocks
-grep -q '"decision": "recompute"' "$WORK/fetch.json" || fail "1B from a 2 GB/s NVMe should recompute"
+value "$WORK/fetch.json" decision recompute
 run fetch_cut fetch --model llama-3.1-8b --tokens 480 --tiers host:10,nvme:20 \
   --tier-bandwidth host=20e9,nvme=1e9
-grep -q '"cut_blocks": 10' "$WORK/fetch_cut.json" || fail "cut: $(cat "$WORK/fetch_cut.json")"
+value "$WORK/fetch_cut.json" cut_blocks 10
 
 run tiers tiers --model llama-3.2-1b --ssd micron-7450-max-3.2tb --write-rate 100e6
 keys "$WORK/tiers.json" tiers.0.name tiers.0.value_seconds_per_token tiers.0.worthwhile \
   ssd.tbw_bytes ssd.sustainable_write_bytes_per_s ssd.days_to_wear_out
 run tiers_custom tiers --model llama-3.1-70b --ssd-capacity-bytes 1e12 --ssd-dwpd 1 \
   --ssd-warranty-years 5
-grep -q '"days_to_wear_out": 1825' "$WORK/tiers_custom.json" || fail "wear at the sustainable rate"
+value "$WORK/tiers_custom.json" ssd.days_to_wear_out 1825
+value "$WORK/tiers_custom.json" ssd.tbw_bytes 1825e12
 
 run pd pd --model llama-3.2-1b --gpu b200
 keys "$WORK/pd.json" required_link_bytes_per_s_per_gpu links.0.name links.0.sufficient
@@ -76,26 +96,30 @@ keys "$WORK/preempt.json" recompute_seconds swap_out_seconds swap_in_seconds pol
 run mla mla --model deepseek-v3 --gpu h200 --tp 8
 keys "$WORK/mla.json" flops_per_cached_token bytes_per_cached_token arithmetic_intensity \
   ridge_point regime
-grep -q '"regime": "compute-bound"' "$WORK/mla.json" || fail "absorbed MLA on H200"
+value "$WORK/mla.json" regime compute-bound
+value "$WORK/mla.json" flops_per_cached_token 278528
 
 run quant quant --model llama-3.1-8b --k-layout per-channel --v-layout per-token --group 128
 keys "$WORK/quant.json" bytes_per_token residual_tokens
 
 printf '100\n# comment\n500\n' >"$WORK/amax.txt"
 run fp8 fp8 --model llama-3.1-8b --scale 1 --amax-file "$WORK/amax.txt"
-grep -q '"clip_rate": 0.5' "$WORK/fp8.json" || fail "fp8 clip rate: $(cat "$WORK/fp8.json")"
+value "$WORK/fp8.json" clip_rate 0.5
 
 run sharing sharing --model llama-3.1-8b --prompts "$DATA/prompts_trace.jsonl"
 keys "$WORK/sharing.json" blocks_without_sharing blocks_with_sharing saving_fraction cow_copies
-grep -q '"blocks_with_sharing": 7' "$WORK/sharing.json" || fail "sharing count"
+value "$WORK/sharing.json" blocks_with_sharing 7
+value "$WORK/sharing.json" blocks_without_sharing 10
 
 run strand strand --model llama-3.1-8b --prompts "$DATA/prompts_tokens.jsonl" --block-tokens 4 \
   --capacity-blocks 2
 keys "$WORK/strand.json" policies.0.stranded_blocks_final policies.1.stranded_blocks_final
+value "$WORK/strand.json" policies.1.eviction leaf_first
+value "$WORK/strand.json" policies.1.stranded_blocks_peak 0
 
 run state state --model-config "$DATA/recurrent_hybrid.json" --checkpoint-interval 100
 keys "$WORK/state.json" state_bytes_per_request state_bytes_per_checkpoint restart_boundary_tokens
-grep -q '"restart_boundary_tokens": 400' "$WORK/state.json" || fail "restart boundary"
+value "$WORK/state.json" restart_boundary_tokens 400
 
 # Bad input: exit 2 and a message that names the problem.
 expect_bad() {
@@ -107,6 +131,7 @@ expect_bad() {
   [[ ! -s "$WORK/bad.out" ]] || fail "kvtier plan $*: printed a report despite the error"
 }
 expect_bad "llama-3.1-8b" kv
+expect_bad "--tokens is required" fetch --model llama-3.1-8b
 expect_bad "unknown model 'llama-9'" kv --model llama-9
 expect_bad "unknown GPU" kv --model llama-3.1-8b --gpu tpu
 expect_bad "cannot read" kv --model-config "$WORK/none.json"
@@ -114,9 +139,17 @@ echo '{"num_hidden_layers": "x"}' >"$WORK/bad.json"
 expect_bad "num_hidden_layers" kv --model-config "$WORK/bad.json"
 expect_bad "neither divides" kv --model llama-3.1-8b --tp 3
 expect_bad "--kv-dtype" kv --model llama-3.1-8b --kv-dtype int4
-expect_bad "--mfu" kv --model llama-3.1-8b --mfu 2
+expect_bad "not a number" kv --model llama-3.1-8b --mfu 2
 expect_bad "--tiers" fetch --model llama-3.1-8b --tokens 10 --tiers host10
 expect_bad "MLA" quant --model deepseek-v3
+expect_bad "unknown SSD" tiers --model llama-3.1-8b --ssd nope --ssd-capacity-bytes 1e12 \
+  --ssd-dwpd 1 --ssd-warranty-years 5
+expect_bad "go together" tiers --model llama-3.1-8b --ssd-dwpd 1
+expect_bad "not a number" fetch --model llama-3.1-8b --tokens inf
+expect_bad "not a number" kv --model llama-3.1-8b --context nan
+expect_bad "not a number" kv --model llama-3.1-8b --context -100
+expect_bad "not a number" budget --model llama-3.1-8b --gpu-mem-bytes 3e23
+expect_bad "not a number" fetch --model llama-3.1-8b --tokens 100 --bandwidth 0
 echo "[1, 2" >"$WORK/bad.jsonl"
 expect_bad "line 1" sharing --model llama-3.1-8b --prompts "$WORK/bad.jsonl"
 echo "planner_cli_test: all checks passed"
