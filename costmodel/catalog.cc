@@ -17,7 +17,7 @@ double PeakFlops(const GpuSpec& gpu, bool fp8) {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
+constexpr double kMiB = 1024.0 * 1024;
 
 ModelSpec Dense(std::string name, uint32_t layers, uint32_t hidden, uint32_t heads,
                 uint32_t kv_heads, uint32_t head_dim, uint32_t intermediate, uint32_t vocab,
@@ -78,24 +78,27 @@ std::vector<ModelSpec> Models() {
 
 std::vector<GpuSpec> Gpus() {
   return {
+      // Memory is the total nvidia-smi reports (what an engine can size
+      // against), e.g. 81559 MiB on an H100 SXM 80GB; the datasheet figure is
+      // in each comment.
       // Source: NVIDIA H100 Tensor Core GPU datasheet, SXM column: 80 GB
       // HBM3, 3.35 TB/s, BF16 1,979 TFLOPS and FP8 3,958 TFLOPS with
       // sparsity (half dense), PCIe Gen5 128 GB/s (64 GB/s per direction).
-      {"h100-sxm", 80 * kGiB, 989.4e12, 1978.9e12, 3.35e12, 64e9, "pcie5"},
+      {"h100-sxm", 81559 * kMiB, 989.4e12, 1978.9e12, 3.35e12, 64e9, "pcie5"},
       // Source: NVIDIA H200 datasheet, SXM: 141 GB HBM3e, 4.8 TB/s, same
       // tensor-core peaks as H100 SXM, PCIe Gen5.
-      {"h200", 141e9, 989.4e12, 1978.9e12, 4.8e12, 64e9, "pcie5"},
+      {"h200", 143771 * kMiB, 989.4e12, 1978.9e12, 4.8e12, 64e9, "pcie5"},
       // Source: NVIDIA A100 datasheet, 80 GB SXM: HBM2e 2,039 GB/s, BF16 312
       // TFLOPS dense, no FP8, PCIe Gen4 64 GB/s (32 GB/s per direction).
-      {"a100-80gb", 80 * kGiB, 312e12, 0, 2.039e12, 32e9, "pcie4"},
+      {"a100-80gb", 81920 * kMiB, 312e12, 0, 2.039e12, 32e9, "pcie4"},
       // Source: NVIDIA L40S datasheet: 48 GB GDDR6, 864 GB/s, BF16 362.05
       // TFLOPS and FP8 733 TFLOPS dense, PCIe Gen4 x16.
-      {"l40s", 48 * kGiB, 362.05e12, 733e12, 864e9, 32e9, "pcie4"},
+      {"l40s", 46068 * kMiB, 362.05e12, 733e12, 864e9, 32e9, "pcie4"},
       // Source: NVIDIA HGX B200 datasheet (8 GPUs): 1,440 GB HBM3e and 64 TB/s
       // in all, FP8 72 PFLOPS and BF16 36 PFLOPS with sparsity; per GPU 180
       // GB, 8 TB/s, 4.5 PFLOPS FP8 and 2.25 PFLOPS BF16 dense. Host link
       // PCIe Gen5 x16 in HGX systems.
-      {"b200", 180e9, 2.25e15, 4.5e15, 8e12, 64e9, "pcie5"},
+      {"b200", 183359 * kMiB, 2.25e15, 4.5e15, 8e12, 64e9, "pcie5"},
   };
 }
 

@@ -16,16 +16,18 @@ TEST(MemoryBudgetTest, Llama8bOnH100ByHand) {
   o.activation_bytes = 1e9;
   o.cudagraph_bytes = 0.5e9;
   const MemoryBudget b = PlanMemoryBudget(Catalog("llama-3.1-8b", "h100-sxm"), o);
-  // 0.9 * 80 GiB.
-  EXPECT_DOUBLE_EQ(b.usable_bytes, 0.9 * 85899345920.0);
+  // 0.9 * 81559 MiB (the H100's nvidia-smi total).
+  const double mem = 81559.0 * 1024 * 1024;
+  EXPECT_DOUBLE_EQ(b.usable_bytes, 0.9 * mem);
   // weights + activations + graphs + context 600 MiB + cuBLAS 64 MiB +
-  // sampler 256 * 128256 * 4 * 2 + fragmentation 2% of 80 GiB; no NCCL at TP 1.
-  const double reserved =
-      16e9 + 1e9 + 0.5e9 + 600 * kMiB + 64 * kMiB + 262668288.0 + 0.02 * 85899345920.0;
-  EXPECT_DOUBLE_EQ(b.kv_budget_bytes_per_gpu, 0.9 * 85899345920.0 - reserved);
-  EXPECT_EQ(b.max_blocks_per_gpu, 27242);  // / 2 MiB per block
-  EXPECT_EQ(b.max_tokens_per_gpu, 27242 * 16);
-  EXPECT_EQ(b.longest_request_tokens, 27242 * 16);
+  // sampler 256 * 128256 * 4 * 2 + fragmentation 2% of memory; no NCCL at TP 1.
+  const double reserved = 16e9 + 1e9 + 0.5e9 + 600 * kMiB + 64 * kMiB + 262668288.0 + 0.02 * mem;
+  EXPECT_DOUBLE_EQ(b.kv_budget_bytes_per_gpu, 0.9 * mem - reserved);
+  // (0.9 * 85,520,809,984 - 20,169,338,952) / 2,097,152 = 27,084.06.
+  EXPECT_EQ(b.max_blocks_per_gpu, std::floor((0.9 * mem - reserved) / 2097152));
+  EXPECT_EQ(b.max_blocks_per_gpu, 27084);
+  EXPECT_EQ(b.max_tokens_per_gpu, 27084 * 16);
+  EXPECT_EQ(b.longest_request_tokens, 27084 * 16);
   EXPECT_EQ(b.shortfall_bytes, 0);
   bool measured_weights = false, nccl_not_measured = false;
   for (const BudgetItem& i : b.items) {
