@@ -1,8 +1,13 @@
 // Hand-derived checks of the planner questions that have no file of their
 // own test: tier value and SSD wear (9), P/D links (14), preemption (7),
 // MLA roofline (13), FP8 (3) and K/V quantization layouts (15).
+#include <cmath>
+
 #include "costmodel/attention_roofline.h"
+#include "costmodel/fetch_plan.h"
+#include "costmodel/kv_footprint.h"
 #include "costmodel/kv_quant.h"
+#include "costmodel/memory_budget.h"
 #include "costmodel/pd_link.h"
 #include "costmodel/preemption.h"
 #include "costmodel/test_models.h"
@@ -159,6 +164,86 @@ TEST(KvQuantTest, BadLayouts) {
   q.bits = 4;
   q.group = 0;
   EXPECT_FALSE(EvaluateQuantLayout(Catalog("llama-3.1-8b", "h100-sxm"), q).ok());
+}
+
+// The subcommands' arithmetic on the four shapes given as config files. Each
+// expected figure follows from the formulas in docs/planner.md, worked out
+// independently of this code (parameters term by term, then FLOPs):
+//  gpt-oss (sliding hybrid): total 116,789,048,640; prefill 4,552,176,960;
+//    attention 2 * 64 * (64 + 64) = 16,384 FLOPs per pair, 18 full layers,
+//    18 with window 128; 73,728 KV bytes per token.
+//  recurrent hybrid: total 178,277,952 (tied); prefill 145,509,952; 4,096
+//    FLOPs per pair in its 2 attention layers; 2,048 KV bytes per token.
+//  DeepSeek-V3 (MLA): total 671,026,404,352; prefill 35,698,924,544; 81,920
+//    FLOPs per pair (128 heads x (192 + 128) x 2), 61 layers; 70,272 bytes.
+constexpr double kRel = 1e-9;
+
+TEST(ConfigModelsTest, ParameterCounts) {
+  EXPECT_DOUBLE_EQ(TestConfig("sliding_gptoss.json").Parameters().total, 116789048640.0);
+  EXPECT_DOUBLE_EQ(TestConfig("sliding_gptoss.json").Parameters().prefill, 4552176960.0);
+  EXPECT_DOUBLE_EQ(TestConfig("recurrent_hybrid.json").Parameters().total, 178277952.0);
+  EXPECT_DOUBLE_EQ(TestConfig("recurrent_hybrid.json").Parameters().prefill, 145509952.0);
+  EXPECT_DOUBLE_EQ(TestConfig("mla_deepseek.json").Parameters().total, 671026404352.0);
+  EXPECT_DOUBLE_EQ(TestConfig("mla_deepseek.json").Parameters().prefill, 35698924544.0);
+}
+
+TEST(ConfigModelsTest, PdFetchPreemptAndTiersOnConfigModels) {
+  struct Case {
+    const char* file;
+    const char* gpu;
+    uint32_t tp;
+    double recompute_4096;  // seconds
+    double kv_per_token_per_gpu;
+  };
+  const Case cases[] = {
+      {"sliding_gptoss.json", "h100-sxm", 1, 0.08069039361707701, 73728},
+      {"recurrent_hybrid.json", "h100-sxm", 1, 0.0025484879796240146, 2048},
+      {"mla_deepseek.json", "h200", 8, 0.08448667643860117, 70272},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    const Deployment d = Deploy(TestConfig(c.file), *CatalogGpu(c.gpu), c.tp);
+    EXPECT_NEAR(RecomputeSeconds(d, 0, 4096), c.recompute_4096, c.recompute_4096 * kRel);
+    // Q14: bytes per token over prefill seconds per token.
+    const PdPlan pd = PlanPd(d, 4096, CatalogLinks());
+    const double required = c.kv_per_token_per_gpu / (c.recompute_4096 / 4096);
+    EXPECT_NEAR(pd.required_link_bytes_per_s_per_gpu, required, required * kRel);
+    // Q4: break-even for 4096 tokens with 20 us of latency.
+    const TierLink tier{"t", 1, 20e-6};
+    const double breakeven = 4096 * c.kv_per_token_per_gpu / (c.recompute_4096 - 20e-6);
+    EXPECT_NEAR(BreakevenBandwidth(d, tier, 4096), breakeven, breakeven * kRel);
+    // Q9: value per token from a 2 GB/s tier.
+    const TierValue v = EvaluateTier(d, TierLink{"nvme", 2e9, 100e-6}, 4096);
+    const double value = c.recompute_4096 / 4096 - (c.kv_per_token_per_gpu / 2e9 + 100e-6 / 4096);
+    EXPECT_NEAR(v.value_seconds_per_token, value, std::fabs(value) * 1e-6);
+    // Q7: swapping 4096 tokens over the GPU's 64 GB/s host link.
+    PreemptOptions o;
+    o.victim_tokens = 4096;
+    const PreemptPlan pp = PlanPreemption(d, o);
+    EXPECT_NEAR(pp.recompute_seconds, c.recompute_4096, c.recompute_4096 * kRel);
+    EXPECT_DOUBLE_EQ(pp.swap_out_seconds, 5e-6 + KvBytesPerGpuAtContext(d, 4096) / 64e9);
+  }
+  // gpt-oss at 8192 tokens: sliding layers hold 128 tokens, so the victim is
+  // 36,864 * (8192 + 128) bytes.
+  PreemptOptions o;
+  o.victim_tokens = 8192;
+  const PreemptPlan pp =
+      PlanPreemption(Deploy(TestConfig("sliding_gptoss.json"), *CatalogGpu("h100-sxm")), o);
+  EXPECT_DOUBLE_EQ(pp.swap_out_seconds, 5e-6 + 36864.0 * (8192 + 128) / 64e9);
+  EXPECT_NEAR(pp.recompute_seconds, 0.17138729268007277, 0.17138729268007277 * kRel);
+}
+
+TEST(ConfigModelsTest, BudgetWeightsFollowTheConfigDtype) {
+  // The DeepSeek config says fp8 in quantization_config: 1 byte per weight.
+  const MemoryBudget b =
+      PlanMemoryBudget(Deploy(TestConfig("mla_deepseek.json"), *CatalogGpu("h200"), 8), {});
+  ASSERT_EQ(b.items[0].name, "weights");
+  EXPECT_DOUBLE_EQ(b.items[0].bytes, 671026404352.0 / 8);
+  // gpt-oss's config says bfloat16 (no quantization_config here): 2 bytes.
+  const MemoryBudget g =
+      PlanMemoryBudget(Deploy(TestConfig("sliding_gptoss.json"), *CatalogGpu("h100-sxm")), {});
+  EXPECT_DOUBLE_EQ(g.items[0].bytes, 116789048640.0 * 2);
+  EXPECT_GT(g.shortfall_bytes, 0);  // 234 GB of bf16 weights do not fit one H100
 }
 
 }  // namespace
