@@ -72,7 +72,8 @@ struct CutPlan {
   double fetch_seconds = 0;          // fetch of [0, cut)
   double recompute_seconds = 0;      // recompute of [cut * B, tokens)
   double total_seconds = 0;          // the two added
-  double fetch_all_seconds = 0;      // fetch every matched block, recompute the rest
+  double fetch_all_seconds = 0;      // the largest allowed cut (every matched block
+                                     // unless constrained), recompute the rest
   double recompute_all_seconds = 0;  // recompute all `tokens`
   double tokens = 0;                 // the prefix length planned
 };

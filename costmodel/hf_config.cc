@@ -101,7 +101,7 @@ absl::StatusOr<double> DtypeBytes(const std::optional<std::string>& dtype) {
       {"float", 4},    {"float8_e4m3fn", 1}, {"float8_e5m2", 1}};
   auto it = kBytes.find(*dtype);
   if (it == kBytes.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.json: torch_dtype '", *dtype,
+    return absl::InvalidArgumentError(absl::StrCat("config.json: torch_dtype/dtype '", *dtype,
                                                    "' is not one of bfloat16, float16, float32, "
                                                    "float8_e4m3fn, float8_e5m2"));
   }
@@ -155,8 +155,10 @@ absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
   m.weight_bytes_per_param = wbytes;
   m.state_bytes_per_element = std::max(2.0, wbytes);
   // FP8 checkpoints (DeepSeek-V3) say so in quantization_config.
-  if (obj.contains("quantization_config") && obj.at("quantization_config").is_object()) {
-    const json& q = obj.at("quantization_config");
+  const json& qc_holder = obj.contains("quantization_config") ? obj : root;
+  if (qc_holder.contains("quantization_config") &&
+      qc_holder.at("quantization_config").is_object()) {
+    const json& q = qc_holder.at("quantization_config");
     if (q.contains("quant_method") && q.at("quant_method") == "fp8") {
       m.weight_bytes_per_param = 1;
     }

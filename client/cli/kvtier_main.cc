@@ -240,7 +240,12 @@ int Namespaces(const Globals& g) {
               << l.tp_size() << (n.salted() ? " salted" : "") << "  " << n.blocks() << " blocks, "
               << HumanBytes(n.bytes())
               << (n.cost_model().empty() ? "" : "  model=" + n.cost_model())
-              << (n.nvme_admitted() ? "" : "  nvme=not admitted (tier value <= 0)") << "\n";
+              << (n.nvme_admitted()
+                      ? ""
+                      : "  nvme=not admitted (tier value " +
+                            std::to_string(n.nvme_value_seconds_per_token() * 1e9).substr(0, 8) +
+                            " ns/token)")
+              << "\n";
   }
   return 0;
 }

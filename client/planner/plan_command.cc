@@ -90,9 +90,9 @@ class PlanCommandImpl final : public PlanCommand {
         ->check(Num(0, 1, true))
         ->capture_default_str();
     budget_->add_option("--weights-bytes-per-gpu", weights_, "measured weights per GPU")
-        ->check(Num(0, 1e15, false));
+        ->check(Num(0, 1e15, true));
     budget_->add_option("--activation-bytes", activation_, "measured activation peak")
-        ->check(Num(0, 1e15, false));
+        ->check(Num(0, 1e15, true));
     budget_->add_option("--cudagraph-bytes", graphs_, "measured CUDA graph pools")
         ->check(Num(0, 1e15, false));
     budget_->add_option("--other-bytes", budget_opts_.other_bytes, "other reservations")

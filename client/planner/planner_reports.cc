@@ -263,7 +263,9 @@ Report FetchReport(const Deployment& d, double tokens, const costmodel::TierLink
   const double fetch = costmodel::FetchSeconds(tier, tokens * bpt);
   const double breakeven = costmodel::BreakevenBandwidth(d, tier, tokens);
   const double asymptotic = costmodel::AsymptoticBreakevenBandwidth(d);
-  const bool fetch_wins = fetch < recompute;
+  // A recurrent model without state checkpoints cannot restore from blocks.
+  const bool fetch_wins =
+      fetch < recompute && costmodel::CutConstraintsFor(d, checkpoint_interval).step_blocks > 0;
   std::vector<costmodel::Segment> segs = layout;
   if (segs.empty()) {
     const uint32_t blocks = static_cast<uint32_t>(tokens / d.block_tokens);
@@ -633,9 +635,14 @@ Report StateReport(const Deployment& d, uint64_t interval, double context) {
   absl::StrAppendFormat(&t, "per request       = %d layers x that = %s (one checkpoint = %s)\n",
                         s.recurrent_layers, Bytes(s.state_bytes_per_request),
                         Bytes(s.state_bytes_per_checkpoint));
-  absl::StrAppendFormat(&t,
-                        "restart boundary  = lcm(block %d, checkpoint interval %d) = %d tokens\n",
-                        d.block_tokens, interval, s.restart_boundary_tokens);
+  if (s.recurrent_layers == 0) {
+    absl::StrAppendFormat(&t, "restart boundary  = any block boundary = %d tokens\n",
+                          s.restart_boundary_tokens);
+  } else {
+    absl::StrAppendFormat(&t,
+                          "restart boundary  = lcm(block %d, checkpoint interval %d) = %d tokens\n",
+                          d.block_tokens, interval, s.restart_boundary_tokens);
+  }
   absl::StrAppendFormat(&t, "at %.0f tokens      = %.0f checkpoints = %s\n", context,
                         s.checkpoints_at_context, Bytes(s.checkpoint_bytes_at_context));
   return r;
