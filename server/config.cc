@@ -93,6 +93,8 @@ const std::vector<KeySpec>& Keys() {
       Field("limits.max_namespaces", &DaemonConfig::max_namespaces, ParseU32),
       Field("limits.max_keys_per_request", &DaemonConfig::max_keys_per_request, ParseU32),
       Field("limits.max_leases", &DaemonConfig::max_leases, ParseU32),
+      Field("limits.max_regions", &DaemonConfig::max_regions, ParseU32),
+      Field("limits.max_region_bytes", &DaemonConfig::max_region_bytes, ParseBytes),
       Field("leases.default_ttl_ms", &DaemonConfig::default_lease_ttl_ms, ParseU32),
       Field("leases.max_ttl_ms", &DaemonConfig::max_lease_ttl_ms, ParseU32),
       Field("log.level", &DaemonConfig::log_level, ParseString),

@@ -44,6 +44,8 @@ struct DaemonConfig {
   uint32_t max_namespaces = 1024;
   uint32_t max_keys_per_request = 65536;
   uint32_t max_leases = 1 << 20;
+  uint32_t max_regions = 64;                        // registered memory regions
+  uint64_t max_region_bytes = uint64_t{256} << 30;  // their mapped bytes in all
 
   uint32_t default_lease_ttl_ms = 30'000;
   uint32_t max_lease_ttl_ms = 600'000;

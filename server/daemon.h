@@ -21,6 +21,7 @@
 #include "server/lookup_planner.h"
 #include "storage/block_cache.h"
 #include "storage/clock.h"
+#include "storage/memory_region.h"
 
 namespace kvtier {
 
@@ -50,6 +51,7 @@ class Daemon {
   std::unique_ptr<BlockCache> cache_;
   GpuInventory gpus_;
   std::unique_ptr<LookupPlanner> planner_;
+  std::unique_ptr<RegionTable> regions_;
   std::string listen_address_;
   std::unique_ptr<KvCacheService> kvcache_service_;
   std::unique_ptr<AdminService> admin_service_;

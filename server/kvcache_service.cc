@@ -7,6 +7,8 @@
 #include "absl/time/time.h"
 #include "server/proto_convert.h"
 #include "spdlog/spdlog.h"
+#include "storage/region_copy.h"
+#include "storage/shared_memory_region.h"
 
 namespace kvtier {
 namespace {
@@ -195,6 +197,95 @@ grpc::Status KvCacheService::Delete(grpc::ServerContext*, const v1::DeleteReques
   response->set_blocks_deleted(r->blocks_deleted);
   response->set_bytes_freed(r->bytes_freed);
   return grpc::Status::OK;
+}
+
+grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext*,
+                                            const v1::RegisterMemoryRequest* request,
+                                            v1::RegisterMemoryResponse* response) {
+  if (!request->region().has_shared_memory()) {
+    return Finish("RegisterMemory",
+                  absl::InvalidArgumentError("region must name a kind (shared_memory)"));
+  }
+  const v1::SharedMemoryFile& shm = request->region().shared_memory();
+  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> region =
+      SharedMemoryRegion::Open(shm.path(), shm.size_bytes());
+  if (!region.ok()) return Finish("RegisterMemory", region.status());
+  const std::string described = (*region)->Describe();
+  absl::StatusOr<std::string> id = regions_->Add(*std::move(region));
+  if (!id.ok()) return Finish("RegisterMemory", id.status());
+  spdlog::info("registered memory region {}: {}", *id, described);
+  response->set_region_id(*id);
+  response->set_size_bytes(shm.size_bytes());
+  return grpc::Status::OK;
+}
+
+grpc::Status KvCacheService::UnregisterMemory(grpc::ServerContext*,
+                                              const v1::UnregisterMemoryRequest* request,
+                                              v1::UnregisterMemoryResponse*) {
+  if (request->region_id().empty()) {
+    return Finish("UnregisterMemory", absl::InvalidArgumentError("region_id is required"));
+  }
+  return Finish("UnregisterMemory", regions_->Remove(request->region_id()));
+}
+
+grpc::Status KvCacheService::RegionTransfer(
+    const char* rpc, bool save, grpc::ServerContext* context, const std::string& namespace_id,
+    const std::string& region_id, const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
+    grpc::ServerWriter<v1::BlockCompletion>* writer) {
+  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(namespace_id);
+  if (!ns.ok()) return Finish(rpc, ns.status());
+  if (refs.empty() || static_cast<uint64_t>(refs.size()) > cache_->options().max_keys_per_request) {
+    return Finish(rpc, absl::InvalidArgumentError(
+                           absl::StrCat("blocks: ", refs.size(), " given, 1..",
+                                        cache_->options().max_keys_per_request, " allowed")));
+  }
+  std::vector<RegionBlock> blocks;
+  blocks.reserve(refs.size());
+  for (int i = 0; i < refs.size(); ++i) {
+    const v1::BlockRef& r = refs[i];
+    absl::StatusOr<BlockKey> key = BlockKey::Create(r.key());
+    if (!key.ok()) {
+      return Finish(rpc, absl::InvalidArgumentError(
+                             absl::StrCat("blocks[", i, "].key: ", key.status().message())));
+    }
+    if (!save && !r.parent_key().empty()) {
+      return Finish(rpc, absl::InvalidArgumentError(
+                             absl::StrCat("blocks[", i, "]: parent_key is for Save only")));
+    }
+    absl::StatusOr<BlockKey> parent = OptionalKeyFromProto(r.parent_key(), "parent_key");
+    if (!parent.ok()) {
+      return Finish(rpc, absl::InvalidArgumentError(
+                             absl::StrCat("blocks[", i, "].", parent.status().message())));
+    }
+    blocks.push_back({*key, *parent, r.offset(), r.size_bytes()});
+  }
+  absl::StatusOr<std::shared_ptr<MemoryRegion>> region = regions_->Find(region_id);
+  if (!region.ok()) return Finish(rpc, region.status());
+  v1::BlockCompletion c;
+  auto sink = [&](const BlockOutcome& o) {
+    if (context->IsCancelled()) return false;
+    c.Clear();
+    c.set_index(o.index);
+    c.set_key(std::string(blocks[o.index].key.bytes()));
+    c.set_code(static_cast<int32_t>(o.status.code()));
+    c.set_message(std::string(o.status.message()));
+    c.set_size_bytes(o.bytes);
+    return writer->Write(c);
+  };
+  return Finish(rpc, save ? SaveFromRegion(*cache_, *ns, **region, blocks, sink)
+                          : LoadIntoRegion(*cache_, *ns, **region, blocks, sink));
+}
+
+grpc::Status KvCacheService::Save(grpc::ServerContext* context, const v1::SaveRequest* request,
+                                  grpc::ServerWriter<v1::BlockCompletion>* writer) {
+  return RegionTransfer("Save", true, context, request->namespace_id(), request->region_id(),
+                        request->blocks(), writer);
+}
+
+grpc::Status KvCacheService::Load(grpc::ServerContext* context, const v1::LoadRequest* request,
+                                  grpc::ServerWriter<v1::BlockCompletion>* writer) {
+  return RegionTransfer("Load", false, context, request->namespace_id(), request->region_id(),
+                        request->blocks(), writer);
 }
 
 }  // namespace kvtier

@@ -11,6 +11,7 @@
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/lookup_planner.h"
 #include "storage/block_cache.h"
+#include "storage/memory_region.h"
 
 namespace kvtier {
 
@@ -19,10 +20,12 @@ class KvCacheService final : public v1::KvCache::Service {
   // `get_chunk_bytes`: default Get chunk; `max_chunk_bytes`: the cap for a
   // client's max_chunk_bytes (keeps messages under the size limit).
   // `planner` prices Lookups and owns NVMe admission by tier value.
-  KvCacheService(BlockCache* cache, LookupPlanner* planner, uint64_t get_chunk_bytes,
-                 uint64_t max_chunk_bytes)
+  // `regions` holds the memory engines register for Save and Load.
+  KvCacheService(BlockCache* cache, LookupPlanner* planner, RegionTable* regions,
+                 uint64_t get_chunk_bytes, uint64_t max_chunk_bytes)
       : cache_(cache),
         planner_(planner),
+        regions_(regions),
         get_chunk_bytes_(get_chunk_bytes),
         max_chunk_bytes_(max_chunk_bytes) {}
 
@@ -38,13 +41,29 @@ class KvCacheService final : public v1::KvCache::Service {
                        v1::ReleaseResponse* response) override;
   grpc::Status Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
                       v1::DeleteResponse* response) override;
+  grpc::Status RegisterMemory(grpc::ServerContext* context,
+                              const v1::RegisterMemoryRequest* request,
+                              v1::RegisterMemoryResponse* response) override;
+  grpc::Status UnregisterMemory(grpc::ServerContext* context,
+                                const v1::UnregisterMemoryRequest* request,
+                                v1::UnregisterMemoryResponse* response) override;
+  grpc::Status Save(grpc::ServerContext* context, const v1::SaveRequest* request,
+                    grpc::ServerWriter<v1::BlockCompletion>* writer) override;
+  grpc::Status Load(grpc::ServerContext* context, const v1::LoadRequest* request,
+                    grpc::ServerWriter<v1::BlockCompletion>* writer) override;
 
  private:
+  // Save and Load share everything but the copy direction.
+  grpc::Status RegionTransfer(const char* rpc, bool save, grpc::ServerContext* context,
+                              const std::string& namespace_id, const std::string& region_id,
+                              const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
+                              grpc::ServerWriter<v1::BlockCompletion>* writer);
   absl::Status DoPut(grpc::ServerContext* context, grpc::ServerReader<v1::PutChunk>* reader,
                      v1::PutResponse* response);
 
   BlockCache* const cache_;
   LookupPlanner* const planner_;
+  RegionTable* const regions_;
   const uint64_t get_chunk_bytes_;
   const uint64_t max_chunk_bytes_;
 };

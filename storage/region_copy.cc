@@ -1,0 +1,147 @@
+#include "storage/region_copy.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvtier {
+
+absl::Status ValidateRegionBlocks(absl::Span<const RegionBlock> blocks, uint64_t region_size,
+                                  bool destinations) {
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const RegionBlock& b = blocks[i];
+    if (b.size == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: size_bytes must be > 0"));
+    }
+    if (b.size > region_size || b.offset > region_size - b.size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("blocks[", i, "]: bytes [", b.offset, ", +", b.size,
+                       ") are outside the region of ", region_size, " bytes"));
+    }
+  }
+  if (destinations) {
+    std::vector<size_t> order(blocks.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return blocks[a].offset < blocks[b].offset; });
+    for (size_t j = 1; j < order.size(); ++j) {
+      const RegionBlock& prev = blocks[order[j - 1]];
+      if (prev.offset + prev.size > blocks[order[j]].offset) {
+        return absl::InvalidArgumentError(absl::StrCat("blocks[", order[j - 1], "] and blocks[",
+                                                       order[j], "] overlap in the region"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
+                            absl::Span<const RegionBlock> blocks, const OutcomeSink& done) {
+  const absl::Span<uint8_t> bytes = region.bytes();
+  if (absl::Status s = ValidateRegionBlocks(blocks, bytes.size(), false); !s.ok()) return s;
+  {
+    // An unknown namespace is a request error: nothing is attempted.
+    absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> probe = cache.BeginPut(ns);
+    if (!probe.ok()) return probe.status();
+  }
+  size_t next = 0;
+  absl::Status failure;
+  while (next < blocks.size()) {
+    const size_t end = std::min(blocks.size(), next + kRegionCopyGroup);
+    absl::Status group = absl::OkStatus();
+    size_t failed_at = end;
+    absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> batch = cache.BeginPut(ns);
+    if (!batch.ok()) {
+      group = batch.status();
+      failed_at = next;
+    }
+    for (size_t i = next; group.ok() && i < end; ++i) {
+      const RegionBlock& b = blocks[i];
+      group = (*batch)->StartBlock(b.key, b.parent, b.size);
+      if (group.ok()) group = (*batch)->Append(bytes.subspan(b.offset, b.size));
+      if (!group.ok()) failed_at = i;
+    }
+    if (group.ok()) {
+      absl::StatusOr<PutResult> r = (*batch)->Commit();
+      if (!r.ok()) {
+        group = r.status();
+        failed_at = next;
+      }
+    }
+    for (size_t i = next; i < end; ++i) {
+      BlockOutcome o{static_cast<uint32_t>(i), absl::OkStatus(), blocks[i].size};
+      if (!group.ok()) {
+        o.bytes = 0;
+        o.status = i == failed_at ? group
+                                  : absl::AbortedError(absl::StrCat(
+                                        "not stored: blocks[", failed_at,
+                                        "] of the same group failed: ", group.message()));
+      }
+      if (!done(o)) return absl::CancelledError("Save abandoned by its caller");
+    }
+    next = end;
+    if (!group.ok()) {
+      failure = group;
+      break;
+    }
+  }
+  for (size_t i = next; i < blocks.size(); ++i) {
+    BlockOutcome o{static_cast<uint32_t>(i),
+                   absl::AbortedError(absl::StrCat("not stored after an earlier failure: ",
+                                                   failure.message())),
+                   0};
+    if (!done(o)) return absl::CancelledError("Save abandoned by its caller");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
+                            absl::Span<const RegionBlock> blocks, const OutcomeSink& done) {
+  const absl::Span<uint8_t> bytes = region.bytes();
+  if (absl::Status s = ValidateRegionBlocks(blocks, bytes.size(), true); !s.ok()) return s;
+  {
+    absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> probe = cache.BeginPut(ns);
+    if (!probe.ok()) return probe.status();
+  }
+  auto copy = [&](size_t i, const BlockCache::ReadHandle& h) {
+    const absl::Span<const uint8_t> src = h.bytes();
+    BlockOutcome o{static_cast<uint32_t>(i), absl::OkStatus(), src.size()};
+    if (src.size() > blocks[i].size) {
+      o.bytes = 0;
+      o.status = absl::OutOfRangeError(absl::StrCat("block ", blocks[i].key.ToHex(), " holds ",
+                                                    src.size(), " bytes, more than its room of ",
+                                                    blocks[i].size));
+    } else {
+      std::memcpy(bytes.data() + blocks[i].offset, src.data(), src.size());
+    }
+    return o;
+  };
+  std::vector<BlockKey> keys;
+  for (size_t next = 0; next < blocks.size(); next += kRegionCopyGroup) {
+    const size_t end = std::min(blocks.size(), next + kRegionCopyGroup);
+    keys.clear();
+    for (size_t i = next; i < end; ++i) keys.push_back(blocks[i].key);
+    absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles = cache.Read(ns, keys);
+    std::vector<BlockOutcome> outcomes;
+    if (handles.ok()) {
+      for (size_t i = next; i < end; ++i) outcomes.push_back(copy(i, (*handles)[i - next]));
+      handles->clear();  // unpin before reporting
+    } else {
+      // Some block failed: find out which, block by block.
+      for (size_t i = next; i < end; ++i) {
+        absl::StatusOr<std::vector<BlockCache::ReadHandle>> one =
+            cache.Read(ns, absl::MakeConstSpan(&blocks[i].key, 1));
+        outcomes.push_back(one.ok() ? copy(i, one->front())
+                                    : BlockOutcome{static_cast<uint32_t>(i), one.status(), 0});
+      }
+    }
+    for (const BlockOutcome& o : outcomes) {
+      if (!done(o)) return absl::CancelledError("Load abandoned by its caller");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvtier

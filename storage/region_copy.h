@@ -1,0 +1,63 @@
+// Save and Load through a registered MemoryRegion: blocks are copied between
+// the region and the BlockCache, with an outcome per block.
+//  - Save commits in groups of kGroup blocks (each group all-or-nothing, as a
+//    Put); a group that fails reports its error for the failing block and
+//    ABORTED for the others and every later block.
+//  - Load reads groups of blocks (pinned and checksum-verified by
+//    BlockCache::Read), copies each into the region and reports OK only after
+//    the copy; a block that cannot be read (not cached, failed verification)
+//    or does not fit its room gets its own error, and the rest still load.
+// Outcomes are delivered in request order through `done`; it returns false
+// when nobody listens any more (the copy stops, CANCELLED).
+//
+// Thread-safety: stateless functions; the cache and table are thread-safe.
+// The region's bytes belong to the engine: concurrent writes by the engine
+// to a range being saved or loaded give it whatever it raced with, but the
+// cache's own copy and checksum always agree.
+#ifndef KVTIER_STORAGE_REGION_COPY_H_
+#define KVTIER_STORAGE_REGION_COPY_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "storage/block_cache.h"
+#include "storage/block_key.h"
+#include "storage/memory_region.h"
+
+namespace kvtier {
+
+struct RegionBlock {
+  BlockKey key;
+  BlockKey parent;  // Save only
+  uint64_t offset = 0;
+  uint64_t size = 0;  // Save: the block's size; Load: the room at offset
+};
+
+struct BlockOutcome {
+  uint32_t index = 0;
+  absl::Status status;
+  uint64_t bytes = 0;  // stored or copied
+};
+
+using OutcomeSink = std::function<bool(const BlockOutcome&)>;
+
+inline constexpr uint32_t kRegionCopyGroup = 64;
+
+// INVALID_ARGUMENT (naming blocks[i]) unless every range lies in a region of
+// `region_size` bytes with size > 0, and, for destinations, no two overlap.
+absl::Status ValidateRegionBlocks(absl::Span<const RegionBlock> blocks, uint64_t region_size,
+                                  bool destinations);
+
+// Request-level errors (unknown namespace, bad ranges) return before any
+// block is touched; otherwise every block gets exactly one outcome (unless
+// `done` stops the copy) and the result is OK or CANCELLED.
+absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
+                            absl::Span<const RegionBlock> blocks, const OutcomeSink& done);
+absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
+                            absl::Span<const RegionBlock> blocks, const OutcomeSink& done);
+
+}  // namespace kvtier
+
+#endif  // KVTIER_STORAGE_REGION_COPY_H_

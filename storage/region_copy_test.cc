@@ -1,0 +1,255 @@
+// Save and Load through memory regions, against a real BlockCache: per-block
+// outcomes, partial failures, ranges, and the shared-memory file checks.
+#include "storage/region_copy.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "storage/clock.h"
+#include "storage/shared_memory_region.h"
+#include "storage/test_bytes.h"
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kBlock = 64 * 1024;
+
+class VectorRegion final : public MemoryRegion {
+ public:
+  explicit VectorRegion(size_t n) : bytes_(n) {}
+  absl::Span<uint8_t> bytes() override { return absl::MakeSpan(bytes_); }
+  std::string Describe() const override { return "test region"; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+BlockKey Key(int i) { return *BlockKey::Create("blk" + std::to_string(i)); }
+
+class RegionCopyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BlockCacheOptions o;
+    o.host_bytes = 32 << 20;
+    o.slab_bytes = 4 << 20;
+    o.max_block_bytes = 1 << 20;
+    cache_ = *BlockCache::Create(o, &clock_);
+    NamespaceSpec spec{"m", KvLayout{1, 1, 128, DType::kBf16, 256, 0, 1}, ""};  // 128 KiB
+    ns_ = cache_->OpenNamespace(spec)->id;
+  }
+
+  // n chained blocks at offsets 0, kBlock, 2 * kBlock...
+  std::vector<RegionBlock> Chain(int n, int first = 0) {
+    std::vector<RegionBlock> v;
+    for (int i = first; i < first + n; ++i) {
+      v.push_back({Key(i), i > 0 ? Key(i - 1) : BlockKey(), (i - first) * kBlock, kBlock});
+    }
+    return v;
+  }
+
+  std::vector<BlockOutcome> Run(bool save, MemoryRegion& region,
+                                const std::vector<RegionBlock>& blocks, absl::Status* status) {
+    std::vector<BlockOutcome> out;
+    auto sink = [&](const BlockOutcome& o) {
+      out.push_back(o);
+      return true;
+    };
+    *status = save ? SaveFromRegion(*cache_, ns_, region, blocks, sink)
+                   : LoadIntoRegion(*cache_, ns_, region, blocks, sink);
+    return out;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<BlockCache> cache_;
+  NamespaceId ns_;
+};
+
+TEST_F(RegionCopyTest, SaveThenLoadRoundTripsEveryByte) {
+  const int n = 150;  // three commit groups
+  VectorRegion src(n * kBlock), dst(n * kBlock);
+  for (int i = 0; i < n; ++i) {
+    const std::vector<uint8_t> b = DeterministicBytes("blk" + std::to_string(i), kBlock);
+    std::copy(b.begin(), b.end(), src.bytes().begin() + i * kBlock);
+  }
+  absl::Status s;
+  std::vector<BlockOutcome> saved = Run(true, src, Chain(n), &s);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(saved.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(saved[i].index, static_cast<uint32_t>(i));
+    EXPECT_TRUE(saved[i].status.ok()) << saved[i].status;
+  }
+  // Load in reverse order of offsets: destinations need not follow keys.
+  std::vector<RegionBlock> load = Chain(n);
+  for (int i = 0; i < n; ++i) load[i].offset = (n - 1 - i) * kBlock;
+  std::vector<BlockOutcome> loaded = Run(false, dst, load, &s);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(loaded.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(loaded[i].status.ok()) << loaded[i].status;
+    EXPECT_EQ(loaded[i].bytes, kBlock);
+    EXPECT_TRUE(std::equal(dst.bytes().begin() + (n - 1 - i) * kBlock,
+                           dst.bytes().begin() + (n - i) * kBlock,
+                           src.bytes().begin() + i * kBlock))
+        << "block " << i;
+  }
+}
+
+TEST_F(RegionCopyTest, LoadReportsExactlyTheMissingBlocks) {
+  VectorRegion src(4 * kBlock), dst(4 * kBlock);
+  absl::Status s;
+  Run(true, src, Chain(2), &s);  // blocks 0 and 1 cached
+  ASSERT_TRUE(s.ok());
+  std::vector<RegionBlock> load = Chain(4);  // 2 and 3 are not
+  std::vector<BlockOutcome> out = Run(false, dst, load, &s);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_TRUE(out[0].status.ok());
+  EXPECT_TRUE(out[1].status.ok());
+  EXPECT_EQ(out[2].status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(out[3].status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(out[3].bytes, 0u);
+  // Too little room: OUT_OF_RANGE for that block only.
+  load = Chain(2);
+  load[1].size = kBlock / 2;
+  out = Run(false, dst, load, &s);
+  EXPECT_TRUE(out[0].status.ok());
+  EXPECT_EQ(out[1].status.code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(RegionCopyTest, FailedSaveGroupAbortsTheRest) {
+  VectorRegion src(4 * kBlock);
+  std::vector<RegionBlock> blocks = Chain(4);
+  blocks[0].parent = Key(99);  // a parent that is not cached
+  absl::Status s;
+  std::vector<BlockOutcome> out = Run(true, src, blocks, &s);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].status.code(), absl::StatusCode::kFailedPrecondition);
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(out[i].status.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(cache_->Snapshot().blocks, 0u);  // nothing stored
+}
+
+TEST_F(RegionCopyTest, BadRequestsTouchNothing) {
+  VectorRegion region(2 * kBlock);
+  absl::Status s;
+  std::vector<RegionBlock> blocks = Chain(2);
+  blocks[1].offset = 2 * kBlock - 10;  // runs past the end
+  EXPECT_TRUE(Run(true, region, blocks, &s).empty());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  blocks = Chain(2);
+  blocks[1].offset = ~uint64_t{0} - 5;  // offset + size overflows
+  EXPECT_TRUE(Run(true, region, blocks, &s).empty());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  blocks = Chain(2);
+  blocks[1].offset = kBlock / 2;  // overlapping destinations
+  EXPECT_TRUE(Run(false, region, blocks, &s).empty());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    std::vector<BlockOutcome> out = Run(true, region, blocks, &s);  // overlapping sources are fine
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[1].status.ok()) << out[1].status;
+    NamespaceId unknown = NamespaceId::FromParts(ns_.high() ^ 1, ns_.low());
+  out.clear();
+  s = LoadIntoRegion(*cache_, unknown, region, Chain(1), [&](const BlockOutcome& o) {
+    out.push_back(o);
+    return true;
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(out.empty());
+}
+
+TEST_F(RegionCopyTest, CallerGoneStopsTheCopy) {
+  VectorRegion src(4 * kBlock);
+  int seen = 0;
+  absl::Status s = SaveFromRegion(*cache_, ns_, src, Chain(4), [&](const BlockOutcome&) {
+    return ++seen < 2;
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(seen, 2);
+}
+
+class SharedMemoryRegionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kvtier-shm-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    ASSERT_GE(fd, 0);
+    path_ = tmpl;
+    ASSERT_EQ(ftruncate(fd, 1 << 20), 0);
+    close(fd);
+    ASSERT_EQ(chmod(path_.c_str(), 0600), 0);
+  }
+  void TearDown() override { unlink(path_.c_str()); }
+  std::string path_;
+};
+
+TEST_F(SharedMemoryRegionTest, MapsAnOwnerOnlyFileSharedWithItsWriter) {
+  auto r = SharedMemoryRegion::Open(path_, 1 << 20);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->bytes().size(), 1u << 20);
+  (*r)->bytes()[12345] = 0x5a;  // visible through the file
+  const int fd = open(path_.c_str(), O_RDONLY);
+  uint8_t b = 0;
+  ASSERT_EQ(pread(fd, &b, 1, 12345), 1);
+  close(fd);
+  EXPECT_EQ(b, 0x5a);
+}
+
+TEST_F(SharedMemoryRegionTest, RefusesWhatItMustNotMap) {
+  EXPECT_EQ(SharedMemoryRegion::Open("relative/path", 10).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SharedMemoryRegion::Open(path_, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SharedMemoryRegion::Open(path_, (1 << 20) + 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SharedMemoryRegion::Open(path_ + ".none", 10).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(SharedMemoryRegion::Open("/tmp", 10).status().code(),
+            absl::StatusCode::kInvalidArgument);  // not a regular file
+  ASSERT_EQ(chmod(path_.c_str(), 0644), 0);
+  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> r = SharedMemoryRegion::Open(path_, 10);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(r.status().message().find("644"), std::string::npos) << r.status();
+  ASSERT_EQ(chmod(path_.c_str(), 0600), 0);
+  const std::string link = path_ + ".lnk";
+  ASSERT_EQ(symlink(path_.c_str(), link.c_str()), 0);
+  EXPECT_EQ(SharedMemoryRegion::Open(link, 10).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  unlink(link.c_str());
+}
+
+TEST_F(SharedMemoryRegionTest, RefusesAnotherUsersFile) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the file to another user";
+  ASSERT_EQ(chown(path_.c_str(), 65534, 65534), 0);
+  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> r = SharedMemoryRegion::Open(path_, 10);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(r.status().message().find("owned by uid 65534"), std::string::npos) << r.status();
+}
+
+TEST(RegionTableTest, LimitsAndLifetime) {
+  RegionTable table(2, 3 << 20);
+  auto a = table.Add(std::make_unique<VectorRegion>(1 << 20));
+  auto b = table.Add(std::make_unique<VectorRegion>(1 << 20));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(*a, *b);
+  EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(1)).status().code(),
+            absl::StatusCode::kResourceExhausted);  // count
+  auto held = table.Find(*a);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(table.Remove(*a).ok());
+  EXPECT_EQ((*held)->bytes().size(), 1u << 20);  // still mapped for its holder
+  EXPECT_EQ(table.Find(*a).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(table.Remove(*a).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(3 << 20)).status().code(),
+            absl::StatusCode::kResourceExhausted);  // bytes
+  EXPECT_EQ(table.size(), 1u);
+}
+
+}  // namespace
+}  // namespace kvtier

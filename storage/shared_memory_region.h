@@ -1,0 +1,50 @@
+// SharedMemoryRegion: a shared-memory file an engine created (e.g. under
+// /dev/shm), mapped read-write and shared into the daemon. Only files the
+// daemon's own user owns, with no group or other permission bits (0600 or
+// stricter), are accepted, so one user's engine cannot hand the daemon
+// another user's memory (this holds for a root daemon too). Opened with O_NOFOLLOW: the path must not be a
+// symlink.
+//
+// Known limit: a file truncated by its owner while mapped makes the daemon's
+// next access to the lost pages fault (SIGBUS); only the file's owner, who
+// already shares the daemon's user, can do that.
+//
+// Thread-safety: immutable after Open; bytes() may be used from any thread.
+#ifndef KVTIER_STORAGE_SHARED_MEMORY_REGION_H_
+#define KVTIER_STORAGE_SHARED_MEMORY_REGION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "storage/memory_region.h"
+
+namespace kvtier {
+
+class SharedMemoryRegion final : public MemoryRegion {
+ public:
+  // Maps the first `size` bytes of `path`. INVALID_ARGUMENT: relative path,
+  // size 0, larger than the file, or not a regular file; NOT_FOUND: no such
+  // file; PERMISSION_DENIED: owned by another user, group/other permission
+  // bits set, or a symlink; INTERNAL if mmap fails.
+  static absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> Open(const std::string& path,
+                                                                  uint64_t size);
+  ~SharedMemoryRegion() override;
+  SharedMemoryRegion(const SharedMemoryRegion&) = delete;
+  SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
+
+  absl::Span<uint8_t> bytes() override { return {data_, size_}; }
+  std::string Describe() const override;
+
+ private:
+  SharedMemoryRegion(std::string path, uint8_t* data, uint64_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
+  const std::string path_;
+  uint8_t* const data_;
+  const uint64_t size_;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_STORAGE_SHARED_MEMORY_REGION_H_
