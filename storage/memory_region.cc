@@ -9,9 +9,9 @@ absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> regio
   absl::MutexLock lock(&mu_);
   const uint64_t size = region->bytes().size();
   if (regions_.size() >= max_regions_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(regions_.size(), " memory regions are registered (max ", max_regions_,
-                     "); unregister some"));
+    return absl::ResourceExhaustedError(absl::StrCat(regions_.size(),
+                                                     " memory regions are registered (max ",
+                                                     max_regions_, "); unregister some"));
   }
   if (bytes_ + size > max_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(

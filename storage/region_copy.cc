@@ -16,9 +16,9 @@ absl::Status ValidateRegionBlocks(absl::Span<const RegionBlock> blocks, uint64_t
       return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: size_bytes must be > 0"));
     }
     if (b.size > region_size || b.offset > region_size - b.size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("blocks[", i, "]: bytes [", b.offset, ", +", b.size,
-                       ") are outside the region of ", region_size, " bytes"));
+      return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: bytes [", b.offset, ", +",
+                                                     b.size, ") are outside the region of ",
+                                                     region_size, " bytes"));
     }
   }
   if (destinations) {
@@ -74,10 +74,11 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       BlockOutcome o{static_cast<uint32_t>(i), absl::OkStatus(), blocks[i].size};
       if (!group.ok()) {
         o.bytes = 0;
-        o.status = i == failed_at ? group
-                                  : absl::AbortedError(absl::StrCat(
-                                        "not stored: blocks[", failed_at,
-                                        "] of the same group failed: ", group.message()));
+        o.status =
+            i == failed_at
+                ? group
+                : absl::AbortedError(absl::StrCat("not stored: blocks[", failed_at,
+                                                  "] of the same group failed: ", group.message()));
       }
       if (!done(o)) return absl::CancelledError("Save abandoned by its caller");
     }
@@ -89,8 +90,8 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
   }
   for (size_t i = next; i < blocks.size(); ++i) {
     BlockOutcome o{static_cast<uint32_t>(i),
-                   absl::AbortedError(absl::StrCat("not stored after an earlier failure: ",
-                                                   failure.message())),
+                   absl::AbortedError(
+                       absl::StrCat("not stored after an earlier failure: ", failure.message())),
                    0};
     if (!done(o)) return absl::CancelledError("Save abandoned by its caller");
   }
@@ -110,9 +111,9 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     BlockOutcome o{static_cast<uint32_t>(i), absl::OkStatus(), src.size()};
     if (src.size() > blocks[i].size) {
       o.bytes = 0;
-      o.status = absl::OutOfRangeError(absl::StrCat("block ", blocks[i].key.ToHex(), " holds ",
-                                                    src.size(), " bytes, more than its room of ",
-                                                    blocks[i].size));
+      o.status =
+          absl::OutOfRangeError(absl::StrCat("block ", blocks[i].key.ToHex(), " holds ", src.size(),
+                                             " bytes, more than its room of ", blocks[i].size));
     } else {
       std::memcpy(bytes.data() + blocks[i].offset, src.data(), src.size());
     }

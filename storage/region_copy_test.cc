@@ -150,11 +150,11 @@ TEST_F(RegionCopyTest, BadRequestsTouchNothing) {
   blocks[1].offset = kBlock / 2;  // overlapping destinations
   EXPECT_TRUE(Run(false, region, blocks, &s).empty());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-    std::vector<BlockOutcome> out = Run(true, region, blocks, &s);  // overlapping sources are fine
+  std::vector<BlockOutcome> out = Run(true, region, blocks, &s);  // overlapping sources are fine
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_EQ(out.size(), 2u);
   EXPECT_TRUE(out[1].status.ok()) << out[1].status;
-    NamespaceId unknown = NamespaceId::FromParts(ns_.high() ^ 1, ns_.low());
+  NamespaceId unknown = NamespaceId::FromParts(ns_.high() ^ 1, ns_.low());
   out.clear();
   s = LoadIntoRegion(*cache_, unknown, region, Chain(1), [&](const BlockOutcome& o) {
     out.push_back(o);
@@ -167,9 +167,8 @@ TEST_F(RegionCopyTest, BadRequestsTouchNothing) {
 TEST_F(RegionCopyTest, CallerGoneStopsTheCopy) {
   VectorRegion src(4 * kBlock);
   int seen = 0;
-  absl::Status s = SaveFromRegion(*cache_, ns_, src, Chain(4), [&](const BlockOutcome&) {
-    return ++seen < 2;
-  });
+  absl::Status s =
+      SaveFromRegion(*cache_, ns_, src, Chain(4), [&](const BlockOutcome&) { return ++seen < 2; });
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(seen, 2);
 }
@@ -204,8 +203,7 @@ TEST_F(SharedMemoryRegionTest, MapsAnOwnerOnlyFileSharedWithItsWriter) {
 TEST_F(SharedMemoryRegionTest, RefusesWhatItMustNotMap) {
   EXPECT_EQ(SharedMemoryRegion::Open("relative/path", 10).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SharedMemoryRegion::Open(path_, 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SharedMemoryRegion::Open(path_, 0).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(SharedMemoryRegion::Open(path_, (1 << 20) + 1).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(SharedMemoryRegion::Open(path_ + ".none", 10).status().code(),

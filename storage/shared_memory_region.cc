@@ -45,12 +45,12 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Open(
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
   }
-    // Even a root daemon insists: otherwise any client could name another
+  // Even a root daemon insists: otherwise any client could name another
   // user's file and read or write it through Save and Load.
   const uid_t me = ::geteuid();
   if (st.st_uid != me) {
-    return absl::PermissionDeniedError(absl::StrCat("'", path, "' is owned by uid ", st.st_uid,
-                                                    ", not the daemon's uid ", me));
+    return absl::PermissionDeniedError(
+        absl::StrCat("'", path, "' is owned by uid ", st.st_uid, ", not the daemon's uid ", me));
   }
   if ((st.st_mode & 077) != 0) {
     return absl::PermissionDeniedError(absl::StrFormat(
@@ -58,8 +58,8 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Open(
         st.st_mode & 0777));
   }
   if (static_cast<uint64_t>(st.st_size) < size) {
-    return absl::InvalidArgumentError(absl::StrCat("'", path, "' holds ", st.st_size,
-                                                   " bytes, fewer than size_bytes ", size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' holds ", st.st_size, " bytes, fewer than size_bytes ", size));
   }
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {

@@ -2,8 +2,8 @@
 // /dev/shm), mapped read-write and shared into the daemon. Only files the
 // daemon's own user owns, with no group or other permission bits (0600 or
 // stricter), are accepted, so one user's engine cannot hand the daemon
-// another user's memory (this holds for a root daemon too). Opened with O_NOFOLLOW: the path must not be a
-// symlink.
+// another user's memory (this holds for a root daemon too). Opened with O_NOFOLLOW: the path must
+// not be a symlink.
 //
 // Known limit: a file truncated by its owner while mapped makes the daemon's
 // next access to the lost pages fault (SIGBUS); only the file's owner, who

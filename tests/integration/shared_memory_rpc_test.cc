@@ -266,8 +266,7 @@ TEST_F(SharedMemoryRpcTest, BadRegionsAndRequests) {
   unlink(open_file.c_str());
   EXPECT_EQ(Register("/dev/shm/kvtier-no-such-file", kRegion, &region).error_code(),
             grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(Register(path_, kRegion + 1, &region).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Register(path_, kRegion + 1, &region).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   {
     v1::RegisterMemoryRequest empty;
     v1::RegisterMemoryResponse resp;

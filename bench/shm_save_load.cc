@@ -1,0 +1,182 @@
+// bench/shm_save_load: Save and Load through a registered shared-memory
+// region over a real gRPC connection (unix socket) to an in-process kvtierd,
+// for 256 KiB, 1 MiB and 4 MiB blocks, against the baseline of a plain memcpy
+// of the same bytes in the same run. Prints GB/s and the ratio to memcpy.
+//
+//   build/bench/shm_save_load [--mib 256] [--rounds 5]
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kvtier/v1/kvcache.grpc.pb.h"
+#include "server/config.h"
+#include "server/daemon.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+using WallClock = std::chrono::steady_clock;
+
+double Seconds(WallClock::time_point a, WallClock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace kvtier;
+  uint64_t mib = 256;
+  int rounds = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string f = argv[i];
+    if (f == "--mib") mib = std::strtoull(argv[i + 1], nullptr, 10);
+    if (f == "--rounds") rounds = std::atoi(argv[i + 1]);
+  }
+  spdlog::set_level(spdlog::level::warn);
+  const uint64_t region_bytes = mib << 20;
+  char dir_tmpl[] = "/tmp/kvtier-bench-XXXXXX";
+  const std::string dir = mkdtemp(dir_tmpl);
+  DaemonConfig c = DefaultConfig(16ull << 30);
+  c.listen = "unix:" + dir + "/kvtier.sock";
+  c.host_tier_bytes = region_bytes + (256ull << 20);
+  c.host_slab_bytes = 64ull << 20;
+  c.max_block_bytes = 4ull << 20;
+  c.costmodel_probe_tiers = false;
+  auto daemon = Daemon::Start(c);
+  if (!daemon.ok()) {
+    std::fprintf(stderr, "start: %s\n", daemon.status().ToString().c_str());
+    return 1;
+  }
+  grpc::ChannelArguments args;
+  auto kv = v1::KvCache::NewStub(grpc::CreateCustomChannel(
+      (*daemon)->listen_address(), grpc::InsecureChannelCredentials(), args));
+  // The engine's staging region: a 0600 file in /dev/shm, mapped here too.
+  const std::string path = "/dev/shm/kvtier-bench-" + std::to_string(getpid());
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(2 * region_bytes)) != 0) return 1;
+  auto* mem = static_cast<uint8_t*>(
+      mmap(nullptr, 2 * region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  for (uint64_t i = 0; i < 2 * region_bytes; ++i) mem[i] = static_cast<uint8_t>(i * 7 + (i >> 12));
+  std::string region_id;
+  {
+    v1::RegisterMemoryRequest req;
+    req.mutable_region()->mutable_shared_memory()->set_path(path);
+    req.mutable_region()->mutable_shared_memory()->set_size_bytes(2 * region_bytes);
+    v1::RegisterMemoryResponse resp;
+    grpc::ClientContext ctx;
+    if (!kv->RegisterMemory(&ctx, req, &resp).ok()) return 1;
+    region_id = resp.region_id();
+  }
+  std::vector<uint8_t> copy_dst(region_bytes);
+  std::printf("shm_save_load: %llu MiB per round, %d rounds, best round reported\n",
+              static_cast<unsigned long long>(mib), rounds);
+  std::printf("%10s %12s %12s %12s %10s %10s\n", "block", "memcpy GB/s", "Save GB/s",
+              "Load GB/s", "Save/mcp", "Load/mcp");
+  int exit_code = 0;
+  for (uint64_t block : {uint64_t{256} << 10, uint64_t{1} << 20, uint64_t{4} << 20}) {
+    const uint64_t n = region_bytes / block;
+    // A namespace whose blocks are `block` bytes: 1 layer, 1 head of 128 dims, bf16.
+    v1::OpenNamespaceRequest open;
+    open.set_model_id(absl::StrCat("bench-", block));
+    auto* l = open.mutable_layout();
+    l->set_num_layers(1);
+    l->set_num_kv_heads(1);
+    l->set_head_dim(128);
+    l->set_dtype(v1::DTYPE_BF16);
+    l->set_tokens_per_block(static_cast<uint32_t>(block / 512));
+    l->set_tp_size(1);
+    v1::OpenNamespaceResponse opened;
+    {
+      grpc::ClientContext ctx;
+      if (!kv->OpenNamespace(&ctx, open, &opened).ok()) return 1;
+    }
+    double best_copy = 1e30, best_save = 1e30, best_load = 1e30;
+    uint64_t failures = 0;
+    for (int r = 0; r < rounds; ++r) {
+      // Fresh keys each round so Save really stores (older rounds are evicted).
+      auto transfer = [&](bool save) {
+        const auto t0 = WallClock::now();
+        for (uint64_t first = 0; first < n; first += 64) {
+          grpc::ClientContext ctx;
+          std::unique_ptr<grpc::ClientReader<v1::BlockCompletion>> reader;
+          auto fill = [&](auto& req) {
+            req.set_namespace_id(opened.namespace_id());
+            req.set_region_id(region_id);
+            for (uint64_t i = first; i < std::min(n, first + 64); ++i) {
+              v1::BlockRef* b = req.add_blocks();
+              b->set_key(absl::StrCat("r", r, "b", i));
+              if (save && i > 0) b->set_parent_key(absl::StrCat("r", r, "b", i - 1));
+              b->set_offset((save ? 0 : region_bytes) + i * block);
+              b->set_size_bytes(block);
+            }
+          };
+          if (save) {
+            v1::SaveRequest req;
+            fill(req);
+            reader = kv->Save(&ctx, req);
+          } else {
+            v1::LoadRequest req;
+            fill(req);
+            reader = kv->Load(&ctx, req);
+          }
+          v1::BlockCompletion c;
+          while (reader->Read(&c)) {
+            if (c.code() != 0 && ++failures == 1) {
+              std::fprintf(stderr, "block %u: %s\n", c.index(), c.message().c_str());
+            }
+          }
+          if (!reader->Finish().ok()) exit_code = 1;
+        }
+        return Seconds(t0, WallClock::now());
+      };
+      best_save = std::min(best_save, transfer(true));
+      best_load = std::min(best_load, transfer(false));
+      const auto t0 = WallClock::now();
+      std::memcpy(copy_dst.data(), mem, region_bytes);
+      best_copy = std::min(best_copy, Seconds(t0, WallClock::now()));
+      if (std::memcmp(mem, mem + region_bytes, region_bytes) != 0) {
+        std::fprintf(stderr, "loaded bytes differ from saved bytes\n");
+        exit_code = 1;
+      }
+      std::memset(mem + region_bytes, 0, region_bytes);
+      // Drop the round's chain so the next round stores afresh.
+      v1::DeleteRequest del;
+      del.set_namespace_id(opened.namespace_id());
+      del.add_keys(absl::StrCat("r", r, "b", 0));
+      del.set_recursive(true);
+      v1::DeleteResponse deleted;
+      grpc::ClientContext ctx;
+      if (!kv->Delete(&ctx, del, &deleted).ok() || deleted.blocks_deleted() != n) {
+        std::fprintf(stderr, "cleanup deleted %u of %llu blocks\n", deleted.blocks_deleted(),
+                     static_cast<unsigned long long>(n));
+        exit_code = 1;
+      }
+    }
+    if (failures > 0) {
+      std::fprintf(stderr, "%llu block failures\n", static_cast<unsigned long long>(failures));
+      exit_code = 1;
+    }
+    const double gb = static_cast<double>(region_bytes) / 1e9;
+    std::printf("%9lluK %12.2f %12.2f %12.2f %10.2f %10.2f\n",
+                static_cast<unsigned long long>(block >> 10), gb / best_copy, gb / best_save,
+                gb / best_load, best_copy / best_save, best_copy / best_load);
+  }
+  munmap(mem, 2 * region_bytes);
+  close(fd);
+  unlink(path.c_str());
+  (*daemon)->Shutdown(absl::Seconds(1));
+  std::string sock = dir + "/kvtier.sock";
+  unlink(sock.c_str());
+  rmdir(dir.c_str());
+  return exit_code;
+}
