@@ -80,8 +80,8 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> copy_dst(region_bytes);
   std::printf("shm_save_load: %llu MiB per round, %d rounds, best round reported\n",
               static_cast<unsigned long long>(mib), rounds);
-  std::printf("%10s %12s %12s %12s %10s %10s\n", "block", "memcpy GB/s", "Save GB/s",
-              "Load GB/s", "Save/mcp", "Load/mcp");
+  std::printf("%10s %12s %12s %12s %10s %10s\n", "block", "memcpy GB/s", "Save GB/s", "Load GB/s",
+              "Save/mcp", "Load/mcp");
   int exit_code = 0;
   for (uint64_t block : {uint64_t{256} << 10, uint64_t{1} << 20, uint64_t{4} << 20}) {
     const uint64_t n = region_bytes / block;

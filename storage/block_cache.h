@@ -240,9 +240,15 @@ class BlockCache {
 
   // Pins and verifies the blocks of `keys`, in order. NOT_FOUND if one is
   // not cached or fails its checksum (that block is dropped); nothing is
-  // returned then.
+  // returned then. With verify = false the host copies are not checked here:
+  // the caller must check every byte it uses against ReadHandle::checksum()
+  // (e.g. while copying them) and call ReportChecksumMismatch on a mismatch.
   absl::StatusOr<std::vector<ReadHandle>> Read(const NamespaceId& ns,
-                                               absl::Span<const BlockKey> keys);
+                                               absl::Span<const BlockKey> keys, bool verify = true);
+
+  // A block read with verify = false failed its checksum: it is counted,
+  // logged and dropped with its cached descendants, as Read would have.
+  void ReportChecksumMismatch(const ReadHandle& handle) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ends a lease; returns how many blocks it pinned. NOT_FOUND if unknown or
   // already expired.
@@ -361,6 +367,11 @@ class BlockCache {
   std::vector<std::unique_ptr<WearBudget>> wear_;  // one per device
   int arena_buffer_ = -1;                          // first registered buffer of the arena, or -1
   static constexpr uint64_t kArenaBufferBytes = uint64_t{1} << 30;  // per registered buffer
+ public:
+  // Bytes copied and hashed at a time (fits L2 with room to spare).
+  static constexpr size_t kCopyChunk = 64 * 1024;
+
+ private:
   int ArenaBuffer(const SlabAllocator::Slot& slot) const {
     return arena_buffer_ < 0 ? -1
                              : arena_buffer_ + static_cast<int>(slot.offset / kArenaBufferBytes);
@@ -385,6 +396,8 @@ class BlockCache::ReadHandle {
   ~ReadHandle();
 
   const BlockKey& key() const { return record_->key; }
+  // XXH3-64 of the block's bytes, taken when it was stored.
+  uint64_t checksum() const { return record_->checksum; }
   absl::Span<const uint8_t> bytes() const;
 
  private:

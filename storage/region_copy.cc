@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "storage/checksum.h"
 
 namespace kvtier {
 
@@ -115,7 +116,21 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
           absl::OutOfRangeError(absl::StrCat("block ", blocks[i].key.ToHex(), " holds ", src.size(),
                                              " bytes, more than its room of ", blocks[i].size));
     } else {
-      std::memcpy(bytes.data() + blocks[i].offset, src.data(), src.size());
+      // Copy and verify in one pass: hash each piece of the copy while it
+      // is in cache. Only a block whose copy matches its checksum is OK.
+      uint8_t* dst = bytes.data() + blocks[i].offset;
+      Checksum64Stream hash;
+      for (size_t done = 0; done < src.size(); done += BlockCache::kCopyChunk) {
+        const size_t n = std::min(BlockCache::kCopyChunk, src.size() - done);
+        std::memcpy(dst + done, src.data() + done, n);
+        hash.Update(absl::Span<const uint8_t>(dst + done, n));
+      }
+      if (hash.Digest() != h.checksum()) {
+        cache.ReportChecksumMismatch(h);
+        o.bytes = 0;
+        o.status = absl::NotFoundError(
+            absl::StrCat("block ", blocks[i].key.ToHex(), " failed its checksum and was dropped"));
+      }
     }
     return o;
   };
@@ -124,7 +139,8 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     const size_t end = std::min(blocks.size(), next + kRegionCopyGroup);
     keys.clear();
     for (size_t i = next; i < end; ++i) keys.push_back(blocks[i].key);
-    absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles = cache.Read(ns, keys);
+    absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles =
+        cache.Read(ns, keys, /*verify=*/false);
     std::vector<BlockOutcome> outcomes;
     if (handles.ok()) {
       for (size_t i = next; i < end; ++i) outcomes.push_back(copy(i, (*handles)[i - next]));
@@ -133,7 +149,7 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       // Some block failed: find out which, block by block.
       for (size_t i = next; i < end; ++i) {
         absl::StatusOr<std::vector<BlockCache::ReadHandle>> one =
-            cache.Read(ns, absl::MakeConstSpan(&blocks[i].key, 1));
+            cache.Read(ns, absl::MakeConstSpan(&blocks[i].key, 1), /*verify=*/false);
         outcomes.push_back(one.ok() ? copy(i, one->front())
                                     : BlockOutcome{static_cast<uint32_t>(i), one.status(), 0});
       }

@@ -3,10 +3,11 @@
 //  - Save commits in groups of kGroup blocks (each group all-or-nothing, as a
 //    Put); a group that fails reports its error for the failing block and
 //    ABORTED for the others and every later block.
-//  - Load reads groups of blocks (pinned and checksum-verified by
-//    BlockCache::Read), copies each into the region and reports OK only after
-//    the copy; a block that cannot be read (not cached, failed verification)
-//    or does not fit its room gets its own error, and the rest still load.
+//  - Load reads groups of blocks (pinned by BlockCache::Read), copies each
+//    into the region while hashing the copy, and reports OK only when the
+//    copy matches the block's checksum; a block that cannot be read (not
+//    cached), fails verification (it is dropped, as a Get would) or does not
+//    fit its room gets its own error, and the rest still load.
 // Outcomes are delivered in request order through `done`; it returns false
 // when nobody listens any more (the copy stops, CANCELLED).
 //
