@@ -1,0 +1,291 @@
+#include "kvtier/client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "kvtier/v1/kvcache.grpc.pb.h"
+
+namespace kvtier::client {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+absl::StatusOr<v1::DType> DTypeFromName(const std::string& name) {
+  static const std::map<std::string, v1::DType> kTypes = {
+      {"bf16", v1::DTYPE_BF16},         {"fp16", v1::DTYPE_FP16},
+      {"fp32", v1::DTYPE_FP32},         {"fp8_e4m3", v1::DTYPE_FP8_E4M3},
+      {"fp8_e5m2", v1::DTYPE_FP8_E5M2}};
+  auto it = kTypes.find(name);
+  if (it == kTypes.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dtype '", name, "' is not one of bf16, fp16, fp32, fp8_e4m3, fp8_e5m2"));
+  }
+  return it->second;
+}
+
+std::string TierName(v1::TierKind kind) {
+  switch (kind) {
+    case v1::TIER_KIND_GPU:
+      return "gpu";
+    case v1::TIER_KIND_HOST:
+      return "host";
+    case v1::TIER_KIND_NVME:
+      return "nvme";
+    case v1::TIER_KIND_PEER:
+      return "peer";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace
+
+class Client::Impl {
+ public:
+  Impl(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
+      : stub_(v1::KvCache::NewStub(channel)), options_(options) {}
+
+  void Prepare(grpc::ClientContext* ctx) const {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      absl::ToChronoMilliseconds(options_.timeout));
+  }
+
+  absl::Status Transfer(bool save, const std::string& ns, const std::string& region_id,
+                        absl::Span<const RegionBlockRef> blocks,
+                        const std::function<void(const BlockCompletion&)>& on_block) {
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    auto fill = [&](auto& req) {
+      req.set_namespace_id(ns);
+      req.set_region_id(region_id);
+      for (const RegionBlockRef& b : blocks) {
+        v1::BlockRef* r = req.add_blocks();
+        r->set_key(b.key);
+        if (save) r->set_parent_key(b.parent_key);
+        r->set_offset(b.offset);
+        r->set_size_bytes(b.size_bytes);
+      }
+    };
+    std::unique_ptr<grpc::ClientReader<v1::BlockCompletion>> reader;
+    if (save) {
+      v1::SaveRequest req;
+      fill(req);
+      reader = stub_->Save(&ctx, req);
+    } else {
+      v1::LoadRequest req;
+      fill(req);
+      reader = stub_->Load(&ctx, req);
+    }
+    v1::BlockCompletion c;
+    while (reader->Read(&c)) {
+      BlockCompletion out;
+      out.index = c.index();
+      out.key = c.key();
+      out.status = c.code() == 0 ? absl::OkStatus()
+                                 : absl::Status(static_cast<absl::StatusCode>(c.code()),
+                                                c.message());
+      out.size_bytes = c.size_bytes();
+      on_block(out);
+    }
+    return FromGrpc(reader->Finish());
+  }
+
+  std::unique_ptr<v1::KvCache::Stub> stub_;
+  const ClientOptions options_;
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address,
+                                                        const ClientOptions& options) {
+  if (address.empty()) return absl::InvalidArgumentError("address is empty");
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot use address '", address, "'"));
+  }
+  return std::unique_ptr<Client>(new Client(std::make_unique<Impl>(channel, options)));
+}
+
+absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o) {
+  absl::StatusOr<v1::DType> dtype = DTypeFromName(o.layout.dtype);
+  if (!dtype.ok()) return dtype.status();
+  v1::OpenNamespaceRequest req;
+  req.set_model_id(o.model_id);
+  req.set_salt(o.salt);
+  req.set_cost_model(o.cost_model);
+  req.set_model_config_json(o.model_config_json);
+  v1::NamespaceLayout* l = req.mutable_layout();
+  l->set_num_layers(o.layout.num_layers);
+  l->set_num_kv_heads(o.layout.num_kv_heads);
+  l->set_head_dim(o.layout.head_dim);
+  l->set_dtype(*dtype);
+  l->set_tokens_per_block(o.layout.tokens_per_block);
+  l->set_tp_rank(o.layout.tp_rank);
+  l->set_tp_size(o.layout.tp_size);
+  v1::OpenNamespaceResponse resp;
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx);
+  if (absl::Status s = FromGrpc(impl_->stub_->OpenNamespace(&ctx, req, &resp)); !s.ok()) return s;
+  return OpenedNamespace{resp.namespace_id(), resp.block_bytes(), resp.created(),
+                         resp.plans_enabled(), resp.plans_note()};
+}
+
+absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
+                                            absl::Span<const std::string> keys,
+                                            const LookupOptions& o) {
+  v1::LookupRequest req;
+  req.set_namespace_id(ns);
+  for (const std::string& k : keys) req.add_keys(k);
+  req.set_take_lease(o.take_lease);
+  req.set_lease_ttl_ms(o.lease_ttl_ms);
+  req.set_prompt_tokens(o.prompt_tokens);
+  v1::LookupResponse resp;
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx);
+  if (absl::Status s = FromGrpc(impl_->stub_->Lookup(&ctx, req, &resp)); !s.ok()) return s;
+  LookupResult r;
+  r.matched = resp.matched();
+  for (const v1::BlockInfo& b : resp.blocks()) r.tiers.push_back(TierName(b.tier()));
+  r.lease_id = resp.lease_id();
+  if (resp.has_plan()) {
+    r.plan = FetchPlan{resp.plan().fetch_blocks(), resp.plan().fetch_seconds(),
+                       resp.plan().recompute_seconds(), resp.plan().total_seconds()};
+  }
+  return r;
+}
+
+absl::StatusOr<uint32_t> Client::Release(const std::string& lease_id) {
+  v1::ReleaseRequest req;
+  req.set_lease_id(lease_id);
+  v1::ReleaseResponse resp;
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx);
+  if (absl::Status s = FromGrpc(impl_->stub_->Release(&ctx, req, &resp)); !s.ok()) return s;
+  return resp.blocks_released();
+}
+
+absl::Status Client::Put(const std::string& ns, absl::Span<const std::string> keys,
+                         absl::Span<const std::string> data, const std::string& parent_key) {
+  if (keys.size() != data.size() || keys.empty()) {
+    return absl::InvalidArgumentError("Put needs one data entry per key, and at least one key");
+  }
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx);
+  v1::PutResponse resp;
+  auto writer = impl_->stub_->Put(&ctx, &resp);
+  std::string parent = parent_key;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    v1::PutChunk c;
+    c.set_namespace_id(i == 0 ? ns : "");
+    c.set_key(keys[i]);
+    c.set_parent_key(parent);
+    c.set_block_bytes(data[i].size());
+    c.set_data(data[i]);
+    if (!writer->Write(c)) break;
+    parent = keys[i];
+  }
+  writer->WritesDone();
+  return FromGrpc(writer->Finish());
+}
+
+absl::StatusOr<std::vector<std::string>> Client::Get(const std::string& ns,
+                                                     absl::Span<const std::string> keys) {
+  v1::GetRequest req;
+  req.set_namespace_id(ns);
+  for (const std::string& k : keys) req.add_keys(k);
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx);
+  auto reader = impl_->stub_->Get(&ctx, req);
+  std::vector<std::string> blocks;
+  v1::GetChunk c;
+  while (reader->Read(&c)) {
+    if (!c.key().empty()) blocks.emplace_back();
+    if (blocks.empty() || c.offset() != blocks.back().size()) {
+      ctx.TryCancel();
+      reader->Finish();
+      return absl::InternalError("Get: the daemon sent chunks out of order");
+    }
+    blocks.back().append(c.data());
+  }
+  if (absl::Status s = FromGrpc(reader->Finish()); !s.ok()) return s;
+  if (blocks.size() != keys.size()) return absl::InternalError("Get: blocks missing in the reply");
+  return blocks;
+}
+
+absl::StatusOr<std::string> Client::RegisterMemory(const std::string& path, uint64_t size_bytes) {
+  v1::RegisterMemoryRequest req;
+  req.mutable_region()->mutable_shared_memory()->set_path(path);
+  req.mutable_region()->mutable_shared_memory()->set_size_bytes(size_bytes);
+  v1::RegisterMemoryResponse resp;
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx);
+  if (absl::Status s = FromGrpc(impl_->stub_->RegisterMemory(&ctx, req, &resp)); !s.ok()) {
+    return s;
+  }
+  return resp.region_id();
+}
+
+absl::Status Client::UnregisterMemory(const std::string& region_id) {
+  v1::UnregisterMemoryRequest req;
+  req.set_region_id(region_id);
+  v1::UnregisterMemoryResponse resp;
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx);
+  return FromGrpc(impl_->stub_->UnregisterMemory(&ctx, req, &resp));
+}
+
+absl::Status Client::Save(const std::string& ns, const std::string& region_id,
+                          absl::Span<const RegionBlockRef> blocks,
+                          const std::function<void(const BlockCompletion&)>& on_block) {
+  return impl_->Transfer(true, ns, region_id, blocks, on_block);
+}
+
+absl::Status Client::Load(const std::string& ns, const std::string& region_id,
+                          absl::Span<const RegionBlockRef> blocks,
+                          const std::function<void(const BlockCompletion&)>& on_block) {
+  return impl_->Transfer(false, ns, region_id, blocks, on_block);
+}
+
+namespace {
+
+std::future<absl::StatusOr<std::vector<BlockCompletion>>> RunAsync(
+    std::function<absl::Status(const std::function<void(const BlockCompletion&)>&)> call) {
+  return std::async(std::launch::async,
+                    [call = std::move(call)]() -> absl::StatusOr<std::vector<BlockCompletion>> {
+                      std::vector<BlockCompletion> out;
+                      absl::Status s = call([&](const BlockCompletion& c) { out.push_back(c); });
+                      if (!s.ok()) return s;
+                      return out;
+                    });
+}
+
+}  // namespace
+
+std::future<absl::StatusOr<std::vector<BlockCompletion>>> Client::SaveAsync(
+    std::string ns, std::string region_id, std::vector<RegionBlockRef> blocks) {
+  return RunAsync([this, ns = std::move(ns), region_id = std::move(region_id),
+                   blocks = std::move(blocks)](const auto& sink) {
+    return impl_->Transfer(true, ns, region_id, blocks, sink);
+  });
+}
+
+std::future<absl::StatusOr<std::vector<BlockCompletion>>> Client::LoadAsync(
+    std::string ns, std::string region_id, std::vector<RegionBlockRef> blocks) {
+  return RunAsync([this, ns = std::move(ns), region_id = std::move(region_id),
+                   blocks = std::move(blocks)](const auto& sink) {
+    return impl_->Transfer(false, ns, region_id, blocks, sink);
+  });
+}
+
+}  // namespace kvtier::client

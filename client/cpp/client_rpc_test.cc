@@ -1,0 +1,149 @@
+// kvtier::Client against a real in-process kvtierd: an engine's life cycle
+// through the library (open, save through shared memory, look up with a
+// lease, load, release), the message path, and error codes.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "kvtier/chained_hash.h"
+#include "kvtier/client.h"
+#include "server/config.h"
+#include "server/daemon.h"
+
+namespace kvtier::client {
+namespace {
+
+constexpr uint64_t kBlock = 64 * 1024;  // 1 layer x 1 head x 128 dims x bf16 x 128 tokens x 2
+
+class ClientRpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    kvtier::DaemonConfig c = kvtier::DefaultConfig(4ull << 30);
+    c.listen = "127.0.0.1:0";
+    c.host_tier_bytes = 16ull << 20;
+    c.host_slab_bytes = 1ull << 20;
+    c.max_block_bytes = 1ull << 20;
+    c.costmodel_probe_tiers = false;
+    auto d = kvtier::Daemon::Start(c);
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = std::move(*d);
+    auto client = Client::Connect(daemon_->listen_address());
+    ASSERT_TRUE(client.ok());
+    client_ = std::move(*client);
+    char tmpl[] = "/dev/shm/kvtier-client-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    ASSERT_GE(fd, 0);
+    path_ = tmpl;
+    ASSERT_EQ(fchmod(fd, 0600), 0);
+    ASSERT_EQ(ftruncate(fd, 32 * kBlock), 0);
+    mem_ = static_cast<uint8_t*>(
+        mmap(nullptr, 32 * kBlock, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    close(fd);
+    ASSERT_NE(mem_, MAP_FAILED);
+  }
+  void TearDown() override {
+    munmap(mem_, 32 * kBlock);
+    unlink(path_.c_str());
+  }
+
+  NamespaceOptions Options() const {
+    NamespaceOptions o;
+    o.model_id = "client-test";
+    o.layout = KvLayoutSpec{1, 1, 128, "bf16", 128, 0, 1};
+    return o;
+  }
+
+  std::unique_ptr<kvtier::Daemon> daemon_;
+  std::unique_ptr<Client> client_;
+  std::string path_;
+  uint8_t* mem_ = nullptr;
+};
+
+TEST_F(ClientRpcTest, EngineLifecycleThroughSharedMemory) {
+  absl::StatusOr<OpenedNamespace> ns = client_->OpenNamespace(Options());
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  EXPECT_EQ(ns->block_bytes, kBlock);
+  // A 4-block prompt keyed by the canonical chained hash.
+  std::vector<int32_t> tokens(4 * 128 + 7);
+  std::iota(tokens.begin(), tokens.end(), 1000);
+  const std::vector<std::string> keys = ChainedBlockKeys(tokens, 128);
+  ASSERT_EQ(keys.size(), 4u);
+  std::vector<RegionBlockRef> save;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::memset(mem_ + i * kBlock, static_cast<int>(0x40 + i), kBlock);
+    save.push_back({keys[i], i ? keys[i - 1] : "", i * kBlock, kBlock});
+  }
+  absl::StatusOr<std::string> region = client_->RegisterMemory(path_, 32 * kBlock);
+  ASSERT_TRUE(region.ok()) << region.status();
+  auto saved = client_->SaveAsync(ns->id, *region, save).get();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_EQ(saved->size(), 4u);
+  for (const BlockCompletion& c : *saved) EXPECT_TRUE(c.status.ok()) << c.status;
+
+  LookupOptions lo;
+  lo.take_lease = true;
+  absl::StatusOr<LookupResult> hit = client_->Lookup(ns->id, keys, lo);
+  ASSERT_TRUE(hit.ok());
+  EXPECT_EQ(hit->matched, 4u);
+  EXPECT_EQ(hit->tiers[0], "host");
+  EXPECT_FALSE(hit->lease_id.empty());
+  EXPECT_FALSE(hit->plan.has_value());  // no model named
+
+  std::vector<RegionBlockRef> load;
+  for (size_t i = 0; i < keys.size(); ++i) load.push_back({keys[i], "", (16 + i) * kBlock, kBlock});
+  load.push_back({ChainedBlockKey(keys[3], {1, 2, 3}), "", 24 * kBlock, kBlock});  // not cached
+  std::vector<BlockCompletion> loaded;
+  ASSERT_TRUE(client_
+                  ->Load(ns->id, *region, load,
+                         [&](const BlockCompletion& c) { loaded.push_back(c); })
+                  .ok());
+  ASSERT_EQ(loaded.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(loaded[i].status.ok()) << loaded[i].status;
+    EXPECT_EQ(mem_[(16 + i) * kBlock], 0x40 + i);
+    EXPECT_EQ(mem_[(17 + i) * kBlock - 1], 0x40 + i);
+  }
+  EXPECT_EQ(loaded[4].status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*client_->Release(hit->lease_id), 4u);
+  EXPECT_TRUE(client_->UnregisterMemory(*region).ok());
+  EXPECT_EQ(client_->UnregisterMemory(*region).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClientRpcTest, MessagePathAndErrors) {
+  absl::StatusOr<OpenedNamespace> ns = client_->OpenNamespace(Options());
+  ASSERT_TRUE(ns.ok());
+  const std::vector<std::string> keys = {"k1", "k2"};
+  const std::vector<std::string> data = {std::string(1000, 'a'), std::string(kBlock, 'b')};
+  ASSERT_TRUE(client_->Put(ns->id, keys, data).ok());
+  absl::StatusOr<std::vector<std::string>> got = client_->Get(ns->id, keys);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, data);
+  EXPECT_EQ(client_->Get(ns->id, {"zz"}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Lookup(std::string(32, '0'), keys).status().code(),
+            absl::StatusCode::kNotFound);
+  NamespaceOptions bad = Options();
+  bad.layout.dtype = "int4";
+  EXPECT_EQ(client_->OpenNamespace(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = Options();
+  bad.cost_model = "llama-9";
+  EXPECT_EQ(client_->OpenNamespace(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->RegisterMemory("/dev/shm/none-such", 10).status().code(),
+            absl::StatusCode::kNotFound);
+  ClientOptions quick;
+  quick.timeout = absl::Milliseconds(300);
+  auto nobody = Client::Connect("127.0.0.1:1", quick);
+  ASSERT_TRUE(nobody.ok());
+  const absl::StatusCode code = (*nobody)->Lookup(ns->id, keys).status().code();
+  EXPECT_TRUE(code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded)
+      << code;
+}
+
+}  // namespace
+}  // namespace kvtier::client

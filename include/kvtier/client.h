@@ -1,0 +1,148 @@
+// kvtier::client::Client: the C++ client library for kvtierd's KvCache API. An engine
+// connects once, opens its namespace, and then looks up, saves and loads
+// blocks. Bulk bytes go through a registered shared-memory region (Save and
+// Load, with a completion per block); Put and Get move bytes in messages for
+// remote or simple clients.
+//
+// Errors are absl::Status with the daemon's gRPC code (docs/api.md lists
+// them). Per-block outcomes of Save and Load are BlockCompletion values;
+// "loaded" (OK) always means the bytes are in the region and verified.
+//
+// Thread-safety: a Client may be used from many threads at once. SaveAsync
+// and LoadAsync run the call on their own thread; the region must stay
+// registered and mapped until the future is ready.
+#ifndef KVTIER_INCLUDE_KVTIER_CLIENT_H_
+#define KVTIER_INCLUDE_KVTIER_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace kvtier::client {
+
+struct ClientOptions {
+  absl::Duration timeout = absl::Seconds(30);  // per call
+  int max_message_bytes = 64 << 20;
+};
+
+// One rank's KV layout; see NamespaceLayout in proto/kvtier/v1/types.proto.
+struct KvLayoutSpec {
+  uint32_t num_layers = 0;
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;
+  std::string dtype = "bf16";  // bf16, fp16, fp32, fp8_e4m3, fp8_e5m2
+  uint32_t tokens_per_block = 16;
+  uint32_t tp_rank = 0;
+  uint32_t tp_size = 1;
+};
+
+struct NamespaceOptions {
+  std::string model_id;
+  KvLayoutSpec layout;
+  std::string salt;
+  std::string cost_model;         // catalog name for plans, e.g. "llama-3.1-8b"
+  std::string model_config_json;  // or the model's config.json
+};
+
+struct OpenedNamespace {
+  std::string id;
+  uint64_t block_bytes = 0;
+  bool created = false;
+  bool plans_enabled = false;
+  std::string plans_note;
+};
+
+struct LookupOptions {
+  bool take_lease = false;
+  uint32_t lease_ttl_ms = 0;   // 0: the daemon's default
+  uint32_t prompt_tokens = 0;  // for the plan; 0: matched tokens
+};
+
+struct FetchPlan {
+  uint32_t fetch_blocks = 0;
+  double fetch_seconds = 0;
+  double recompute_seconds = 0;
+  double total_seconds = 0;
+};
+
+struct LookupResult {
+  uint32_t matched = 0;
+  std::vector<std::string> tiers;  // per matched block: "host", "nvme", ...
+  std::string lease_id;            // empty without a lease
+  std::optional<FetchPlan> plan;
+};
+
+// A block's place in a registered region.
+struct RegionBlockRef {
+  std::string key;
+  std::string parent_key;  // Save only; empty for a root
+  uint64_t offset = 0;
+  uint64_t size_bytes = 0;  // Save: the block's size; Load: the room at offset
+};
+
+struct BlockCompletion {
+  uint32_t index = 0;
+  std::string key;
+  absl::Status status;  // OK: stored (Save) or copied and verified (Load)
+  uint64_t size_bytes = 0;
+};
+
+class Client {
+ public:
+  // address: "host:port" or "unix:/path". Connects lazily; UNAVAILABLE shows
+  // on the first call if nothing listens.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& address,
+                                                         const ClientOptions& options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  absl::StatusOr<OpenedNamespace> OpenNamespace(const NamespaceOptions& options);
+  absl::StatusOr<LookupResult> Lookup(const std::string& ns, absl::Span<const std::string> keys,
+                                      const LookupOptions& options = {});
+  absl::StatusOr<uint32_t> Release(const std::string& lease_id);
+
+  // Stores blocks from messages: keys[i] (parent keys[i-1], the first has
+  // `parent_key`) with data[i]. All or nothing.
+  absl::Status Put(const std::string& ns, absl::Span<const std::string> keys,
+                   absl::Span<const std::string> data, const std::string& parent_key = "");
+  absl::StatusOr<std::vector<std::string>> Get(const std::string& ns,
+                                               absl::Span<const std::string> keys);
+
+  // A shared-memory file the caller created (mode 0600, owned by the
+  // daemon's user); returns the region id.
+  absl::StatusOr<std::string> RegisterMemory(const std::string& path, uint64_t size_bytes);
+  absl::Status UnregisterMemory(const std::string& region_id);
+
+  // Calls on_block for each completion as it arrives; returns the call's
+  // status (a request error, or OK once every block has its completion).
+  absl::Status Save(const std::string& ns, const std::string& region_id,
+                    absl::Span<const RegionBlockRef> blocks,
+                    const std::function<void(const BlockCompletion&)>& on_block);
+  absl::Status Load(const std::string& ns, const std::string& region_id,
+                    absl::Span<const RegionBlockRef> blocks,
+                    const std::function<void(const BlockCompletion&)>& on_block);
+  // The same, collecting completions, on a thread of their own.
+  std::future<absl::StatusOr<std::vector<BlockCompletion>>> SaveAsync(
+      std::string ns, std::string region_id, std::vector<RegionBlockRef> blocks);
+  std::future<absl::StatusOr<std::vector<BlockCompletion>>> LoadAsync(
+      std::string ns, std::string region_id, std::vector<RegionBlockRef> blocks);
+
+ private:
+  class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvtier::client
+
+#endif  // KVTIER_INCLUDE_KVTIER_CLIENT_H_
