@@ -31,8 +31,7 @@ std::string ChainedBlockKey(absl::string_view parent_key, absl::Span<const int32
   return std::string(reinterpret_cast<const char*>(canon.digest), sizeof(canon.digest));
 }
 
-std::vector<std::string> ChainedBlockKeys(absl::Span<const int32_t> tokens,
-                                          uint32_t block_tokens) {
+std::vector<std::string> ChainedBlockKeys(absl::Span<const int32_t> tokens, uint32_t block_tokens) {
   std::vector<std::string> keys;
   if (block_tokens == 0) return keys;
   std::string parent;

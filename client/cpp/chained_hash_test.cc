@@ -17,8 +17,7 @@ TEST(ChainedHashTest, DocumentedVectors) {
   EXPECT_EQ(Hex(ChainedBlockKey(k1, {5, 6, 7, 8})), "648fdcc98eedbc102ab4d5a7789a009d");
   const std::vector<std::string> extra = {"img:abc"};
   EXPECT_EQ(Hex(ChainedBlockKey("", {1, 2, 3, 4}, extra)), "3e27306a2cff6ea506068a753ad45ae2");
-  EXPECT_EQ(Hex(ChainedBlockKey("", {-1, 128000, 2147483647})),
-            "67c424f06a5fead5c95b2a3a840b9d41");
+  EXPECT_EQ(Hex(ChainedBlockKey("", {-1, 128000, 2147483647})), "67c424f06a5fead5c95b2a3a840b9d41");
 }
 
 TEST(ChainedHashTest, KeysChainOverFullBlocksOnly) {

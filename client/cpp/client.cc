@@ -18,14 +18,15 @@ absl::Status FromGrpc(const grpc::Status& s) {
 }
 
 absl::StatusOr<v1::DType> DTypeFromName(const std::string& name) {
-  static const std::map<std::string, v1::DType> kTypes = {
-      {"bf16", v1::DTYPE_BF16},         {"fp16", v1::DTYPE_FP16},
-      {"fp32", v1::DTYPE_FP32},         {"fp8_e4m3", v1::DTYPE_FP8_E4M3},
-      {"fp8_e5m2", v1::DTYPE_FP8_E5M2}};
+  static const std::map<std::string, v1::DType> kTypes = {{"bf16", v1::DTYPE_BF16},
+                                                          {"fp16", v1::DTYPE_FP16},
+                                                          {"fp32", v1::DTYPE_FP32},
+                                                          {"fp8_e4m3", v1::DTYPE_FP8_E4M3},
+                                                          {"fp8_e5m2", v1::DTYPE_FP8_E5M2}};
   auto it = kTypes.find(name);
   if (it == kTypes.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dtype '", name, "' is not one of bf16, fp16, fp32, fp8_e4m3, fp8_e5m2"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype '", name, "' is not one of bf16, fp16, fp32, fp8_e4m3, fp8_e5m2"));
   }
   return it->second;
 }
@@ -88,9 +89,9 @@ class Client::Impl {
       BlockCompletion out;
       out.index = c.index();
       out.key = c.key();
-      out.status = c.code() == 0 ? absl::OkStatus()
-                                 : absl::Status(static_cast<absl::StatusCode>(c.code()),
-                                                c.message());
+      out.status = c.code() == 0
+                       ? absl::OkStatus()
+                       : absl::Status(static_cast<absl::StatusCode>(c.code()), c.message());
       out.size_bytes = c.size_bytes();
       on_block(out);
     }

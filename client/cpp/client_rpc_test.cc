@@ -100,10 +100,9 @@ TEST_F(ClientRpcTest, EngineLifecycleThroughSharedMemory) {
   for (size_t i = 0; i < keys.size(); ++i) load.push_back({keys[i], "", (16 + i) * kBlock, kBlock});
   load.push_back({ChainedBlockKey(keys[3], {1, 2, 3}), "", 24 * kBlock, kBlock});  // not cached
   std::vector<BlockCompletion> loaded;
-  ASSERT_TRUE(client_
-                  ->Load(ns->id, *region, load,
-                         [&](const BlockCompletion& c) { loaded.push_back(c); })
-                  .ok());
+  ASSERT_TRUE(
+      client_->Load(ns->id, *region, load, [&](const BlockCompletion& c) { loaded.push_back(c); })
+          .ok());
   ASSERT_EQ(loaded.size(), 5u);
   for (size_t i = 0; i < 4; ++i) {
     ASSERT_TRUE(loaded[i].status.ok()) << loaded[i].status;

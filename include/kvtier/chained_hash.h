@@ -26,8 +26,7 @@ std::string ChainedBlockKey(absl::string_view parent_key, absl::Span<const int32
                             absl::Span<const std::string> extra_keys = {});
 
 // Keys of every full block of `tokens` (a partial last block has none).
-std::vector<std::string> ChainedBlockKeys(absl::Span<const int32_t> tokens,
-                                          uint32_t block_tokens);
+std::vector<std::string> ChainedBlockKeys(absl::Span<const int32_t> tokens, uint32_t block_tokens);
 
 }  // namespace kvtier
 

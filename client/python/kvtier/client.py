@@ -1,0 +1,249 @@
+"""Client: every KvCache RPC of kvtierd, with Save and Load through a
+SharedRegion (a 0600 file in /dev/shm that the engine maps and registers).
+
+Errors raise KvtierError carrying the daemon's gRPC status code. Save and Load
+return one Completion per block; a Load completion with code OK means the
+bytes are in the region and verified, anything else means the block was not
+loaded and must be recomputed. Thread-safe like the gRPC channel under it.
+"""
+
+import concurrent.futures
+import mmap
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, List, Optional, Sequence
+
+import grpc
+
+from kvtier.v1 import kvcache_pb2, kvcache_pb2_grpc, types_pb2
+
+_DTYPES = {
+    "bf16": types_pb2.DTYPE_BF16, "fp16": types_pb2.DTYPE_FP16, "fp32": types_pb2.DTYPE_FP32,
+    "fp8_e4m3": types_pb2.DTYPE_FP8_E4M3, "fp8_e5m2": types_pb2.DTYPE_FP8_E5M2,
+}
+_TIERS = {types_pb2.TIER_KIND_GPU: "gpu", types_pb2.TIER_KIND_HOST: "host",
+          types_pb2.TIER_KIND_NVME: "nvme", types_pb2.TIER_KIND_PEER: "peer"}
+
+
+class KvtierError(Exception):
+    """A failed call: `code` is a grpc.StatusCode."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Namespace:
+    id: str
+    block_bytes: int
+    created: bool
+    plans_enabled: bool
+    plans_note: str
+
+
+@dataclass
+class LookupResult:
+    matched: int
+    tiers: List[str]
+    lease_id: str
+    fetch_blocks: Optional[int]  # the plan's cut; None without a plan
+    plan: Optional[kvcache_pb2.FetchPlan] = None
+
+
+@dataclass
+class BlockRef:
+    key: bytes
+    offset: int
+    size: int
+    parent_key: bytes = b""  # Save only
+
+
+@dataclass
+class Completion:
+    index: int
+    key: bytes
+    code: grpc.StatusCode
+    message: str
+    size: int
+
+    @property
+    def ok(self) -> bool:
+        return self.code == grpc.StatusCode.OK
+
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+class SharedRegion:
+    """A shared-memory file this process creates (mode 0600) and maps; pass
+    `path` and `size` to Client.register_memory. `buffer` is a writable
+    memoryview of it. close() unmaps and removes the file."""
+
+    def __init__(self, size: int, directory: str = "/dev/shm"):
+        fd, self.path = tempfile.mkstemp(prefix="kvtier-", dir=directory)
+        try:
+            os.fchmod(fd, 0o600)
+            os.ftruncate(fd, size)
+            self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        self.size = size
+        self.buffer = memoryview(self._map)
+
+    def close(self) -> None:
+        self.buffer.release()
+        self._map.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Client:
+    def __init__(self, address: str, timeout: float = 30.0,
+                 max_message_bytes: int = 64 << 20):
+        options = [("grpc.max_send_message_length", max_message_bytes),
+                   ("grpc.max_receive_message_length", max_message_bytes)]
+        self._channel = grpc.insecure_channel(address, options=options)
+        self._stub = kvcache_pb2_grpc.KvCacheStub(self._channel)
+        self._timeout = timeout
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._channel.close()
+
+    def _call(self, method, request):
+        try:
+            return method(request, timeout=self._timeout)
+        except grpc.RpcError as e:
+            raise KvtierError(e.code(), e.details()) from None
+
+    def open_namespace(self, model_id: str, num_layers: int, num_kv_heads: int, head_dim: int,
+                       dtype: str = "bf16", tokens_per_block: int = 16, tp_rank: int = 0,
+                       tp_size: int = 1, salt: bytes = b"", cost_model: str = "",
+                       model_config_json: str = "") -> Namespace:
+        if dtype not in _DTYPES:
+            raise KvtierError(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"dtype {dtype!r} is not one of {', '.join(_DTYPES)}")
+        layout = types_pb2.NamespaceLayout(
+            num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim,
+            dtype=_DTYPES[dtype], tokens_per_block=tokens_per_block, tp_rank=tp_rank,
+            tp_size=tp_size)
+        r = self._call(self._stub.OpenNamespace, kvcache_pb2.OpenNamespaceRequest(
+            model_id=model_id, layout=layout, salt=salt, cost_model=cost_model,
+            model_config_json=model_config_json))
+        return Namespace(r.namespace_id, r.block_bytes, r.created, r.plans_enabled, r.plans_note)
+
+    def lookup(self, namespace_id: str, keys: Sequence[bytes], take_lease: bool = False,
+               lease_ttl_ms: int = 0, prompt_tokens: int = 0) -> LookupResult:
+        r = self._call(self._stub.Lookup, kvcache_pb2.LookupRequest(
+            namespace_id=namespace_id, keys=list(keys), take_lease=take_lease,
+            lease_ttl_ms=lease_ttl_ms, prompt_tokens=prompt_tokens))
+        has_plan = r.HasField("plan")
+        return LookupResult(r.matched, [_TIERS.get(b.tier, "unknown") for b in r.blocks],
+                            r.lease_id, r.plan.fetch_blocks if has_plan else None,
+                            r.plan if has_plan else None)
+
+    def release(self, lease_id: str) -> int:
+        return self._call(self._stub.Release,
+                          kvcache_pb2.ReleaseRequest(lease_id=lease_id)).blocks_released
+
+    def delete(self, namespace_id: str, keys: Sequence[bytes], recursive: bool = False) -> int:
+        return self._call(self._stub.Delete, kvcache_pb2.DeleteRequest(
+            namespace_id=namespace_id, keys=list(keys), recursive=recursive)).blocks_deleted
+
+    def put(self, namespace_id: str, keys: Sequence[bytes], blocks: Sequence[bytes],
+            parent_key: bytes = b"") -> int:
+        if len(keys) != len(blocks) or not keys:
+            raise KvtierError(grpc.StatusCode.INVALID_ARGUMENT,
+                              "put needs one block per key, and at least one key")
+
+        def chunks():
+            parent = parent_key
+            for i, (k, data) in enumerate(zip(keys, blocks)):
+                yield kvcache_pb2.PutChunk(namespace_id=namespace_id if i == 0 else "", key=k,
+                                           parent_key=parent, block_bytes=len(data), data=data)
+                parent = k
+
+        try:
+            return self._stub.Put(chunks(), timeout=self._timeout).blocks_stored
+        except grpc.RpcError as e:
+            raise KvtierError(e.code(), e.details()) from None
+
+    def get(self, namespace_id: str, keys: Sequence[bytes]) -> List[bytes]:
+        out: List[bytearray] = []
+        try:
+            for c in self._stub.Get(kvcache_pb2.GetRequest(namespace_id=namespace_id,
+                                                          keys=list(keys)),
+                                    timeout=self._timeout):
+                if c.key:
+                    out.append(bytearray())
+                out[-1] += c.data
+        except grpc.RpcError as e:
+            raise KvtierError(e.code(), e.details()) from None
+        return [bytes(b) for b in out]
+
+    def register_memory(self, path: str, size: int) -> str:
+        region = kvcache_pb2.MemoryRegion(
+            shared_memory=kvcache_pb2.SharedMemoryFile(path=path, size_bytes=size))
+        return self._call(self._stub.RegisterMemory,
+                          kvcache_pb2.RegisterMemoryRequest(region=region)).region_id
+
+    def unregister_memory(self, region_id: str) -> None:
+        self._call(self._stub.UnregisterMemory,
+                   kvcache_pb2.UnregisterMemoryRequest(region_id=region_id))
+
+    def _transfer(self, save: bool, namespace_id: str, region_id: str,
+                  blocks: Iterable[BlockRef],
+                  on_block: Optional[Callable[[Completion], None]]) -> List[Completion]:
+        refs = [kvcache_pb2.BlockRef(key=b.key, parent_key=b.parent_key if save else b"",
+                                     offset=b.offset, size_bytes=b.size) for b in blocks]
+        if save:
+            stream = self._stub.Save(kvcache_pb2.SaveRequest(
+                namespace_id=namespace_id, region_id=region_id, blocks=refs),
+                timeout=self._timeout)
+        else:
+            stream = self._stub.Load(kvcache_pb2.LoadRequest(
+                namespace_id=namespace_id, region_id=region_id, blocks=refs),
+                timeout=self._timeout)
+        out = []
+        try:
+            for c in stream:
+                done = Completion(c.index, c.key, _CODES.get(c.code, grpc.StatusCode.UNKNOWN),
+                                  c.message, c.size_bytes)
+                out.append(done)
+                if on_block is not None:
+                    on_block(done)
+        except grpc.RpcError as e:
+            raise KvtierError(e.code(), e.details()) from None
+        return out
+
+    def save(self, namespace_id: str, region_id: str, blocks: Iterable[BlockRef],
+             on_block: Optional[Callable[[Completion], None]] = None) -> List[Completion]:
+        """Stores blocks from the region; one Completion per block."""
+        return self._transfer(True, namespace_id, region_id, blocks, on_block)
+
+    def load(self, namespace_id: str, region_id: str, blocks: Iterable[BlockRef],
+             on_block: Optional[Callable[[Completion], None]] = None) -> List[Completion]:
+        """Copies cached blocks into the region; one Completion per block."""
+        return self._transfer(False, namespace_id, region_id, blocks, on_block)
+
+    def save_async(self, namespace_id: str, region_id: str, blocks: Iterable[BlockRef],
+                   on_block: Optional[Callable[[Completion], None]] = None
+                   ) -> "concurrent.futures.Future[List[Completion]]":
+        return self._pool.submit(self.save, namespace_id, region_id, list(blocks), on_block)
+
+    def load_async(self, namespace_id: str, region_id: str, blocks: Iterable[BlockRef],
+                   on_block: Optional[Callable[[Completion], None]] = None
+                   ) -> "concurrent.futures.Future[List[Completion]]":
+        return self._pool.submit(self.load, namespace_id, region_id, list(blocks), on_block)

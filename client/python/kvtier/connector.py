@@ -1,0 +1,169 @@
+"""KvtierConnector: vLLM's KV connector method set (KVConnectorBase_V1) over a
+kvtierd daemon, for engines whose paged KV cache lives in a SharedRegion.
+
+The engine's cache is one region of `num_blocks` blocks of `block_bytes`
+(all layers of one block together, this rank's layout); engine block id i is
+at offset i * block_bytes. Prefix blocks are keyed with the canonical chained
+hash of their token ids.
+
+Scheduler side: get_num_new_matched_tokens (a Lookup with a lease; the plan's
+cut when the daemon sends one), update_state_after_alloc,
+build_connector_meta, request_finished (releases the lease).
+Worker side: register_kv_caches, bind_connector_metadata, start_load_kv
+(Load into the allocated blocks), wait_for_layer_load, save_kv_layer,
+wait_for_save (Save of newly computed full blocks), get_finished,
+get_block_ids_with_load_errors (engine blocks whose load failed: recompute
+them), clear_connector_metadata.
+
+Loads and saves complete within start_load_kv and wait_for_save (loads are
+not asynchronous across steps), so get_finished reports nothing pending.
+"""
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from kvtier.chained_hash import chained_block_keys
+from kvtier.client import BlockRef, Client
+
+
+@dataclass
+class Request:
+    """What the connector needs of an engine request."""
+    request_id: str
+    prompt_token_ids: List[int]
+
+
+@dataclass
+class ScheduledRequest:
+    """One request of a scheduler step: its engine blocks and how many of its
+    prompt tokens will have been computed after the step."""
+    request: Request
+    block_ids: List[int]
+    num_computed_tokens: int
+
+
+@dataclass
+class ConnectorMetadata:
+    # (request id, keys, engine block ids) to load before the step.
+    loads: List[Tuple[str, List[bytes], List[int]]] = field(default_factory=list)
+    # (request id, keys, parent key, engine block ids) to save after it.
+    saves: List[Tuple[str, List[bytes], bytes, List[int]]] = field(default_factory=list)
+
+
+class KvtierConnector:
+    def __init__(self, client: Client, namespace_id: str, block_tokens: int, block_bytes: int):
+        self._client = client
+        self._ns = namespace_id
+        self._block_tokens = block_tokens
+        self._block_bytes = block_bytes
+        self._region_id: Optional[str] = None
+        self._leases: Dict[str, str] = {}
+        self._pending_loads: Dict[str, Tuple[List[bytes], int]] = {}  # keys, first block index
+        self._load_specs: List[Tuple[str, List[bytes], List[int]]] = []
+        self._saved_blocks: Dict[str, int] = {}  # request -> full blocks already saved
+        self._meta: Optional[ConnectorMetadata] = None
+        self._load_errors: Set[int] = set()
+
+    # ---------------------------------------------------------- scheduler side
+    def get_num_new_matched_tokens(self, request: Request,
+                                   num_computed_tokens: int) -> Tuple[int, bool]:
+        """Tokens beyond num_computed_tokens the daemon can provide, and
+        whether they load asynchronously (never, here)."""
+        keys = chained_block_keys(request.prompt_token_ids, self._block_tokens)
+        if not keys:
+            return 0, False
+        hit = self._client.lookup(self._ns, keys, take_lease=True,
+                                  prompt_tokens=len(request.prompt_token_ids))
+        usable = hit.matched if hit.fetch_blocks is None else min(hit.matched, hit.fetch_blocks)
+        # The engine must compute at least the last prompt token itself.
+        if usable * self._block_tokens >= len(request.prompt_token_ids):
+            usable -= 1
+        if hit.lease_id:
+            self._leases[request.request_id] = hit.lease_id
+        first = num_computed_tokens // self._block_tokens
+        if usable <= first:
+            return 0, False
+        self._pending_loads[request.request_id] = (keys[:usable], first)
+        return usable * self._block_tokens - num_computed_tokens, False
+
+    def update_state_after_alloc(self, request: Request, block_ids: Sequence[int],
+                                 num_external_tokens: int) -> None:
+        pending = self._pending_loads.pop(request.request_id, None)
+        if pending is None or num_external_tokens == 0:
+            return
+        keys, first = pending
+        n = num_external_tokens // self._block_tokens
+        self._load_specs.append((request.request_id, keys[first:first + n],
+                                 list(block_ids[first:first + n])))
+        self._saved_blocks[request.request_id] = first + n  # loaded blocks need no save
+
+    def build_connector_meta(self, scheduled: Sequence[ScheduledRequest]) -> ConnectorMetadata:
+        meta = ConnectorMetadata(loads=self._load_specs)
+        self._load_specs = []
+        for s in scheduled:
+            keys = chained_block_keys(s.request.prompt_token_ids, self._block_tokens)
+            full = min(len(keys), s.num_computed_tokens // self._block_tokens)
+            done = self._saved_blocks.get(s.request.request_id, 0)
+            if full > done:
+                parent = keys[done - 1] if done > 0 else b""
+                meta.saves.append((s.request.request_id, keys[done:full], parent,
+                                   list(s.block_ids[done:full])))
+                self._saved_blocks[s.request.request_id] = full
+        return meta
+
+    def request_finished(self, request: Request,
+                         block_ids: Sequence[int]) -> Tuple[bool, Optional[dict]]:
+        """Releases the request's lease; the engine may free its blocks now."""
+        lease = self._leases.pop(request.request_id, None)
+        if lease:
+            try:
+                self._client.release(lease)
+            except Exception:  # an expired lease is already gone
+                pass
+        self._saved_blocks.pop(request.request_id, None)
+        return False, None
+
+    # ------------------------------------------------------------- worker side
+    def register_kv_caches(self, kv_caches: Dict[str, object]) -> None:
+        """kv_caches: {"region": SharedRegion} holding the engine's blocks."""
+        region = kv_caches["region"]
+        self._region_id = self._client.register_memory(region.path, region.size)
+
+    def bind_connector_metadata(self, meta: ConnectorMetadata) -> None:
+        self._meta = meta
+
+    def clear_connector_metadata(self) -> None:
+        self._meta = None
+
+    def start_load_kv(self, forward_context: object = None, **kwargs) -> None:
+        if self._meta is None:
+            return
+        for _, keys, block_ids in self._meta.loads:
+            refs = [BlockRef(k, b * self._block_bytes, self._block_bytes)
+                    for k, b in zip(keys, block_ids)]
+            for c in self._client.load(self._ns, self._region_id, refs):
+                if not c.ok:
+                    self._load_errors.add(block_ids[c.index])
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        return None  # start_load_kv has completed every load
+
+    def save_kv_layer(self, layer_name: str, kv_layer: object, attn_metadata: object,
+                      **kwargs) -> None:
+        return None  # whole blocks are saved in wait_for_save
+
+    def wait_for_save(self) -> None:
+        if self._meta is None:
+            return
+        for _, keys, parent, block_ids in self._meta.saves:
+            refs = [BlockRef(k, b * self._block_bytes, self._block_bytes,
+                             parent if i == 0 else keys[i - 1])
+                    for i, (k, b) in enumerate(zip(keys, block_ids))]
+            self._client.save(self._ns, self._region_id, refs)
+
+    def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Set[str], Set[str]]:
+        return set(), set()
+
+    def get_block_ids_with_load_errors(self) -> Set[int]:
+        errors, self._load_errors = self._load_errors, set()
+        return errors

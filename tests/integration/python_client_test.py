@@ -1,0 +1,192 @@
+"""The Python client and connector against a real kvtierd (started here on a
+unix socket): the chained hash's documented vectors, every client call, and a
+simulated engine driving KvtierConnector through full request lifecycles,
+including a block that vanishes between lookup and load.
+
+Usage: python3 python_client_test.py KVTIERD PYTHONPATH
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+KVTIERD, PYTHONPATH = sys.argv[1], sys.argv[2]
+sys.argv = sys.argv[:1]
+sys.path.insert(0, PYTHONPATH)
+
+import grpc  # noqa: E402
+
+from kvtier import (BlockRef, Client, KvtierError, SharedRegion,  # noqa: E402
+                    chained_block_key, chained_block_keys)
+from kvtier.connector import KvtierConnector, Request, ScheduledRequest  # noqa: E402
+
+BLOCK_TOKENS = 16
+BLOCK_BYTES = 2 * 1 * 1 * 128 * 2 * BLOCK_TOKENS  # 1 layer, 1 head of 128, bf16: 8 KiB
+
+
+def start_daemon(workdir):
+    sock = os.path.join(workdir, "kvtier.sock")
+    with open(os.path.join(workdir, "kvtierd.log"), "w") as log:
+        proc = subprocess.Popen(
+            [KVTIERD, "--listen", "unix:" + sock, "--host-tier-bytes", "64MiB",
+             "--set", "nvme.dirs=", "--set", "costmodel.probe_tiers=false",
+             "--set", "host_tier.slab_bytes=1MiB", "--set", "limits.max_block_bytes=1MiB"],
+            stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(100):
+        if os.path.exists(sock):
+            return proc, "unix:" + sock
+        if proc.poll() is not None:
+            with open(os.path.join(workdir, "kvtierd.log")) as f:
+                raise RuntimeError("kvtierd exited: " + f.read())
+        time.sleep(0.05)
+    raise RuntimeError("kvtierd did not create its socket")
+
+
+def kv_bytes(tokens, i):
+    """What the simulated model computes for block i of a prompt: a function
+    of the whole prefix, so a wrong block shows."""
+    key = chained_block_keys(tokens, BLOCK_TOKENS)[i]
+    return (key * (BLOCK_BYTES // len(key) + 1))[:BLOCK_BYTES]
+
+
+class PythonClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="kvtier-py-")
+        cls.proc, cls.address = start_daemon(cls.workdir)
+        cls.client = Client(cls.address, timeout=10)
+        cls.ns = cls.client.open_namespace("py-model", num_layers=1, num_kv_heads=1,
+                                           head_dim=128, tokens_per_block=BLOCK_TOKENS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.proc.terminate()
+        cls.proc.wait(10)
+        shutil.rmtree(cls.workdir)
+
+    def test_chained_hash_vectors(self):
+        k1 = chained_block_key(b"", [1, 2, 3, 4])
+        self.assertEqual(k1.hex(), "546b2b5ae3fb24df13cf922af9485de5")
+        self.assertEqual(chained_block_key(k1, [5, 6, 7, 8]).hex(),
+                         "648fdcc98eedbc102ab4d5a7789a009d")
+        self.assertEqual(chained_block_key(b"", [1, 2, 3, 4], [b"img:abc"]).hex(),
+                         "3e27306a2cff6ea506068a753ad45ae2")
+        self.assertEqual(len(chained_block_keys(list(range(33)), 16)), 2)
+
+    def test_client_calls(self):
+        self.assertEqual(self.ns.block_bytes, BLOCK_BYTES)
+        keys = [b"py-a", b"py-b"]
+        blocks = [b"x" * 100, b"y" * BLOCK_BYTES]
+        self.assertEqual(self.client.put(self.ns.id, keys, blocks), 2)
+        self.assertEqual(self.client.get(self.ns.id, keys), blocks)
+        hit = self.client.lookup(self.ns.id, keys + [b"py-c"], take_lease=True)
+        self.assertEqual(hit.matched, 2)
+        self.assertEqual(hit.tiers, ["host", "host"])
+        self.assertIsNone(hit.fetch_blocks)
+        self.assertEqual(self.client.release(hit.lease_id), 2)
+        with self.assertRaises(KvtierError) as e:
+            self.client.get(self.ns.id, [b"py-none"])
+        self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+        with self.assertRaises(KvtierError) as e:
+            self.client.open_namespace("m", 1, 1, 128, dtype="int4")
+        self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        with self.assertRaises(KvtierError) as e:
+            self.client.register_memory("/dev/shm/kvtier-none-such", 10)
+        self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+
+    def test_save_and_load_async_through_shared_memory(self):
+        with SharedRegion(8 * BLOCK_BYTES) as region:
+            rid = self.client.register_memory(region.path, region.size)
+            keys = [b"async-%d" % i for i in range(3)]
+            for i in range(3):
+                region.buffer[i * BLOCK_BYTES:(i + 1) * BLOCK_BYTES] = bytes([65 + i]) * BLOCK_BYTES
+            refs = [BlockRef(k, i * BLOCK_BYTES, BLOCK_BYTES, keys[i - 1] if i else b"")
+                    for i, k in enumerate(keys)]
+            seen = []
+            saved = self.client.save_async(self.ns.id, rid, refs, on_block=seen.append).result()
+            self.assertTrue(all(c.ok for c in saved))
+            self.assertEqual([c.index for c in seen], [0, 1, 2])
+            load = [BlockRef(k, (4 + i) * BLOCK_BYTES, BLOCK_BYTES) for i, k in enumerate(keys)]
+            load.append(BlockRef(b"async-missing", 7 * BLOCK_BYTES, BLOCK_BYTES))
+            loaded = self.client.load_async(self.ns.id, rid, load).result()
+            self.assertEqual([c.ok for c in loaded], [True, True, True, False])
+            self.assertEqual(loaded[3].code, grpc.StatusCode.NOT_FOUND)
+            for i in range(3):
+                self.assertEqual(bytes(region.buffer[(4 + i) * BLOCK_BYTES:(5 + i) * BLOCK_BYTES]),
+                                 bytes([65 + i]) * BLOCK_BYTES)
+            self.client.unregister_memory(rid)
+            with self.assertRaises(KvtierError) as e:
+                self.client.load(self.ns.id, rid, load[:1])
+            self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+
+    def run_step(self, connector, region, request, block_ids, num_computed, compute_from):
+        """One engine step: load what the connector found, compute the rest of
+        the prompt into the engine's blocks, save full blocks."""
+        meta = connector.build_connector_meta(
+            [ScheduledRequest(request, block_ids, len(request.prompt_token_ids))])
+        connector.bind_connector_metadata(meta)
+        connector.start_load_kv()
+        connector.wait_for_layer_load("layer.0")
+        errors = connector.get_block_ids_with_load_errors()
+        tokens = request.prompt_token_ids
+        full = len(tokens) // BLOCK_TOKENS
+        for i in range(full):
+            b = block_ids[i]
+            if i >= compute_from or b in errors:  # compute (or recompute) these
+                region.buffer[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES] = kv_bytes(tokens, i)
+        connector.save_kv_layer("layer.0", None, None)
+        connector.wait_for_save()
+        connector.clear_connector_metadata()
+        return errors
+
+    def test_connector_request_lifecycles(self):
+        with SharedRegion(64 * BLOCK_BYTES) as region:
+            conn = KvtierConnector(self.client, self.ns.id, BLOCK_TOKENS, BLOCK_BYTES)
+            conn.register_kv_caches({"region": region})
+            shared = list(range(1000, 1000 + 4 * BLOCK_TOKENS))
+            # Request 1: nothing cached; computes and saves 5 full blocks.
+            r1 = Request("r1", shared + list(range(5000, 5000 + BLOCK_TOKENS + 3)))
+            self.assertEqual(conn.get_num_new_matched_tokens(r1, 0), (0, False))
+            conn.update_state_after_alloc(r1, list(range(0, 6)), 0)
+            self.run_step(conn, region, r1, list(range(0, 6)), len(r1.prompt_token_ids), 0)
+            self.assertEqual(conn.request_finished(r1, list(range(0, 6))), (False, None))
+            # Request 2 shares the first 4 blocks: they load into its blocks.
+            r2 = Request("r2", shared + list(range(7000, 7000 + 2 * BLOCK_TOKENS)))
+            n, is_async = conn.get_num_new_matched_tokens(r2, 0)
+            self.assertEqual((n, is_async), (4 * BLOCK_TOKENS, False))
+            blocks = list(range(10, 16))
+            conn.update_state_after_alloc(r2, blocks, n)
+            errors = self.run_step(conn, region, r2, blocks, len(r2.prompt_token_ids), 4)
+            self.assertEqual(errors, set())
+            for i in range(4):  # loaded bytes are request 1's prefix blocks
+                b = blocks[i]
+                self.assertEqual(bytes(region.buffer[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES]),
+                                 kv_bytes(r2.prompt_token_ids, i))
+            conn.request_finished(r2, blocks)
+            # Request 3 matches 4 blocks, but block 3 vanishes before the load:
+            # the connector reports exactly that engine block for recompute.
+            r3 = Request("r3", shared + list(range(9000, 9000 + BLOCK_TOKENS)))
+            n, _ = conn.get_num_new_matched_tokens(r3, 0)
+            self.assertEqual(n, 4 * BLOCK_TOKENS)
+            lease = conn._leases.pop("r3")
+            self.client.release(lease)
+            keys = chained_block_keys(r3.prompt_token_ids, BLOCK_TOKENS)
+            self.assertGreaterEqual(self.client.delete(self.ns.id, [keys[3]], recursive=True), 1)
+            blocks = list(range(20, 25))
+            conn.update_state_after_alloc(r3, blocks, n)
+            errors = self.run_step(conn, region, r3, blocks, len(r3.prompt_token_ids), 4)
+            self.assertEqual(errors, {blocks[3]})
+            for i in range(4):  # after recompute every block is right
+                b = blocks[i]
+                self.assertEqual(bytes(region.buffer[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES]),
+                                 kv_bytes(r3.prompt_token_ids, i))
+            conn.request_finished(r3, blocks)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
