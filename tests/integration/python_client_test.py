@@ -188,5 +188,54 @@ class PythonClientTest(unittest.TestCase):
             conn.request_finished(r3, blocks)
 
 
+class DaemonKilledMidLoadTest(unittest.TestCase):
+    """kill -9 during a Load: the client gets an error, every block it was told
+    is loaded holds the right bytes, and no other block is claimed loaded."""
+
+    def test_kill_during_load(self):
+        workdir = tempfile.mkdtemp(prefix="kvtier-py-kill-")
+        proc, address = start_daemon(workdir)
+        client = Client(address, timeout=10)
+        try:
+            ns = client.open_namespace("kill-model", num_layers=1, num_kv_heads=1, head_dim=128,
+                                       tokens_per_block=BLOCK_TOKENS)
+            n = 2000
+            with SharedRegion(2 * n * BLOCK_BYTES) as region:
+                rid = client.register_memory(region.path, region.size)
+                keys = [b"kill-%d" % i for i in range(n)]
+                for i in range(n):
+                    region.buffer[i * BLOCK_BYTES:(i + 1) * BLOCK_BYTES] = \
+                        (b"%08d" % i) * (BLOCK_BYTES // 8)
+                refs = [BlockRef(k, i * BLOCK_BYTES, BLOCK_BYTES, keys[i - 1] if i else b"")
+                        for i, k in enumerate(keys)]
+                self.assertTrue(all(c.ok for c in client.save(ns.id, rid, refs)))
+                out = n * BLOCK_BYTES
+                region.buffer[out:out + n * BLOCK_BYTES] = b"\xee" * (n * BLOCK_BYTES)
+                loads = [BlockRef(k, out + i * BLOCK_BYTES, BLOCK_BYTES)
+                         for i, k in enumerate(keys)]
+                seen = []
+
+                def on_block(c):
+                    seen.append(c)
+                    if len(seen) == 5:
+                        proc.kill()
+
+                with self.assertRaises(KvtierError) as e:
+                    client.load(ns.id, rid, loads, on_block=on_block)
+                self.assertIn(e.exception.code, (grpc.StatusCode.UNAVAILABLE,
+                                                 grpc.StatusCode.CANCELLED,
+                                                 grpc.StatusCode.INTERNAL))
+                self.assertLess(len(seen), n)
+                for c in seen:
+                    self.assertTrue(c.ok)
+                    at = out + c.index * BLOCK_BYTES
+                    self.assertEqual(bytes(region.buffer[at:at + 8]), b"%08d" % c.index)
+        finally:
+            client.close()
+            proc.kill()
+            proc.wait(10)
+            shutil.rmtree(workdir)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -12,8 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -255,6 +257,71 @@ TEST_F(SharedMemoryRpcTest, LeaseKeepsLookupsLoadableUnderPressure) {
     EXPECT_EQ(out[i].code(), 0) << "leased block " << i << ": " << out[i].message();
     EXPECT_TRUE(SlotHolds(48 + i, i));
   }
+}
+
+// After its lease expired, a looked-up block may be evicted; the Load then
+// says so per block and leaves the region untouched, never a false OK.
+TEST_F(SharedMemoryRpcTest, ExpiredLeaseGivesPreciseMisses) {
+  std::string region;
+  ASSERT_TRUE(Register(path_, kRegion, &region).ok());
+  Fill(0, 8);
+  std::vector<v1::BlockCompletion> out;
+  ASSERT_TRUE(Save(region, 0, 8, &out).ok());
+  v1::LookupRequest lr;
+  lr.set_namespace_id(ns_);
+  for (int i = 0; i < 8; ++i) lr.add_keys(absl::StrCat("b", i));
+  lr.set_take_lease(true);
+  lr.set_lease_ttl_ms(50);
+  v1::LookupResponse lookup;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(kv_->Lookup(&ctx, lr, &lookup).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  {
+    v1::ReleaseRequest rel;
+    rel.set_lease_id(lookup.lease_id());
+    v1::ReleaseResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_EQ(kv_->Release(&ctx, rel, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  // Other chains fill the 128-block host tier twice over: b0..b7 are evicted.
+  for (int round = 0; round < 6; ++round) {
+    const int first = 2000 + round * 40;
+    Fill(first, 40);
+    std::vector<v1::BlockCompletion> filled;
+    v1::SaveRequest req;
+    req.set_namespace_id(ns_);
+    req.set_region_id(region);
+    for (int i = 0; i < 40; ++i) {
+      v1::BlockRef* r = req.add_blocks();
+      r->set_key(absl::StrCat("b", first + i));
+      if (i > 0) r->set_parent_key(absl::StrCat("b", first + i - 1));
+      r->set_offset(i * kBlock);
+      r->set_size_bytes(kBlock);
+    }
+    grpc::ClientContext ctx;
+    auto reader = kv_->Save(&ctx, req);
+    v1::BlockCompletion c;
+    while (reader->Read(&c)) {
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  std::memset(mem_ + 48 * kBlock, 0xab, 8 * kBlock);
+  out.clear();
+  ASSERT_TRUE(Load(region, 0, 8, 48, &out).ok());
+  ASSERT_EQ(out.size(), 8u);
+  int missing = 0;
+  for (int i = 0; i < 8; ++i) {
+    if (out[i].code() == 0) {
+      EXPECT_TRUE(SlotHolds(48 + i, i));  // a survivor is delivered intact
+    } else {
+      ++missing;
+      EXPECT_EQ(out[i].code(), grpc::StatusCode::NOT_FOUND);
+      EXPECT_EQ(mem_[(48 + i) * kBlock], 0xab);
+    }
+  }
+  EXPECT_GT(missing, 0);  // the lease no longer protected them
 }
 
 TEST_F(SharedMemoryRpcTest, BadRegionsAndRequests) {
