@@ -19,6 +19,7 @@
 
 #include "CLI/CLI.hpp"
 #include "client/cli/file_blocks.h"
+#include "client/cli/replay.h"
 #include "client/planner/plan_command.h"
 #include "google/protobuf/util/json_util.h"
 #include "kvtier/v1/admin.grpc.pb.h"
@@ -506,6 +507,27 @@ int Run(int argc, char** argv) {
   get->add_option("--namespace", fns.namespace_id,
                   "namespace id (instead of --block-bytes/--model)");
 
+  ReplayOptions replay_options;
+  auto* replay =
+      app.add_subcommand("replay", "drive the daemon like an engine from a Mooncake trace");
+  replay
+      ->add_option("TRACE", replay_options.trace, "JSONL trace (timestamp, input_length, hash_ids)")
+      ->required();
+  replay->add_option("--model", replay_options.model, "catalog model: layout and plans")
+      ->capture_default_str();
+  replay->add_option("--gpu", replay_options.gpu, "catalog GPU for the prefill estimate")
+      ->capture_default_str();
+  replay->add_option("--block-bytes", replay_options.block_bytes, "bytes stored per trace block")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  replay
+      ->add_option("--speed", replay_options.speed,
+                   "0: as fast as possible; N: honour timestamps compressed N times")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
+  replay->add_option("--limit", replay_options.limit, "replay only the first N requests");
+  replay->add_flag("!--no-progress", replay_options.progress, "no progress bar");
+
   std::unique_ptr<planner::PlanCommand> plan = planner::AddPlanCommand(app);
 
   try {
@@ -515,6 +537,11 @@ int Run(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (plan->parsed()) return plan->Run(g.json);
+  if (replay->parsed()) {
+    replay_options.address = g.addr;
+    replay_options.json = g.json;
+    return RunReplay(replay_options);
+  }
   if (status->parsed()) return Status(g);
   if (tiers->parsed()) return Tiers(g);
   if (namespaces->parsed()) return Namespaces(g);

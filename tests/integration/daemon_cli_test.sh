@@ -152,6 +152,35 @@ stop_daemon TERM "$WORK/d3"
 step "unix socket; SIGTERM stops cleanly"
 start_daemon "$WORK/d2" --listen "unix:$WORK/kvtier.sock" --host-tier-bytes 64MiB "${NO_NVME[@]}"
 "$KVTIER" --addr "unix:$WORK/kvtier.sock" status --json | grep -q '"namespaces": 0' || fail "unix socket status"
+
+step "kvtier replay drives the daemon like an engine (shared memory, plans, byte checks)"
+# A synthetic Mooncake-format trace: 60 requests over 6 shared system prompts.
+python3 - "$WORK/trace.jsonl" <<'PY'
+import json, random, sys
+rng = random.Random(7)
+next_id = 1000
+prefixes = [list(range(p * 100, p * 100 + 4)) for p in range(6)]
+with open(sys.argv[1], "w") as f:
+    for i in range(60):
+        ids = list(prefixes[rng.randrange(6)])
+        for _ in range(rng.randrange(1, 4)):
+            ids.append(next_id)
+            next_id += 1
+        f.write(json.dumps({"timestamp": i * 10, "input_length": 512 * len(ids) - 100,
+                            "output_length": 8, "hash_ids": ids}) + "\n")
+PY
+"$KVTIER" --addr "unix:$WORK/kvtier.sock" replay "$WORK/trace.jsonl" --block-bytes 4KiB \
+  --no-progress --json >"$WORK/replay.json" || fail "replay failed: $(cat "$WORK/replay.json")"
+python3 - "$WORK/replay.json" <<'PY' || fail "replay summary: $(cat "$WORK/replay.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["requests"] == 60, r["requests"]
+assert r["wrong_bytes_blocks"] == 0 and r["load_failures"] == 0 and r["rpc_errors"] == 0
+assert r["blocks_hit"] >= 54 * 4, r["blocks_hit"]  # every repeat of a prefix hits it
+assert 0 < r["token_hit_ratio"] < 1
+assert r["blocks_fetched"] + r["blocks_recomputed_by_plan"] == r["blocks_hit"]
+assert r["blocks_saved"] == r["blocks_looked_up"] - r["blocks_hit"]
+PY
 stop_daemon TERM "$WORK/d2"
 
 echo "daemon_cli_test: all checks passed"
