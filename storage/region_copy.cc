@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "storage/checksum.h"
 
 namespace kvtier {
@@ -143,7 +144,14 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
         cache.Read(ns, keys, /*verify=*/false);
     std::vector<BlockOutcome> outcomes;
     if (handles.ok()) {
-      for (size_t i = next; i < end; ++i) outcomes.push_back(copy(i, (*handles)[i - next]));
+      // The copy-and-verify pass is this tier's delivery rate: feed the meter.
+      const absl::Time start = absl::Now();
+      uint64_t copied = 0;
+      for (size_t i = next; i < end; ++i) {
+        outcomes.push_back(copy(i, (*handles)[i - next]));
+        copied += outcomes.back().bytes;
+      }
+      cache.host_meter().Record(copied, absl::Now() - start);
       handles->clear();  // unpin before reporting
     } else {
       // Some block failed: find out which, block by block.
