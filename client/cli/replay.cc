@@ -144,12 +144,21 @@ int RunReplay(const ReplayOptions& o) {
   nso.model_id = absl::StrCat("replay/", o.model);
   nso.cost_model = o.model;
   if (d.model.mla.has_value()) {
-    nso.layout = {d.model.AttentionLayers(), 1,
-                  d.model.mla->kv_lora_rank + d.model.mla->qk_rope_head_dim, "bf16",
-                  o.trace_block_tokens, 0, 1};
+    nso.layout = {d.model.AttentionLayers(),
+                  1,
+                  d.model.mla->kv_lora_rank + d.model.mla->qk_rope_head_dim,
+                  "bf16",
+                  o.trace_block_tokens,
+                  0,
+                  1};
   } else {
-    nso.layout = {d.model.AttentionLayers(), d.model.num_kv_heads, d.model.head_dim, "bf16",
-                  o.trace_block_tokens, 0, 1};
+    nso.layout = {d.model.AttentionLayers(),
+                  d.model.num_kv_heads,
+                  d.model.head_dim,
+                  "bf16",
+                  o.trace_block_tokens,
+                  0,
+                  1};
   }
   absl::StatusOr<client::OpenedNamespace> ns = (*client)->OpenNamespace(nso);
   if (!ns.ok()) {
@@ -161,8 +170,7 @@ int RunReplay(const ReplayOptions& o) {
   if (!region.Create(max_blocks * o.block_bytes)) {
     return Fail("cannot create a staging region in /dev/shm");
   }
-  absl::StatusOr<std::string> region_id =
-      (*client)->RegisterMemory(region.path(), region.size());
+  absl::StatusOr<std::string> region_id = (*client)->RegisterMemory(region.path(), region.size());
   if (!region_id.ok()) {
     std::fprintf(stderr, "kvtier replay: RegisterMemory failed: %s\n",
                  region_id.status().ToString().c_str());
@@ -226,28 +234,31 @@ int RunReplay(const ReplayOptions& o) {
     // Load the blocks the plan fetches, and check every byte.
     if (fetch > 0) {
       std::vector<client::RegionBlockRef> refs;
-      for (uint32_t i = 0; i < fetch; ++i) refs.push_back({keys[i], "", i * o.block_bytes, o.block_bytes});
+      for (uint32_t i = 0; i < fetch; ++i)
+        refs.push_back({keys[i], "", i * o.block_bytes, o.block_bytes});
       std::memset(region.data(), 0, fetch * o.block_bytes);
       uint32_t loaded = 0;
-      absl::Status s = (*client)->Load(ns->id, *region_id, refs, [&](const client::BlockCompletion& c) {
-        if (!c.status.ok()) {
-          ++t.load_failures;
-          return;
-        }
-        FillBlock(r.hash_ids[c.index], expect.data(), o.block_bytes);
-        if (std::memcmp(region.data() + c.index * o.block_bytes, expect.data(), o.block_bytes) != 0) {
-          ++t.wrong_bytes;
-        }
-        ++loaded;
-      });
+      absl::Status s =
+          (*client)->Load(ns->id, *region_id, refs, [&](const client::BlockCompletion& c) {
+            if (!c.status.ok()) {
+              ++t.load_failures;
+              return;
+            }
+            FillBlock(r.hash_ids[c.index], expect.data(), o.block_bytes);
+            if (std::memcmp(region.data() + c.index * o.block_bytes, expect.data(),
+                            o.block_bytes) != 0) {
+              ++t.wrong_bytes;
+            }
+            ++loaded;
+          });
       if (!s.ok()) ++t.rpc_errors;
       t.fetched += loaded;
       const double fetched_tokens = std::min<double>(loaded * o.trace_block_tokens, r.input_length);
-      t.saved_seconds += costmodel::RecomputeSeconds(d, 0, fetched_tokens) -
-                         loaded * full_block_bytes / host_bw;
+      t.saved_seconds +=
+          costmodel::RecomputeSeconds(d, 0, fetched_tokens) - loaded * full_block_bytes / host_bw;
       if (hit->plan.has_value()) {
-        t.plan_saved_seconds += costmodel::RecomputeSeconds(d, 0, r.input_length) -
-                                hit->plan->total_seconds;
+        t.plan_saved_seconds +=
+            costmodel::RecomputeSeconds(d, 0, r.input_length) - hit->plan->total_seconds;
       }
     }
     t.plan_recomputed += m - fetch;
@@ -259,18 +270,18 @@ int RunReplay(const ReplayOptions& o) {
         FillBlock(r.hash_ids[i], slot, o.block_bytes);
         refs.push_back({keys[i], i > 0 ? keys[i - 1] : "", (i - m) * o.block_bytes, o.block_bytes});
       }
-      absl::Status s = (*client)->Save(ns->id, *region_id, refs, [&](const client::BlockCompletion& c) {
-        ++(c.status.ok() ? t.saved : t.save_failures);
-      });
+      absl::Status s = (*client)->Save(
+          ns->id, *region_id, refs,
+          [&](const client::BlockCompletion& c) { ++(c.status.ok() ? t.saved : t.save_failures); });
       if (!s.ok()) ++t.rpc_errors;
     }
     if (!hit->lease_id.empty()) (void)(*client)->Release(hit->lease_id);
     if (o.progress && (ri % 50 == 49 || ri + 1 == trace.size())) {
       const int width = 30;
       const int done = static_cast<int>(width * (ri + 1) / trace.size());
-      std::fprintf(stderr, "\rreplay [%s%s] %zu/%zu  token hit %.3f", std::string(done, '#').c_str(),
-                   std::string(width - done, '.').c_str(), ri + 1, trace.size(),
-                   t.tokens ? static_cast<double>(t.hit_tokens) / t.tokens : 0.0);
+      std::fprintf(stderr, "\rreplay [%s%s] %zu/%zu  token hit %.3f",
+                   std::string(done, '#').c_str(), std::string(width - done, '.').c_str(), ri + 1,
+                   trace.size(), t.tokens ? static_cast<double>(t.hit_tokens) / t.tokens : 0.0);
       if (ri + 1 == trace.size()) std::fprintf(stderr, "\n");
     }
   }
@@ -308,28 +319,33 @@ int RunReplay(const ReplayOptions& o) {
   if (o.json) {
     std::cout << j.dump(2) << "\n";
   } else {
-    std::printf("replayed %zu requests of %s in %.1f s (model %s, %llu-byte blocks standing for %.0f)\n",
-                trace.size(), o.trace.c_str(), elapsed, o.model.c_str(),
-                static_cast<unsigned long long>(o.block_bytes), full_block_bytes);
+    std::printf(
+        "replayed %zu requests of %s in %.1f s (model %s, %llu-byte blocks standing for %.0f)\n",
+        trace.size(), o.trace.c_str(), elapsed, o.model.c_str(),
+        static_cast<unsigned long long>(o.block_bytes), full_block_bytes);
     std::printf("  prefix hits: %llu of %llu blocks (%.2f per request), token hit ratio %.4f\n",
                 static_cast<unsigned long long>(t.hit), static_cast<unsigned long long>(t.blocks),
                 static_cast<double>(t.hit) / trace.size(),
                 t.tokens ? static_cast<double>(t.hit_tokens) / t.tokens : 0.0);
-    std::printf("  fetched %llu blocks (host %llu, nvme %llu), %llu left to recompute by the plan\n",
-                static_cast<unsigned long long>(t.fetched), static_cast<unsigned long long>(t.host),
-                static_cast<unsigned long long>(t.nvme),
-                static_cast<unsigned long long>(t.plan_recomputed));
-    std::printf("  plans: %llu fetch all, %llu partial, %llu recompute, %llu no hit, %llu without plan\n",
-                static_cast<unsigned long long>(t.fetch_all), static_cast<unsigned long long>(t.partial),
-                static_cast<unsigned long long>(t.recompute), static_cast<unsigned long long>(t.no_hit),
-                static_cast<unsigned long long>(t.no_plan));
-    std::printf("  prefill time saved (estimate, %s, full-size blocks over its host link): %.2f s\n",
-                o.gpu.c_str(), t.saved_seconds);
-    std::printf("  wrong bytes: %llu blocks; load failures %llu; save failures %llu; rpc errors %llu\n",
-                static_cast<unsigned long long>(t.wrong_bytes),
-                static_cast<unsigned long long>(t.load_failures),
-                static_cast<unsigned long long>(t.save_failures),
-                static_cast<unsigned long long>(t.rpc_errors));
+    std::printf(
+        "  fetched %llu blocks (host %llu, nvme %llu), %llu left to recompute by the plan\n",
+        static_cast<unsigned long long>(t.fetched), static_cast<unsigned long long>(t.host),
+        static_cast<unsigned long long>(t.nvme),
+        static_cast<unsigned long long>(t.plan_recomputed));
+    std::printf(
+        "  plans: %llu fetch all, %llu partial, %llu recompute, %llu no hit, %llu without plan\n",
+        static_cast<unsigned long long>(t.fetch_all), static_cast<unsigned long long>(t.partial),
+        static_cast<unsigned long long>(t.recompute), static_cast<unsigned long long>(t.no_hit),
+        static_cast<unsigned long long>(t.no_plan));
+    std::printf(
+        "  prefill time saved (estimate, %s, full-size blocks over its host link): %.2f s\n",
+        o.gpu.c_str(), t.saved_seconds);
+    std::printf(
+        "  wrong bytes: %llu blocks; load failures %llu; save failures %llu; rpc errors %llu\n",
+        static_cast<unsigned long long>(t.wrong_bytes),
+        static_cast<unsigned long long>(t.load_failures),
+        static_cast<unsigned long long>(t.save_failures),
+        static_cast<unsigned long long>(t.rpc_errors));
   }
   return rc;
 }

@@ -24,8 +24,8 @@ struct ReplayOptions {
   std::string gpu = "h100-sxm";        // for the prefill-time estimate
   uint64_t block_bytes = 64 * 1024;    // bytes stored per trace block
   uint32_t trace_block_tokens = 512;
-  double speed = 0;      // 0: as fast as possible; else trace time / speed
-  uint64_t limit = 0;    // requests; 0 = all
+  double speed = 0;    // 0: as fast as possible; else trace time / speed
+  uint64_t limit = 0;  // requests; 0 = all
   bool json = false;
   bool progress = true;  // a progress bar on stderr
 };
