@@ -30,6 +30,9 @@ bench: build
 	./$(BUILD_DIR)/bench/host_put_get
 	./$(BUILD_DIR)/bench/nvme_store --dir $(BUILD_DIR)/nvme-bench
 	./$(BUILD_DIR)/bench/lookup_plan
+	./$(BUILD_DIR)/bench/lookup_rpc
+	./$(BUILD_DIR)/bench/shm_save_load
+	bash bench/put_get_vs_redis.sh $(BUILD_DIR)
 
 # Every test (unit and integration) under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan: deps

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The gRPC byte path (Put/Get) against Redis doing SET/GET of the same value
+# sizes at the same concurrency, in the same run: starts redis-server on a
+# loopback port (Debian's redis-server; installed if missing), runs
+# redis-benchmark, then build/bench/put_get_rpc, and prints ops/s and the
+# ratio kvtier/redis per operation and size. Redis SET/GET use one key (no
+# -r), so every GET returns a value of the full size.
+#   bench/put_get_vs_redis.sh [BUILD_DIR] [CLIENTS] [OPS]
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build}
+CLIENTS=${2:-8}
+OPS=${3:-2000}
+SIZES=(4096 65536 262144)
+bash "$ROOT/scripts/install-deps" redis-server redis-tools >/dev/null
+WORK=$(mktemp -d)
+PORT=$((20000 + RANDOM % 20000))
+redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
+  --daemonize no >"$WORK/redis.log" 2>&1 &
+REDIS=$!
+trap 'kill $REDIS 2>/dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 50); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+: >"$WORK/results.csv"
+for size in "${SIZES[@]}"; do
+  redis-benchmark -h 127.0.0.1 -p "$PORT" -t set,get -d "$size" -c "$CLIENTS" -n "$OPS" \
+    --csv 2>/dev/null | tail -n +2 | tr -d '"' |
+    awk -F, -v s="$size" '{print "redis," $1 "," s "," $2}' >>"$WORK/results.csv"
+done
+"$BUILD/bench/put_get_rpc" --clients "$CLIENTS" --ops "$OPS" --csv \
+  --sizes "$(IFS=,; echo "${SIZES[*]}")" >>"$WORK/results.csv"
+python3 - "$WORK/results.csv" "$CLIENTS" <<'PY'
+import csv, sys
+rows = {}
+for who, op, size, rate in csv.reader(open(sys.argv[1])):
+    op = {"SET": "PUT", "GET": "GET", "PUT": "PUT"}[op.upper()]
+    rows[(who, op, int(size))] = float(rate)
+print(f"put_get_vs_redis: {sys.argv[2]} clients, loopback TCP, ops/s")
+print(f"{'size':>8} {'op':>4} {'redis':>10} {'kvtier':>10} {'ratio':>7}")
+for (who, op, size) in sorted(k for k in rows if k[0] == "kvtier"):
+    r = rows.get(("redis", op, size))
+    k = rows[(who, op, size)]
+    print(f"{size:>8} {op:>4} {r:>10.0f} {k:>10.0f} {k / r:>7.2f}" if r else f"{size} {op} no redis figure")
+PY
