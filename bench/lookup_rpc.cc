@@ -17,9 +17,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/bench_daemon.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
-#include "server/config.h"
-#include "server/daemon.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -53,39 +52,22 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--calls") calls = std::atoi(argv[i + 1]);
   }
   spdlog::set_level(spdlog::level::warn);
-  DaemonConfig c = DefaultConfig(8ull << 30);
-  c.listen = "127.0.0.1:0";
-  c.host_tier_bytes = 256ull << 20;
-  c.costmodel_probe_tiers = false;
-  auto daemon = Daemon::Start(c);
-  if (!daemon.ok()) return 1;
-  auto channel =
-      grpc::CreateChannel((*daemon)->listen_address(), grpc::InsecureChannelCredentials());
+  std::unique_ptr<Daemon> daemon = bench::StartDaemon("127.0.0.1:0", 256ull << 20);
+  if (daemon == nullptr) return 1;
+  auto channel = grpc::CreateChannel(daemon->listen_address(), grpc::InsecureChannelCredentials());
   auto kv = v1::KvCache::NewStub(channel);
   grpc::GenericStub generic(channel);
-  v1::OpenNamespaceRequest open;
-  open.set_model_id("lookup-bench");
-  auto* l = open.mutable_layout();
-  l->set_num_layers(1);
-  l->set_num_kv_heads(1);
-  l->set_head_dim(128);
-  l->set_dtype(v1::DTYPE_BF16);
-  l->set_tokens_per_block(8);  // 4 KiB blocks
-  l->set_tp_size(1);
-  v1::OpenNamespaceResponse opened;
-  {
-    grpc::ClientContext ctx;
-    if (!kv->OpenNamespace(&ctx, open, &opened).ok()) return 1;
-  }
+  const std::string ns = bench::OpenBlockNamespace(*kv, "lookup-bench", 4096);
+  if (ns.empty()) return 1;
   v1::LookupRequest lookup;
-  lookup.set_namespace_id(opened.namespace_id());
+  lookup.set_namespace_id(ns);
   {
     grpc::ClientContext ctx;
     v1::PutResponse resp;
     auto w = kv->Put(&ctx, &resp);
     for (int i = 0; i < 128; ++i) {
       v1::PutChunk chunk;
-      if (i == 0) chunk.set_namespace_id(opened.namespace_id());
+      if (i == 0) chunk.set_namespace_id(ns);
       chunk.set_key(absl::StrCat("key-", i));
       if (i > 0) chunk.set_parent_key(absl::StrCat("key-", i - 1));
       chunk.set_block_bytes(4096);
@@ -151,6 +133,6 @@ int main(int argc, char** argv) {
               Pct(k, 0.99) / Pct(e, 0.99));
   std::printf("  ratio Lookup/no-op:        p50 %.2f      p99 %.2f\n", Pct(k, 0.5) / Pct(z, 0.5),
               Pct(k, 0.99) / Pct(z, 0.99));
-  (*daemon)->Shutdown(absl::Seconds(1));
+  daemon->Shutdown(absl::Seconds(1));
   return 0;
 }

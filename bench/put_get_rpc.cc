@@ -18,9 +18,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_daemon.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
-#include "server/config.h"
-#include "server/daemon.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
@@ -43,12 +42,8 @@ int main(int argc, char** argv) {
     }
   }
   spdlog::set_level(spdlog::level::warn);
-  DaemonConfig c = DefaultConfig(8ull << 30);
-  c.listen = "127.0.0.1:0";
-  c.host_tier_bytes = 2ull << 30;
-  c.costmodel_probe_tiers = false;
-  auto daemon = Daemon::Start(c);
-  if (!daemon.ok()) return 1;
+  std::unique_ptr<Daemon> daemon = bench::StartDaemon("127.0.0.1:0", 2ull << 30);
+  if (daemon == nullptr) return 1;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
@@ -56,21 +51,9 @@ int main(int argc, char** argv) {
   for (uint64_t size : sizes) {
     // Blocks of `size` bytes: 1 layer x 1 head x 128 dims x bf16 x size/512 tokens.
     auto setup = v1::KvCache::NewStub(grpc::CreateCustomChannel(
-        (*daemon)->listen_address(), grpc::InsecureChannelCredentials(), args));
-    v1::OpenNamespaceRequest open;
-    open.set_model_id(absl::StrCat("bench-", size));
-    auto* l = open.mutable_layout();
-    l->set_num_layers(1);
-    l->set_num_kv_heads(1);
-    l->set_head_dim(128);
-    l->set_dtype(v1::DTYPE_BF16);
-    l->set_tokens_per_block(static_cast<uint32_t>((size + 511) / 512));
-    l->set_tp_size(1);
-    v1::OpenNamespaceResponse opened;
-    {
-      grpc::ClientContext ctx;
-      if (!setup->OpenNamespace(&ctx, open, &opened).ok()) return 1;
-    }
+        daemon->listen_address(), grpc::InsecureChannelCredentials(), args));
+    const std::string ns = bench::OpenBlockNamespace(*setup, absl::StrCat("bench-", size), size);
+    if (ns.empty()) return 1;
     const std::string value(size, 'v');
     std::atomic<int> next{0};
     std::atomic<int> failures{0};
@@ -85,7 +68,7 @@ int main(int argc, char** argv) {
           grpc::ChannelArguments a = args;
           a.SetInt("kvtier.client", t);  // distinct channels, not one shared subchannel
           auto kv = v1::KvCache::NewStub(grpc::CreateCustomChannel(
-              (*daemon)->listen_address(), grpc::InsecureChannelCredentials(), a));
+              daemon->listen_address(), grpc::InsecureChannelCredentials(), a));
           for (int i = next++; i < ops; i = next++) {
             const std::string key = absl::StrCat("s", size, "k", i);
             grpc::ClientContext ctx;
@@ -93,7 +76,7 @@ int main(int argc, char** argv) {
               v1::PutResponse resp;
               auto w = kv->Put(&ctx, &resp);
               v1::PutChunk chunk;
-              chunk.set_namespace_id(opened.namespace_id());
+              chunk.set_namespace_id(ns);
               chunk.set_key(key);
               chunk.set_block_bytes(size);
               chunk.set_data(value);
@@ -102,7 +85,7 @@ int main(int argc, char** argv) {
               if (!w->Finish().ok()) ++failures;
             } else {
               v1::GetRequest req;
-              req.set_namespace_id(opened.namespace_id());
+              req.set_namespace_id(ns);
               req.add_keys(key);
               req.set_max_chunk_bytes(static_cast<uint32_t>(size));
               auto r = kv->Get(&ctx, req);
@@ -133,6 +116,6 @@ int main(int argc, char** argv) {
                   ops * size / get_seconds / 1e6);
     }
   }
-  (*daemon)->Shutdown(absl::Seconds(1));
+  daemon->Shutdown(absl::Seconds(1));
   return 0;
 }

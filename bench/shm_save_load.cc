@@ -18,9 +18,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/bench_daemon.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
-#include "server/config.h"
-#include "server/daemon.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -85,21 +84,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   for (uint64_t block : {uint64_t{256} << 10, uint64_t{1} << 20, uint64_t{4} << 20}) {
     const uint64_t n = region_bytes / block;
-    // A namespace whose blocks are `block` bytes: 1 layer, 1 head of 128 dims, bf16.
-    v1::OpenNamespaceRequest open;
-    open.set_model_id(absl::StrCat("bench-", block));
-    auto* l = open.mutable_layout();
-    l->set_num_layers(1);
-    l->set_num_kv_heads(1);
-    l->set_head_dim(128);
-    l->set_dtype(v1::DTYPE_BF16);
-    l->set_tokens_per_block(static_cast<uint32_t>(block / 512));
-    l->set_tp_size(1);
-    v1::OpenNamespaceResponse opened;
-    {
-      grpc::ClientContext ctx;
-      if (!kv->OpenNamespace(&ctx, open, &opened).ok()) return 1;
-    }
+    const std::string ns = bench::OpenBlockNamespace(*kv, absl::StrCat("bench-", block), block);
+    if (ns.empty()) return 1;
     double best_copy = 1e30, best_save = 1e30, best_load = 1e30;
     uint64_t failures = 0;
     for (int r = 0; r < rounds; ++r) {
@@ -110,7 +96,7 @@ int main(int argc, char** argv) {
           grpc::ClientContext ctx;
           std::unique_ptr<grpc::ClientReader<v1::BlockCompletion>> reader;
           auto fill = [&](auto& req) {
-            req.set_namespace_id(opened.namespace_id());
+            req.set_namespace_id(ns);
             req.set_region_id(region_id);
             for (uint64_t i = first; i < std::min(n, first + 64); ++i) {
               v1::BlockRef* b = req.add_blocks();
@@ -151,7 +137,7 @@ int main(int argc, char** argv) {
       std::memset(mem + region_bytes, 0, region_bytes);
       // Drop the round's chain so the next round stores afresh.
       v1::DeleteRequest del;
-      del.set_namespace_id(opened.namespace_id());
+      del.set_namespace_id(ns);
       del.add_keys(absl::StrCat("r", r, "b", 0));
       del.set_recursive(true);
       v1::DeleteResponse deleted;

@@ -140,6 +140,31 @@ class SharedMemoryRpcTest : public ::testing::Test {
     return Transfer<v1::LoadRequest>(false, region, first, n, slot0, out, room);
   }
 
+  // Saves six 40-block chains b<base>.. through region slots 0..39: the
+  // 128-block host tier fills about twice over, evicting unpinned blocks.
+  void SaveOtherChains(const std::string& region, int base) {
+    for (int round = 0; round < 6; ++round) {
+      const int first = base + round * 40;
+      Fill(first, 40);
+      v1::SaveRequest req;
+      req.set_namespace_id(ns_);
+      req.set_region_id(region);
+      for (int i = 0; i < 40; ++i) {
+        v1::BlockRef* r = req.add_blocks();
+        r->set_key(absl::StrCat("b", first + i));
+        if (i > 0) r->set_parent_key(absl::StrCat("b", first + i - 1));
+        r->set_offset(i * kBlock);
+        r->set_size_bytes(kBlock);
+      }
+      grpc::ClientContext ctx;
+      auto reader = kv_->Save(&ctx, req);
+      v1::BlockCompletion c;
+      while (reader->Read(&c)) {
+      }
+      ASSERT_TRUE(reader->Finish().ok());
+    }
+  }
+
   bool SlotHolds(int slot, int block) {
     const std::vector<uint8_t> b = DeterministicBytes(absl::StrCat("b", block), kBlock);
     return std::equal(b.begin(), b.end(), mem_ + slot * kBlock);
@@ -230,26 +255,7 @@ TEST_F(SharedMemoryRpcTest, LeaseKeepsLookupsLoadableUnderPressure) {
   }
   ASSERT_EQ(lookup.matched(), 8u);
   // Fill the 128-block host tier several times over with other chains.
-  for (int round = 0; round < 6; ++round) {
-    const int first = 1000 + round * 40;
-    Fill(first, 40);
-    v1::SaveRequest req;
-    req.set_namespace_id(ns_);
-    req.set_region_id(region);
-    for (int i = 0; i < 40; ++i) {
-      v1::BlockRef* r = req.add_blocks();
-      r->set_key(absl::StrCat("b", first + i));
-      if (i > 0) r->set_parent_key(absl::StrCat("b", first + i - 1));
-      r->set_offset(i * kBlock);
-      r->set_size_bytes(kBlock);
-    }
-    grpc::ClientContext ctx;
-    auto reader = kv_->Save(&ctx, req);
-    v1::BlockCompletion c;
-    while (reader->Read(&c)) {
-    }
-    ASSERT_TRUE(reader->Finish().ok());
-  }
+  SaveOtherChains(region, 1000);
   out.clear();
   ASSERT_TRUE(Load(region, 0, 8, 48, &out).ok());
   ASSERT_EQ(out.size(), 8u);
@@ -286,27 +292,7 @@ TEST_F(SharedMemoryRpcTest, ExpiredLeaseGivesPreciseMisses) {
     EXPECT_EQ(kv_->Release(&ctx, rel, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
   }
   // Other chains fill the 128-block host tier twice over: b0..b7 are evicted.
-  for (int round = 0; round < 6; ++round) {
-    const int first = 2000 + round * 40;
-    Fill(first, 40);
-    std::vector<v1::BlockCompletion> filled;
-    v1::SaveRequest req;
-    req.set_namespace_id(ns_);
-    req.set_region_id(region);
-    for (int i = 0; i < 40; ++i) {
-      v1::BlockRef* r = req.add_blocks();
-      r->set_key(absl::StrCat("b", first + i));
-      if (i > 0) r->set_parent_key(absl::StrCat("b", first + i - 1));
-      r->set_offset(i * kBlock);
-      r->set_size_bytes(kBlock);
-    }
-    grpc::ClientContext ctx;
-    auto reader = kv_->Save(&ctx, req);
-    v1::BlockCompletion c;
-    while (reader->Read(&c)) {
-    }
-    ASSERT_TRUE(reader->Finish().ok());
-  }
+  SaveOtherChains(region, 2000);
   std::memset(mem_ + 48 * kBlock, 0xab, 8 * kBlock);
   out.clear();
   ASSERT_TRUE(Load(region, 0, 8, 48, &out).ok());
