@@ -140,6 +140,22 @@ class SharedMemoryRpcTest : public ::testing::Test {
     return Transfer<v1::LoadRequest>(false, region, first, n, slot0, out, room);
   }
 
+  // Registers the file, saves b0..b7 and looks them up under a lease of
+  // ttl_ms (0: the default).
+  void SaveAndLease(uint32_t ttl_ms, std::string* region, v1::LookupResponse* lookup) {
+    ASSERT_TRUE(Register(path_, kRegion, region).ok());
+    Fill(0, 8);
+    std::vector<v1::BlockCompletion> out;
+    ASSERT_TRUE(Save(*region, 0, 8, &out).ok());
+    v1::LookupRequest lr;
+    lr.set_namespace_id(ns_);
+    for (int i = 0; i < 8; ++i) lr.add_keys(absl::StrCat("b", i));
+    lr.set_take_lease(true);
+    lr.set_lease_ttl_ms(ttl_ms);
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(kv_->Lookup(&ctx, lr, lookup).ok());
+  }
+
   // Saves six 40-block chains b<base>.. through region slots 0..39: the
   // 128-block host tier fills about twice over, evicting unpinned blocks.
   void SaveOtherChains(const std::string& region, int base) {
@@ -240,20 +256,10 @@ TEST_F(SharedMemoryRpcTest, LoadNamesEveryBlockItCouldNotDeliver) {
 
 TEST_F(SharedMemoryRpcTest, LeaseKeepsLookupsLoadableUnderPressure) {
   std::string region;
-  ASSERT_TRUE(Register(path_, kRegion, &region).ok());
-  Fill(0, 8);
-  std::vector<v1::BlockCompletion> out;
-  ASSERT_TRUE(Save(region, 0, 8, &out).ok());
-  v1::LookupRequest lr;
-  lr.set_namespace_id(ns_);
-  for (int i = 0; i < 8; ++i) lr.add_keys(absl::StrCat("b", i));
-  lr.set_take_lease(true);
   v1::LookupResponse lookup;
-  {
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(kv_->Lookup(&ctx, lr, &lookup).ok());
-  }
+  SaveAndLease(0, &region, &lookup);
   ASSERT_EQ(lookup.matched(), 8u);
+  std::vector<v1::BlockCompletion> out;
   // Fill the 128-block host tier several times over with other chains.
   SaveOtherChains(region, 1000);
   out.clear();
@@ -269,20 +275,9 @@ TEST_F(SharedMemoryRpcTest, LeaseKeepsLookupsLoadableUnderPressure) {
 // says so per block and leaves the region untouched, never a false OK.
 TEST_F(SharedMemoryRpcTest, ExpiredLeaseGivesPreciseMisses) {
   std::string region;
-  ASSERT_TRUE(Register(path_, kRegion, &region).ok());
-  Fill(0, 8);
-  std::vector<v1::BlockCompletion> out;
-  ASSERT_TRUE(Save(region, 0, 8, &out).ok());
-  v1::LookupRequest lr;
-  lr.set_namespace_id(ns_);
-  for (int i = 0; i < 8; ++i) lr.add_keys(absl::StrCat("b", i));
-  lr.set_take_lease(true);
-  lr.set_lease_ttl_ms(50);
   v1::LookupResponse lookup;
-  {
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(kv_->Lookup(&ctx, lr, &lookup).ok());
-  }
+  SaveAndLease(50, &region, &lookup);
+  std::vector<v1::BlockCompletion> out;
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   {
     v1::ReleaseRequest rel;
