@@ -87,6 +87,7 @@ const std::vector<KeySpec>& Keys() {
       Field("server.max_message_bytes", &DaemonConfig::max_message_bytes, ParseBytes),
       Field("server.get_chunk_bytes", &DaemonConfig::get_chunk_bytes, ParseBytes),
       Field("server.shutdown_grace_ms", &DaemonConfig::shutdown_grace_ms, ParseU32),
+      Field("server.shm_dir", &DaemonConfig::shm_dir, ParseString),
       Field("host_tier.bytes", &DaemonConfig::host_tier_bytes, ParseBytes),
       Field("host_tier.slab_bytes", &DaemonConfig::host_slab_bytes, ParseBytes),
       Field("limits.max_block_bytes", &DaemonConfig::max_block_bytes, ParseBytes),

@@ -46,6 +46,7 @@ struct DaemonConfig {
   uint32_t max_leases = 1 << 20;
   uint32_t max_regions = 64;                        // registered memory regions
   uint64_t max_region_bytes = uint64_t{256} << 30;  // their mapped bytes in all
+  std::string shm_dir = "/dev/shm";                 // where RegisterMemory files must be
 
   uint32_t default_lease_ttl_ms = 30'000;
   uint32_t max_lease_ttl_ms = 600'000;

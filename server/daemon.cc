@@ -79,7 +79,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   spdlog::info("planner: {}", d->planner_->Snapshot().note);
 
   const int max_message = static_cast<int>(config.max_message_bytes);
-  d->regions_ = std::make_unique<RegionTable>(config.max_regions, config.max_region_bytes);
+  d->regions_ =
+      std::make_unique<RegionTable>(config.max_regions, config.max_region_bytes, config.shm_dir);
   d->kvcache_service_ =
       std::make_unique<KvCacheService>(d->cache_.get(), d->planner_.get(), d->regions_.get(),
                                        config.get_chunk_bytes, config.max_message_bytes - 65536);

@@ -208,7 +208,7 @@ grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext*,
   }
   const v1::SharedMemoryFile& shm = request->region().shared_memory();
   absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> region =
-      SharedMemoryRegion::Open(shm.path(), shm.size_bytes());
+      SharedMemoryRegion::Open(shm.path(), shm.size_bytes(), regions_->shm_dir());
   if (!region.ok()) return Finish("RegisterMemory", region.status());
   const std::string described = (*region)->Describe();
   absl::StatusOr<std::string> id = regions_->Add(*std::move(region));
@@ -272,8 +272,9 @@ grpc::Status KvCacheService::RegionTransfer(
     c.set_size_bytes(o.bytes);
     return writer->Write(c);
   };
-  return Finish(rpc, save ? SaveFromRegion(*cache_, *ns, **region, blocks, sink)
-                          : LoadIntoRegion(*cache_, *ns, **region, blocks, sink));
+  const KeepGoing keep_going = [context] { return !context->IsCancelled(); };
+  return Finish(rpc, save ? SaveFromRegion(*cache_, *ns, **region, blocks, sink, keep_going)
+                          : LoadIntoRegion(*cache_, *ns, **region, blocks, sink, keep_going));
 }
 
 grpc::Status KvCacheService::Save(grpc::ServerContext* context, const v1::SaveRequest* request,

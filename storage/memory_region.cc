@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
 
 namespace kvtier {
 
@@ -37,14 +39,25 @@ absl::StatusOr<std::shared_ptr<MemoryRegion>> RegionTable::Find(absl::string_vie
 }
 
 absl::Status RegionTable::Remove(absl::string_view id) {
-  absl::MutexLock lock(&mu_);
-  auto it = regions_.find(id);
-  if (it == regions_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("memory region '", id.substr(0, 64), "' is not registered"));
+  std::shared_ptr<MemoryRegion> gone;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = regions_.find(id);
+    if (it == regions_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("memory region '", id.substr(0, 64), "' is not registered"));
+    }
+    bytes_ -= it->second->bytes().size();
+    gone = std::move(it->second);
+    regions_.erase(it);
   }
-  bytes_ -= it->second->bytes().size();
-  regions_.erase(it);
+  // Wait for running transfers (each holds a reference), then unmap here,
+  // outside the lock.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (gone.use_count() > 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  if (gone.use_count() > 1) {
+    spdlog::warn("memory region {} unregistered while transfers still use it", std::string(id));
+  }
   return absl::OkStatus();
 }
 

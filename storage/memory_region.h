@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -35,21 +36,27 @@ class MemoryRegion {
 
 class RegionTable {
  public:
-  RegionTable(size_t max_regions, uint64_t max_bytes)
-      : max_regions_(max_regions), max_bytes_(max_bytes) {}
+  // shm_dir: the directory shared-memory files must be in.
+  RegionTable(size_t max_regions, uint64_t max_bytes, std::string shm_dir = "/dev/shm")
+      : max_regions_(max_regions), max_bytes_(max_bytes), shm_dir_(std::move(shm_dir)) {}
+
+  const std::string& shm_dir() const { return shm_dir_; }
 
   // Registers a region; RESOURCE_EXHAUSTED past max_regions or max_bytes.
   absl::StatusOr<std::string> Add(std::unique_ptr<MemoryRegion> region) ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_FOUND for an unknown id.
   absl::StatusOr<std::shared_ptr<MemoryRegion>> Find(absl::string_view id) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  // NOT_FOUND for an unknown id. The mapping goes when its last user does.
+  // NOT_FOUND for an unknown id. A fence: new Finds fail at once, and Remove
+  // returns when the Saves and Loads already holding the region are done
+  // (after 30 s it stops waiting; the mapping then goes with its last user).
   absl::Status Remove(absl::string_view id) ABSL_LOCKS_EXCLUDED(mu_);
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const size_t max_regions_;
   const uint64_t max_bytes_;
+  const std::string shm_dir_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<MemoryRegion>> regions_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;

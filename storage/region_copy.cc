@@ -40,18 +40,28 @@ absl::Status ValidateRegionBlocks(absl::Span<const RegionBlock> blocks, uint64_t
 }
 
 absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
-                            absl::Span<const RegionBlock> blocks, const OutcomeSink& done) {
+                            absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
+                            const KeepGoing& keep_going) {
   const absl::Span<uint8_t> bytes = region.bytes();
   if (absl::Status s = ValidateRegionBlocks(blocks, bytes.size(), false); !s.ok()) return s;
   {
-    // An unknown namespace is a request error: nothing is attempted.
+    // An unknown namespace or a block too large for it is a request error:
+    // nothing is attempted.
     absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> probe = cache.BeginPut(ns);
     if (!probe.ok()) return probe.status();
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i].size > (*probe)->block_bytes()) {
+        return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: ", blocks[i].size,
+                                                       " bytes exceed the namespace's ",
+                                                       (*probe)->block_bytes(), "-byte blocks"));
+      }
+    }
   }
   size_t next = 0;
   absl::Status failure;
   while (next < blocks.size()) {
     const size_t end = std::min(blocks.size(), next + kRegionCopyGroup);
+    if (!keep_going()) return absl::CancelledError("Save abandoned by its caller");
     absl::Status group = absl::OkStatus();
     size_t failed_at = end;
     absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> batch = cache.BeginPut(ns);
@@ -101,7 +111,8 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
 }
 
 absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
-                            absl::Span<const RegionBlock> blocks, const OutcomeSink& done) {
+                            absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
+                            const KeepGoing& keep_going) {
   const absl::Span<uint8_t> bytes = region.bytes();
   if (absl::Status s = ValidateRegionBlocks(blocks, bytes.size(), true); !s.ok()) return s;
   {
@@ -127,10 +138,17 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
         hash.Update(absl::Span<const uint8_t>(dst + done, n));
       }
       if (hash.Digest() != h.checksum()) {
-        cache.ReportChecksumMismatch(h);
         o.bytes = 0;
-        o.status = absl::NotFoundError(
-            absl::StrCat("block ", blocks[i].key.ToHex(), " failed its checksum and was dropped"));
+        if (Checksum64(src) == h.checksum()) {
+          // The cache's copy is sound: the destination changed under us.
+          o.status = absl::AbortedError(absl::StrCat(
+              "block ", blocks[i].key.ToHex(),
+              ": the region changed while the block was copied into it; load it again"));
+        } else {
+          cache.ReportChecksumMismatch(h);
+          o.status = absl::NotFoundError(absl::StrCat("block ", blocks[i].key.ToHex(),
+                                                      " failed its checksum and was dropped"));
+        }
       }
     }
     return o;
@@ -148,6 +166,7 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       const absl::Time start = absl::Now();
       uint64_t copied = 0;
       for (size_t i = next; i < end; ++i) {
+        if (!keep_going()) return absl::CancelledError("Load abandoned by its caller");
         outcomes.push_back(copy(i, (*handles)[i - next]));
         copied += outcomes.back().bytes;
       }
@@ -156,6 +175,7 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     } else {
       // Some block failed: find out which, block by block.
       for (size_t i = next; i < end; ++i) {
+        if (!keep_going()) return absl::CancelledError("Load abandoned by its caller");
         absl::StatusOr<std::vector<BlockCache::ReadHandle>> one =
             cache.Read(ns, absl::MakeConstSpan(&blocks[i].key, 1), /*verify=*/false);
         outcomes.push_back(one.ok() ? copy(i, one->front())

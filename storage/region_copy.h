@@ -7,7 +7,9 @@
 //    into the region while hashing the copy, and reports OK only when the
 //    copy matches the block's checksum; a block that cannot be read (not
 //    cached), fails verification (it is dropped, as a Get would) or does not
-//    fit its room gets its own error, and the rest still load.
+//    fit its room gets its own error, and the rest still load. A copy that
+//    does not match while the cache's own bytes do (the engine wrote into
+//    the destination meanwhile) is ABORTED and drops nothing.
 // Outcomes are delivered in request order through `done`; it returns false
 // when nobody listens any more (the copy stops, CANCELLED).
 //
@@ -43,6 +45,8 @@ struct BlockOutcome {
 };
 
 using OutcomeSink = std::function<bool(const BlockOutcome&)>;
+// Asked before each block is touched; false stops the copy (CANCELLED).
+using KeepGoing = std::function<bool()>;
 
 inline constexpr uint32_t kRegionCopyGroup = 64;
 
@@ -54,10 +58,14 @@ absl::Status ValidateRegionBlocks(absl::Span<const RegionBlock> blocks, uint64_t
 // Request-level errors (unknown namespace, bad ranges) return before any
 // block is touched; otherwise every block gets exactly one outcome (unless
 // `done` stops the copy) and the result is OK or CANCELLED.
-absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
-                            absl::Span<const RegionBlock> blocks, const OutcomeSink& done);
-absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
-                            absl::Span<const RegionBlock> blocks, const OutcomeSink& done);
+absl::Status SaveFromRegion(
+    BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
+    absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
+    const KeepGoing& keep_going = [] { return true; });
+absl::Status LoadIntoRegion(
+    BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
+    absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
+    const KeepGoing& keep_going = [] { return true; });
 
 }  // namespace kvtier
 

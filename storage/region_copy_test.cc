@@ -4,7 +4,9 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <string>
@@ -122,6 +124,41 @@ TEST_F(RegionCopyTest, LoadReportsExactlyTheMissingBlocks) {
   EXPECT_EQ(out[1].status.code(), absl::StatusCode::kOutOfRange);
 }
 
+// Load verifies its own copy (Read without verification): a corrupt host
+// copy is never reported loaded, and it is dropped as Read would drop it.
+TEST_F(RegionCopyTest, LoadNeverDeliversACorruptBlock) {
+  VectorRegion src(3 * kBlock), dst(3 * kBlock);
+  absl::Status s;
+  Run(true, src, Chain(3), &s);
+  ASSERT_TRUE(s.ok());
+  absl::StatusOr<absl::Span<uint8_t>> bytes = cache_->MutableBytesForTesting(ns_, Key(1));
+  ASSERT_TRUE(bytes.ok());
+  (*bytes)[100] ^= 0x01;
+  std::vector<BlockOutcome> out = Run(false, dst, Chain(3), &s);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(out[0].status.ok());
+  EXPECT_EQ(out[1].status.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(out[1].status.message().find("checksum"), std::string::npos) << out[1].status;
+  EXPECT_EQ(out[1].bytes, 0u);
+  EXPECT_EQ(cache_->Snapshot().counters.checksum_mismatches, 1u);
+  // Dropped with its descendant: block 2 is gone as well.
+  absl::StatusOr<LookupResult> r =
+      cache_->Lookup(ns_, {Key(0), Key(1), Key(2)}, false, absl::ZeroDuration());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->blocks.size(), 1u);
+}
+
+TEST_F(RegionCopyTest, SaveRejectsBlocksLargerThanTheNamespaces) {
+  VectorRegion src(4 * kBlock);
+  std::vector<RegionBlock> blocks = Chain(2);
+  blocks[1].size = 3 * kBlock;  // the namespace's blocks are 128 KiB
+  absl::Status s;
+  EXPECT_TRUE(Run(true, src, blocks, &s).empty());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache_->Snapshot().blocks, 0u);
+}
+
 TEST_F(RegionCopyTest, FailedSaveGroupAbortsTheRest) {
   VectorRegion src(4 * kBlock);
   std::vector<RegionBlock> blocks = Chain(4);
@@ -176,7 +213,7 @@ TEST_F(RegionCopyTest, CallerGoneStopsTheCopy) {
 class SharedMemoryRegionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/kvtier-shm-XXXXXX";
+    char tmpl[] = "/dev/shm/kvtier-shm-XXXXXX";
     const int fd = mkstemp(tmpl);
     ASSERT_GE(fd, 0);
     path_ = tmpl;
@@ -209,7 +246,19 @@ TEST_F(SharedMemoryRegionTest, RefusesWhatItMustNotMap) {
   EXPECT_EQ(SharedMemoryRegion::Open(path_ + ".none", 10).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(SharedMemoryRegion::Open("/tmp", 10).status().code(),
+            absl::StatusCode::kPermissionDenied);  // not in the shared-memory directory
+  EXPECT_EQ(SharedMemoryRegion::Open(path_, 10, "/tmp").status().code(),
+            absl::StatusCode::kPermissionDenied);  // another allowed directory
+  char dir_tmpl[] = "/dev/shm/kvtier-dir-XXXXXX";
+  const std::string dir = mkdtemp(dir_tmpl);
+  EXPECT_EQ(SharedMemoryRegion::Open(dir, 10).status().code(),
             absl::StatusCode::kInvalidArgument);  // not a regular file
+  rmdir(dir.c_str());
+  const std::string second = path_ + ".2";  // a second name for the same file
+  ASSERT_EQ(link(path_.c_str(), second.c_str()), 0);
+  EXPECT_EQ(SharedMemoryRegion::Open(path_, 10).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  unlink(second.c_str());
   ASSERT_EQ(chmod(path_.c_str(), 0644), 0);
   absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> r = SharedMemoryRegion::Open(path_, 10);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
@@ -228,6 +277,29 @@ TEST_F(SharedMemoryRegionTest, RefusesAnotherUsersFile) {
   absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> r = SharedMemoryRegion::Open(path_, 10);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(r.status().message().find("owned by uid 65534"), std::string::npos) << r.status();
+}
+
+// A 0600 file of the daemon's user on a disk filesystem (its own catalog,
+// say) must not be mappable even when the directory is allowed.
+TEST_F(SharedMemoryRegionTest, RefusesFilesNotOnTmpfs) {
+  char dir_tmpl[] = "/var/tmp/kvtier-disk-XXXXXX";
+  const std::string dir = mkdtemp(dir_tmpl);
+  const std::string file = dir + "/catalog";
+  const int fd = open(file.c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  close(fd);
+  struct statfs fs;
+  ASSERT_EQ(statfs(dir.c_str(), &fs), 0);
+  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> r = SharedMemoryRegion::Open(file, 10, dir);
+  if (fs.f_type == TMPFS_MAGIC) {
+    EXPECT_TRUE(r.ok()) << "/var/tmp is tmpfs here: " << r.status();
+  } else {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_NE(r.status().message().find("tmpfs"), std::string::npos) << r.status();
+  }
+  unlink(file.c_str());
+  rmdir(dir.c_str());
 }
 
 TEST(RegionTableTest, LimitsAndLifetime) {

@@ -1,9 +1,14 @@
-// SharedMemoryRegion: a shared-memory file an engine created (e.g. under
-// /dev/shm), mapped read-write and shared into the daemon. Only files the
-// daemon's own user owns, with no group or other permission bits (0600 or
-// stricter), are accepted, so one user's engine cannot hand the daemon
-// another user's memory (this holds for a root daemon too). Opened with O_NOFOLLOW: the path must
-// not be a symlink.
+// SharedMemoryRegion: a shared-memory file an engine created, mapped
+// read-write and shared into the daemon. A file is accepted only if it is
+//  - directly in the configured shared-memory directory (default /dev/shm),
+//    not a symlink, a regular file with one name, on tmpfs or hugetlbfs: so
+//    no client can make the daemon map its own catalog, slab files or any
+//    other file it can write;
+//  - owned by the daemon's user with no group or other permission bits
+//    (0600), even for a root daemon: one user's engine cannot hand the
+//    daemon another user's memory.
+// Every page is allocated at registration (posix_fallocate), so a full tmpfs
+// is an error then, not a fault later.
 //
 // Known limit: a file truncated by its owner while mapped makes the daemon's
 // next access to the lost pages fault (SIGBUS); only the file's owner, who
@@ -26,10 +31,12 @@ class SharedMemoryRegion final : public MemoryRegion {
  public:
   // Maps the first `size` bytes of `path`. INVALID_ARGUMENT: relative path,
   // size 0, larger than the file, or not a regular file; NOT_FOUND: no such
-  // file; PERMISSION_DENIED: owned by another user, group/other permission
-  // bits set, or a symlink; INTERNAL if mmap fails.
-  static absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> Open(const std::string& path,
-                                                                  uint64_t size);
+  // file; PERMISSION_DENIED: outside `allowed_dir`, not on tmpfs/hugetlbfs,
+  // several names, owned by another user, group/other permission bits set,
+  // or a symlink; RESOURCE_EXHAUSTED: its pages cannot be allocated;
+  // INTERNAL if mmap fails.
+  static absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> Open(
+      const std::string& path, uint64_t size, const std::string& allowed_dir = "/dev/shm");
   ~SharedMemoryRegion() override;
   SharedMemoryRegion(const SharedMemoryRegion&) = delete;
   SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;

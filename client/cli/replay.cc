@@ -106,6 +106,9 @@ int RunReplay(const ReplayOptions& o) {
     }
     TraceRequest r;
     r.input_length = j["input_length"].get<uint64_t>();
+    if (j.contains("timestamp") && !j["timestamp"].is_number_unsigned()) {
+      return Fail(absl::StrCat(o.trace, ": line ", line_no, ": timestamp is not an integer"));
+    }
     r.timestamp_ms = j.value("timestamp", uint64_t{0});
     for (const json& id : j["hash_ids"]) {
       if (!id.is_number_unsigned()) {
@@ -227,10 +230,10 @@ int RunReplay(const ReplayOptions& o) {
     t.blocks += keys.size();
     t.hit += m;
     t.tokens += r.input_length;
-    t.hit_tokens += std::min<uint64_t>(uint64_t{m} * o.trace_block_tokens, r.input_length);
-    for (uint32_t i = 0; i < fetch; ++i) {
-      ++(hit->tiers[i] == "host" ? t.host : hit->tiers[i] == "nvme" ? t.nvme : t.other_tier);
-    }
+    // Only whole blocks hit, and an engine always computes the last token.
+    const uint64_t whole = r.input_length / o.trace_block_tokens;
+    t.hit_tokens += std::min<uint64_t>(std::min<uint64_t>(m, whole) * o.trace_block_tokens,
+                                       r.input_length > 0 ? r.input_length - 1 : 0);
     // Load the blocks the plan fetches, and check every byte.
     if (fetch > 0) {
       std::vector<client::RegionBlockRef> refs;
@@ -250,13 +253,15 @@ int RunReplay(const ReplayOptions& o) {
               ++t.wrong_bytes;
             }
             ++loaded;
+            const std::string& tier = hit->tiers[c.index];
+            ++(tier == "host" ? t.host : tier == "nvme" ? t.nvme : t.other_tier);
           });
       if (!s.ok()) ++t.rpc_errors;
       t.fetched += loaded;
       const double fetched_tokens = std::min<double>(loaded * o.trace_block_tokens, r.input_length);
       t.saved_seconds +=
           costmodel::RecomputeSeconds(d, 0, fetched_tokens) - loaded * full_block_bytes / host_bw;
-      if (hit->plan.has_value()) {
+      if (hit->plan.has_value() && loaded == fetch) {  // the plan happened as priced
         t.plan_saved_seconds +=
             costmodel::RecomputeSeconds(d, 0, r.input_length) - hit->plan->total_seconds;
       }

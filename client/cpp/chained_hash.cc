@@ -15,6 +15,7 @@ void PutU32(std::string& out, uint32_t v) {
 
 std::string ChainedBlockKey(absl::string_view parent_key, absl::Span<const int32_t> tokens,
                             absl::Span<const std::string> extra_keys) {
+  if (parent_key.size() > 255) return std::string();
   std::string in;
   in.reserve(1 + parent_key.size() + 8 + 4 * tokens.size());
   in.push_back(static_cast<char>(static_cast<uint8_t>(parent_key.size())));

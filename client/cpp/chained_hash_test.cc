@@ -30,6 +30,7 @@ TEST(ChainedHashTest, KeysChainOverFullBlocksOnly) {
   const std::vector<int32_t> other = {0, 2, 3, 4, 5, 6, 7, 8};
   EXPECT_NE(ChainedBlockKeys(other, 4)[1], keys[1]);
   EXPECT_TRUE(ChainedBlockKeys(tokens, 0).empty());
+  EXPECT_TRUE(ChainedBlockKey(std::string(256, 'p'), {1}).empty());  // not a key
 }
 
 }  // namespace

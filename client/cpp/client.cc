@@ -102,7 +102,7 @@ class Client::Impl {
   const ClientOptions options_;
 };
 
-Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address,
@@ -115,7 +115,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
   if (channel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot use address '", address, "'"));
   }
-  return std::unique_ptr<Client>(new Client(std::make_unique<Impl>(channel, options)));
+  return std::unique_ptr<Client>(new Client(std::make_shared<Impl>(channel, options)));
 }
 
 absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o) {
@@ -275,17 +275,17 @@ std::future<absl::StatusOr<std::vector<BlockCompletion>>> RunAsync(
 
 std::future<absl::StatusOr<std::vector<BlockCompletion>>> Client::SaveAsync(
     std::string ns, std::string region_id, std::vector<RegionBlockRef> blocks) {
-  return RunAsync([this, ns = std::move(ns), region_id = std::move(region_id),
+  return RunAsync([impl = impl_, ns = std::move(ns), region_id = std::move(region_id),
                    blocks = std::move(blocks)](const auto& sink) {
-    return impl_->Transfer(true, ns, region_id, blocks, sink);
+    return impl->Transfer(true, ns, region_id, blocks, sink);
   });
 }
 
 std::future<absl::StatusOr<std::vector<BlockCompletion>>> Client::LoadAsync(
     std::string ns, std::string region_id, std::vector<RegionBlockRef> blocks) {
-  return RunAsync([this, ns = std::move(ns), region_id = std::move(region_id),
+  return RunAsync([impl = impl_, ns = std::move(ns), region_id = std::move(region_id),
                    blocks = std::move(blocks)](const auto& sink) {
-    return impl_->Transfer(false, ns, region_id, blocks, sink);
+    return impl->Transfer(false, ns, region_id, blocks, sink);
   });
 }
 

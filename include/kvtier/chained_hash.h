@@ -20,8 +20,8 @@
 
 namespace kvtier {
 
-// The key of one block. `parent_key` is empty for the first block (at most
-// 255 bytes).
+// The key of one block. `parent_key` is empty for the first block; one
+// longer than 255 bytes is not a key and gives an empty (invalid) key.
 std::string ChainedBlockKey(absl::string_view parent_key, absl::Span<const int32_t> tokens,
                             absl::Span<const std::string> extra_keys = {});
 

@@ -139,8 +139,10 @@ class Client {
 
  private:
   class Impl;
-  explicit Client(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Client(std::shared_ptr<Impl> impl);
+  // Shared with running SaveAsync/LoadAsync calls, which may outlive the
+  // Client.
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace kvtier::client

@@ -150,7 +150,8 @@ cmp "$WORK/in.bin" "$WORK/out3.bin" || fail "file read back after restart differ
 stop_daemon TERM "$WORK/d3"
 
 step "unix socket; SIGTERM stops cleanly"
-start_daemon "$WORK/d2" --listen "unix:$WORK/kvtier.sock" --host-tier-bytes 64MiB "${NO_NVME[@]}"
+start_daemon "$WORK/d2" --listen "unix:$WORK/kvtier.sock" --host-tier-bytes 64MiB "${NO_NVME[@]}" \
+  --set costmodel.gpu=h100-sxm
 "$KVTIER" --addr "unix:$WORK/kvtier.sock" status --json | grep -q '"namespaces": 0' || fail "unix socket status"
 
 step "kvtier replay drives the daemon like an engine (shared memory, plans, byte checks)"
@@ -180,6 +181,9 @@ assert r["blocks_hit"] >= 54 * 4, r["blocks_hit"]  # every repeat of a prefix hi
 assert 0 < r["token_hit_ratio"] < 1
 assert r["blocks_fetched"] + r["blocks_recomputed_by_plan"] == r["blocks_hit"]
 assert r["blocks_saved"] == r["blocks_looked_up"] - r["blocks_hit"]
+d = r["plan_decisions"]
+assert d["no_plan"] == 0 and d["fetch_all"] + d["partial"] + d["recompute"] > 0, d
+assert r["blocks_fetched"] > 0
 PY
 stop_daemon TERM "$WORK/d2"
 

@@ -175,10 +175,16 @@ class SharedMemoryRpcTest : public ::testing::Test {
       grpc::ClientContext ctx;
       auto reader = kv_->Save(&ctx, req);
       v1::BlockCompletion c;
-      while (reader->Read(&c)) {
-      }
+      while (reader->Read(&c)) EXPECT_EQ(c.code(), 0) << c.message();
       ASSERT_TRUE(reader->Finish().ok());
     }
+  }
+
+  uint64_t Evictions() {
+    grpc::ClientContext ctx;
+    v1::GetStatusResponse s;
+    EXPECT_TRUE(admin_->GetStatus(&ctx, v1::GetStatusRequest(), &s).ok());
+    return s.counters().evictions();
   }
 
   bool SlotHolds(int slot, int block) {
@@ -262,6 +268,7 @@ TEST_F(SharedMemoryRpcTest, LeaseKeepsLookupsLoadableUnderPressure) {
   std::vector<v1::BlockCompletion> out;
   // Fill the 128-block host tier several times over with other chains.
   SaveOtherChains(region, 1000);
+  EXPECT_GT(Evictions(), 100u);  // there was pressure
   out.clear();
   ASSERT_TRUE(Load(region, 0, 8, 48, &out).ok());
   ASSERT_EQ(out.size(), 8u);

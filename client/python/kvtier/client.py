@@ -88,6 +88,9 @@ class SharedRegion:
             os.fchmod(fd, 0o600)
             os.ftruncate(fd, size)
             self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.unlink(self.path)
+            raise
         finally:
             os.close(fd)
         self.size = size

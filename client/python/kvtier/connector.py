@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from kvtier.chained_hash import chained_block_keys
-from kvtier.client import BlockRef, Client
+from kvtier.client import BlockRef, Client, KvtierError
 
 
 @dataclass
@@ -44,8 +44,9 @@ class ScheduledRequest:
 
 @dataclass
 class ConnectorMetadata:
-    # (request id, keys, engine block ids) to load before the step.
-    loads: List[Tuple[str, List[bytes], List[int]]] = field(default_factory=list)
+    # (request id, keys, engine block ids, parent of the first key) to load
+    # before the step.
+    loads: List[Tuple[str, List[bytes], List[int], bytes]] = field(default_factory=list)
     # (request id, keys, parent key, engine block ids) to save after it.
     saves: List[Tuple[str, List[bytes], bytes, List[int]]] = field(default_factory=list)
 
@@ -59,16 +60,21 @@ class KvtierConnector:
         self._region_id: Optional[str] = None
         self._leases: Dict[str, str] = {}
         self._pending_loads: Dict[str, Tuple[List[bytes], int]] = {}  # keys, first block index
-        self._load_specs: List[Tuple[str, List[bytes], List[int]]] = []
+        self._load_specs: List[Tuple[str, List[bytes], List[int], bytes]] = []
         self._saved_blocks: Dict[str, int] = {}  # request -> full blocks already saved
         self._meta: Optional[ConnectorMetadata] = None
         self._load_errors: Set[int] = set()
+        self._resaves: List[Tuple[str, List[bytes], bytes, List[int]]] = []
 
     # ---------------------------------------------------------- scheduler side
     def get_num_new_matched_tokens(self, request: Request,
                                    num_computed_tokens: int) -> Tuple[int, bool]:
         """Tokens beyond num_computed_tokens the daemon can provide, and
         whether they load asynchronously (never, here)."""
+        # vLLM asks again while a request waits and after a preemption: drop
+        # what an earlier call held.
+        self._release(request.request_id)
+        self._pending_loads.pop(request.request_id, None)
         keys = chained_block_keys(request.prompt_token_ids, self._block_tokens)
         if not keys:
             return 0, False
@@ -78,23 +84,35 @@ class KvtierConnector:
         # The engine must compute at least the last prompt token itself.
         if usable * self._block_tokens >= len(request.prompt_token_ids):
             usable -= 1
-        if hit.lease_id:
-            self._leases[request.request_id] = hit.lease_id
         first = num_computed_tokens // self._block_tokens
         if usable <= first:
+            if hit.lease_id:
+                self._client.release(hit.lease_id)  # nothing will be loaded
             return 0, False
+        if hit.lease_id:
+            self._leases[request.request_id] = hit.lease_id  # held until the load
         self._pending_loads[request.request_id] = (keys[:usable], first)
         return usable * self._block_tokens - num_computed_tokens, False
+
+    def _release(self, request_id: str) -> None:
+        lease = self._leases.pop(request_id, None)
+        if lease:
+            try:
+                self._client.release(lease)
+            except KvtierError:  # expired: already gone
+                pass
 
     def update_state_after_alloc(self, request: Request, block_ids: Sequence[int],
                                  num_external_tokens: int) -> None:
         pending = self._pending_loads.pop(request.request_id, None)
         if pending is None or num_external_tokens == 0:
+            self._release(request.request_id)
             return
         keys, first = pending
         n = num_external_tokens // self._block_tokens
+        parent = keys[first - 1] if first > 0 else b""
         self._load_specs.append((request.request_id, keys[first:first + n],
-                                 list(block_ids[first:first + n])))
+                                 list(block_ids[first:first + n]), parent))
         self._saved_blocks[request.request_id] = first + n  # loaded blocks need no save
 
     def build_connector_meta(self, scheduled: Sequence[ScheduledRequest]) -> ConnectorMetadata:
@@ -113,13 +131,10 @@ class KvtierConnector:
 
     def request_finished(self, request: Request,
                          block_ids: Sequence[int]) -> Tuple[bool, Optional[dict]]:
-        """Releases the request's lease; the engine may free its blocks now."""
-        lease = self._leases.pop(request.request_id, None)
-        if lease:
-            try:
-                self._client.release(lease)
-            except Exception:  # an expired lease is already gone
-                pass
+        """Releases anything still held for the request; the engine may free
+        its blocks now."""
+        self._release(request.request_id)
+        self._pending_loads.pop(request.request_id, None)
         self._saved_blocks.pop(request.request_id, None)
         return False, None
 
@@ -138,12 +153,23 @@ class KvtierConnector:
     def start_load_kv(self, forward_context: object = None, **kwargs) -> None:
         if self._meta is None:
             return
-        for _, keys, block_ids in self._meta.loads:
+        for request_id, keys, block_ids, parent in self._meta.loads:
             refs = [BlockRef(k, b * self._block_bytes, self._block_bytes)
                     for k, b in zip(keys, block_ids)]
-            for c in self._client.load(self._ns, self._region_id, refs):
-                if not c.ok:
-                    self._load_errors.add(block_ids[c.index])
+            loaded = set()
+            try:
+                for c in self._client.load(self._ns, self._region_id, refs):
+                    if c.ok:
+                        loaded.add(c.index)
+            except KvtierError:
+                pass  # daemon gone, region gone, deadline: what has no OK failed
+            failed = [i for i in range(len(refs)) if i not in loaded]
+            self._load_errors.update(block_ids[i] for i in failed)
+            if failed:  # the engine recomputes them this step: save them after it
+                f = min(failed)
+                self._resaves.append((request_id, keys[f:], keys[f - 1] if f else parent,
+                                      block_ids[f:]))
+            self._release(request_id)  # loaded: the lease has done its job
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         return None  # start_load_kv has completed every load
@@ -155,7 +181,9 @@ class KvtierConnector:
     def wait_for_save(self) -> None:
         if self._meta is None:
             return
-        for _, keys, parent, block_ids in self._meta.saves:
+        # Re-saves first: the new blocks may chain on them.
+        saves, self._resaves = self._resaves + self._meta.saves, []
+        for _, keys, parent, block_ids in saves:
             refs = [BlockRef(k, b * self._block_bytes, self._block_bytes,
                              parent if i == 0 else keys[i - 1])
                     for i, (k, b) in enumerate(zip(keys, block_ids))]
