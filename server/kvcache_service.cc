@@ -257,7 +257,21 @@ grpc::Status KvCacheService::RegionTransfer(
       return Finish(rpc, absl::InvalidArgumentError(
                              absl::StrCat("blocks[", i, "].", parent.status().message())));
     }
-    blocks.push_back({*key, *parent, r.offset(), r.size_bytes()});
+    RegionBlock block{*key, *parent, r.offset(), r.size_bytes(), {}};
+    if (r.segments_size() > 0) {
+      if (r.offset() != 0 || r.size_bytes() != 0) {
+        return Finish(rpc, absl::InvalidArgumentError(absl::StrCat(
+                               "blocks[", i, "]: give offset and size_bytes, or segments")));
+      }
+      if (static_cast<size_t>(r.segments_size()) > kMaxSegmentsPerBlock) {
+        return Finish(rpc, absl::InvalidArgumentError(absl::StrCat(
+                               "blocks[", i, "]: more than ", kMaxSegmentsPerBlock, " segments")));
+      }
+      for (const v1::RegionSegment& seg : r.segments()) {
+        block.segments.push_back({seg.offset(), seg.size_bytes()});
+      }
+    }
+    blocks.push_back(std::move(block));
   }
   absl::StatusOr<std::shared_ptr<MemoryRegion>> region = regions_->Find(region_id);
   if (!region.ok()) return Finish(rpc, region.status());

@@ -12,27 +12,39 @@ namespace kvtier {
 
 absl::Status ValidateRegionBlocks(absl::Span<const RegionBlock> blocks, uint64_t region_size,
                                   bool destinations) {
+  struct Placed {
+    RegionRange range;
+    size_t block;
+  };
+  std::vector<Placed> all;
   for (size_t i = 0; i < blocks.size(); ++i) {
-    const RegionBlock& b = blocks[i];
-    if (b.size == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: size_bytes must be > 0"));
+    if (blocks[i].segments.size() > kMaxSegmentsPerBlock) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("blocks[", i, "]: more than ", kMaxSegmentsPerBlock, " segments"));
     }
-    if (b.size > region_size || b.offset > region_size - b.size) {
-      return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: bytes [", b.offset, ", +",
-                                                     b.size, ") are outside the region of ",
-                                                     region_size, " bytes"));
+    for (const RegionRange& r : blocks[i].Ranges()) {
+      if (r.size == 0) {
+        return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: a size is 0"));
+      }
+      if (r.size > region_size || r.offset > region_size - r.size) {
+        return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: bytes [", r.offset, ", +",
+                                                       r.size, ") are outside the region of ",
+                                                       region_size, " bytes"));
+      }
+      all.push_back({r, i});
     }
   }
   if (destinations) {
-    std::vector<size_t> order(blocks.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return blocks[a].offset < blocks[b].offset; });
-    for (size_t j = 1; j < order.size(); ++j) {
-      const RegionBlock& prev = blocks[order[j - 1]];
-      if (prev.offset + prev.size > blocks[order[j]].offset) {
-        return absl::InvalidArgumentError(absl::StrCat("blocks[", order[j - 1], "] and blocks[",
-                                                       order[j], "] overlap in the region"));
+    std::sort(all.begin(), all.end(),
+              [](const Placed& a, const Placed& b) { return a.range.offset < b.range.offset; });
+    for (size_t j = 1; j < all.size(); ++j) {
+      const Placed& prev = all[j - 1];
+      if (prev.range.offset + prev.range.size > all[j].range.offset) {
+        return absl::InvalidArgumentError(
+            prev.block == all[j].block
+                ? absl::StrCat("blocks[", prev.block, "]: two segments overlap")
+                : absl::StrCat("blocks[", prev.block, "] and blocks[", all[j].block,
+                               "] overlap in the region"));
       }
     }
   }
@@ -50,8 +62,8 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> probe = cache.BeginPut(ns);
     if (!probe.ok()) return probe.status();
     for (size_t i = 0; i < blocks.size(); ++i) {
-      if (blocks[i].size > (*probe)->block_bytes()) {
-        return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: ", blocks[i].size,
+      if (blocks[i].TotalSize() > (*probe)->block_bytes()) {
+        return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: ", blocks[i].TotalSize(),
                                                        " bytes exceed the namespace's ",
                                                        (*probe)->block_bytes(), "-byte blocks"));
       }
@@ -71,8 +83,10 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     }
     for (size_t i = next; group.ok() && i < end; ++i) {
       const RegionBlock& b = blocks[i];
-      group = (*batch)->StartBlock(b.key, b.parent, b.size);
-      if (group.ok()) group = (*batch)->Append(bytes.subspan(b.offset, b.size));
+      group = (*batch)->StartBlock(b.key, b.parent, b.TotalSize());
+      for (const RegionRange& r : b.Ranges()) {  // gather the pieces in order
+        if (group.ok()) group = (*batch)->Append(bytes.subspan(r.offset, r.size));
+      }
       if (!group.ok()) failed_at = i;
     }
     if (group.ok()) {
@@ -83,7 +97,7 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       }
     }
     for (size_t i = next; i < end; ++i) {
-      BlockOutcome o{static_cast<uint32_t>(i), absl::OkStatus(), blocks[i].size};
+      BlockOutcome o{static_cast<uint32_t>(i), absl::OkStatus(), blocks[i].TotalSize()};
       if (!group.ok()) {
         o.bytes = 0;
         o.status =
@@ -122,20 +136,28 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
   auto copy = [&](size_t i, const BlockCache::ReadHandle& h) {
     const absl::Span<const uint8_t> src = h.bytes();
     BlockOutcome o{static_cast<uint32_t>(i), absl::OkStatus(), src.size()};
-    if (src.size() > blocks[i].size) {
+    const uint64_t room = blocks[i].TotalSize();
+    if (src.size() > room) {
       o.bytes = 0;
       o.status =
           absl::OutOfRangeError(absl::StrCat("block ", blocks[i].key.ToHex(), " holds ", src.size(),
-                                             " bytes, more than its room of ", blocks[i].size));
+                                             " bytes, more than its room of ", room));
     } else {
-      // Copy and verify in one pass: hash each piece of the copy while it
-      // is in cache. Only a block whose copy matches its checksum is OK.
-      uint8_t* dst = bytes.data() + blocks[i].offset;
+      // Copy and verify in one pass: scatter the block over its pieces in
+      // order, hashing each piece of the copy while it is in cache. Only a
+      // block whose copy matches its checksum is OK.
       Checksum64Stream hash;
-      for (size_t done = 0; done < src.size(); done += BlockCache::kCopyChunk) {
-        const size_t n = std::min(BlockCache::kCopyChunk, src.size() - done);
-        std::memcpy(dst + done, src.data() + done, n);
-        hash.Update(absl::Span<const uint8_t>(dst + done, n));
+      size_t done = 0;
+      for (const RegionRange& r : blocks[i].Ranges()) {
+        uint8_t* dst = bytes.data() + r.offset;
+        const size_t piece_end = std::min<size_t>(src.size(), done + r.size);
+        for (size_t at = done; at < piece_end; at += BlockCache::kCopyChunk) {
+          const size_t n = std::min(BlockCache::kCopyChunk, piece_end - at);
+          std::memcpy(dst + (at - done), src.data() + at, n);
+          hash.Update(absl::Span<const uint8_t>(dst + (at - done), n));
+        }
+        done = piece_end;
+        if (done == src.size()) break;
       }
       if (hash.Digest() != h.checksum()) {
         o.bytes = 0;

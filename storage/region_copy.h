@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -31,12 +32,32 @@
 
 namespace kvtier {
 
+struct RegionRange {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
 struct RegionBlock {
   BlockKey key;
   BlockKey parent;  // Save only
   uint64_t offset = 0;
   uint64_t size = 0;  // Save: the block's size; Load: the room at offset
+  // When not empty, replaces offset/size: the block is these pieces in
+  // order (Save gathers them, Load scatters over them).
+  std::vector<RegionRange> segments;
+
+  // The pieces: `segments`, or the one range (offset, size).
+  std::vector<RegionRange> Ranges() const {
+    return segments.empty() ? std::vector<RegionRange>{{offset, size}} : segments;
+  }
+  uint64_t TotalSize() const {
+    uint64_t n = 0;
+    for (const RegionRange& r : Ranges()) n += r.size;
+    return n;
+  }
 };
+
+inline constexpr size_t kMaxSegmentsPerBlock = 1024;
 
 struct BlockOutcome {
   uint32_t index = 0;
@@ -51,7 +72,8 @@ using KeepGoing = std::function<bool()>;
 inline constexpr uint32_t kRegionCopyGroup = 64;
 
 // INVALID_ARGUMENT (naming blocks[i]) unless every range lies in a region of
-// `region_size` bytes with size > 0, and, for destinations, no two overlap.
+// `region_size` bytes with size > 0, a block has at most
+// kMaxSegmentsPerBlock pieces, and, for destinations, no two ranges overlap.
 absl::Status ValidateRegionBlocks(absl::Span<const RegionBlock> blocks, uint64_t region_size,
                                   bool destinations);
 

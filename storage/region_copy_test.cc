@@ -9,6 +9,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,7 @@ class RegionCopyTest : public ::testing::Test {
   std::vector<RegionBlock> Chain(int n, int first = 0) {
     std::vector<RegionBlock> v;
     for (int i = first; i < first + n; ++i) {
-      v.push_back({Key(i), i > 0 ? Key(i - 1) : BlockKey(), (i - first) * kBlock, kBlock});
+      v.push_back({Key(i), i > 0 ? Key(i - 1) : BlockKey(), (i - first) * kBlock, kBlock, {}});
     }
     return v;
   }
@@ -100,6 +101,55 @@ TEST_F(RegionCopyTest, SaveThenLoadRoundTripsEveryByte) {
                            src.bytes().begin() + i * kBlock))
         << "block " << i;
   }
+}
+
+// An engine with a tensor per layer: block i's two halves live in two
+// "layer" areas of the region. Save gathers them; Load scatters them back
+// into another layout, byte for byte.
+TEST_F(RegionCopyTest, SegmentsGatherAndScatterPerLayerLayouts) {
+  constexpr uint64_t kHalf = kBlock / 2;
+  constexpr int n = 4;
+  VectorRegion region(4 * n * kBlock);
+  for (size_t i = 0; i < region.bytes().size(); ++i)
+    region.bytes()[i] = static_cast<uint8_t>(i * 31);
+  // Layer 0 at [0, n * kHalf), layer 1 at [n * kHalf, 2 * n * kHalf).
+  std::vector<RegionBlock> save = Chain(n);
+  for (int i = 0; i < n; ++i) {
+    save[i].offset = save[i].size = 0;
+    save[i].segments = {{i * kHalf, kHalf}, {n * kHalf + i * kHalf, kHalf}};
+  }
+  absl::Status s;
+  std::vector<BlockOutcome> out = Run(true, region, save, &s);
+  ASSERT_TRUE(s.ok()) << s;
+  for (const BlockOutcome& o : out) ASSERT_TRUE(o.status.ok()) << o.status;
+  // Load into a second area, layers interleaved the other way round.
+  const uint64_t base = 2 * n * kBlock;
+  std::vector<RegionBlock> load = Chain(n);
+  for (int i = 0; i < n; ++i) {
+    load[i].offset = load[i].size = 0;
+    load[i].segments = {{base + (2 * i + 1) * kHalf, kHalf}, {base + 2 * i * kHalf, kHalf}};
+  }
+  out = Run(false, region, load, &s);
+  ASSERT_TRUE(s.ok()) << s;
+  const uint8_t* m = region.bytes().data();
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(out[i].status.ok()) << out[i].status;
+    EXPECT_EQ(std::memcmp(m + base + (2 * i + 1) * kHalf, m + i * kHalf, kHalf), 0) << i;
+    EXPECT_EQ(std::memcmp(m + base + 2 * i * kHalf, m + n * kHalf + i * kHalf, kHalf), 0) << i;
+  }
+  // Pieces overlapping each other, or too little room: refused.
+  load[0].segments[1].offset = load[0].segments[0].offset + 10;
+  EXPECT_TRUE(Run(false, region, load, &s).empty());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  load = Chain(1);
+  load[0].offset = load[0].size = 0;
+  load[0].segments = {{base, kHalf}, {base + kBlock, kHalf / 2}};
+  out = Run(false, region, load, &s);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].status.code(), absl::StatusCode::kOutOfRange);
+  load[0].segments.assign(kMaxSegmentsPerBlock + 1, {base, 1});
+  EXPECT_TRUE(Run(true, region, load, &s).empty());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(RegionCopyTest, LoadReportsExactlyTheMissingBlocks) {

@@ -238,7 +238,7 @@ int RunReplay(const ReplayOptions& o) {
     if (fetch > 0) {
       std::vector<client::RegionBlockRef> refs;
       for (uint32_t i = 0; i < fetch; ++i)
-        refs.push_back({keys[i], "", i * o.block_bytes, o.block_bytes});
+        refs.push_back({keys[i], "", i * o.block_bytes, o.block_bytes, {}});
       std::memset(region.data(), 0, fetch * o.block_bytes);
       uint32_t loaded = 0;
       absl::Status s =
@@ -273,7 +273,8 @@ int RunReplay(const ReplayOptions& o) {
       for (size_t i = m; i < keys.size(); ++i) {
         uint8_t* slot = region.data() + (i - m) * o.block_bytes;
         FillBlock(r.hash_ids[i], slot, o.block_bytes);
-        refs.push_back({keys[i], i > 0 ? keys[i - 1] : "", (i - m) * o.block_bytes, o.block_bytes});
+        refs.push_back(
+            {keys[i], i > 0 ? keys[i - 1] : "", (i - m) * o.block_bytes, o.block_bytes, {}});
       }
       absl::Status s = (*client)->Save(
           ns->id, *region_id, refs,

@@ -72,6 +72,11 @@ class Client::Impl {
         if (save) r->set_parent_key(b.parent_key);
         r->set_offset(b.offset);
         r->set_size_bytes(b.size_bytes);
+        for (const auto& [offset, size] : b.segments) {
+          v1::RegionSegment* seg = r->add_segments();
+          seg->set_offset(offset);
+          seg->set_size_bytes(size);
+        }
       }
     };
     std::unique_ptr<grpc::ClientReader<v1::BlockCompletion>> reader;

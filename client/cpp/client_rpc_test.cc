@@ -78,7 +78,7 @@ TEST_F(ClientRpcTest, EngineLifecycleThroughSharedMemory) {
   std::vector<RegionBlockRef> save;
   for (size_t i = 0; i < keys.size(); ++i) {
     std::memset(mem_ + i * kBlock, static_cast<int>(0x40 + i), kBlock);
-    save.push_back({keys[i], i ? keys[i - 1] : "", i * kBlock, kBlock});
+    save.push_back({keys[i], i ? keys[i - 1] : "", i * kBlock, kBlock, {}});
   }
   absl::StatusOr<std::string> region = client_->RegisterMemory(path_, 32 * kBlock);
   ASSERT_TRUE(region.ok()) << region.status();
@@ -97,8 +97,9 @@ TEST_F(ClientRpcTest, EngineLifecycleThroughSharedMemory) {
   EXPECT_FALSE(hit->plan.has_value());  // no model named
 
   std::vector<RegionBlockRef> load;
-  for (size_t i = 0; i < keys.size(); ++i) load.push_back({keys[i], "", (16 + i) * kBlock, kBlock});
-  load.push_back({ChainedBlockKey(keys[3], {1, 2, 3}), "", 24 * kBlock, kBlock});  // not cached
+  for (size_t i = 0; i < keys.size(); ++i)
+    load.push_back({keys[i], "", (16 + i) * kBlock, kBlock, {}});
+  load.push_back({ChainedBlockKey(keys[3], {1, 2, 3}), "", 24 * kBlock, kBlock, {}});  // not cached
   std::vector<BlockCompletion> loaded;
   ASSERT_TRUE(
       client_->Load(ns->id, *region, load, [&](const BlockCompletion& c) { loaded.push_back(c); })

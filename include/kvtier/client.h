@@ -87,6 +87,9 @@ struct RegionBlockRef {
   std::string parent_key;  // Save only; empty for a root
   uint64_t offset = 0;
   uint64_t size_bytes = 0;  // Save: the block's size; Load: the room at offset
+  // Instead of offset/size_bytes: the block's pieces in order (offset, size),
+  // e.g. one per layer for engines that keep a tensor per layer.
+  std::vector<std::pair<uint64_t, uint64_t>> segments;
 };
 
 struct BlockCompletion {

@@ -217,6 +217,54 @@ class PythonClientTest(unittest.TestCase):
             self.assertEqual(self.active_leases(), 0)
 
 
+class PerLayerLayoutTest(unittest.TestCase):
+    """An engine that keeps one tensor per layer: each block's 2 layers lie in
+    2 areas of the region; the connector saves and loads them as one block."""
+
+    def test_per_layer_blocks_round_trip(self):
+        workdir = tempfile.mkdtemp(prefix="kvtier-py-layers-")
+        proc, address = start_daemon(workdir)
+        client = Client(address, timeout=10)
+        try:
+            ns = client.open_namespace("layers", num_layers=2, num_kv_heads=1, head_dim=128,
+                                       tokens_per_block=BLOCK_TOKENS)
+            blocks, half = 32, ns.block_bytes // 2
+            with SharedRegion(2 * blocks * half) as region:
+                conn = KvtierConnector(client, ns.id, BLOCK_TOKENS, ns.block_bytes,
+                                       num_layers=2, layer_stride=blocks * half)
+                conn.register_kv_caches({"region": region})
+                prompt = list(range(3 * BLOCK_TOKENS + 1))
+                r1 = Request("p1", prompt)
+                self.assertEqual(conn.get_num_new_matched_tokens(r1, 0), (0, False))
+                conn.update_state_after_alloc(r1, [0, 1, 2, 3], 0)
+                for b in range(3):  # the model writes each layer's part of blocks 0..2
+                    for layer in range(2):
+                        at = layer * blocks * half + b * half
+                        region.buffer[at:at + half] = bytes([16 * layer + b + 1]) * half
+                conn.bind_connector_metadata(
+                    conn.build_connector_meta([ScheduledRequest(r1, [0, 1, 2, 3], len(prompt))]))
+                conn.wait_for_save()
+                conn.request_finished(r1, [])
+                r2 = Request("p2", prompt)
+                n, _ = conn.get_num_new_matched_tokens(r2, 0)
+                self.assertEqual(n, 3 * BLOCK_TOKENS)
+                conn.update_state_after_alloc(r2, [10, 11, 12, 13], n)
+                conn.bind_connector_metadata(conn.build_connector_meta([]))
+                conn.start_load_kv()
+                self.assertEqual(conn.get_block_ids_with_load_errors(), set())
+                for b in range(3):
+                    for layer in range(2):
+                        at = layer * blocks * half + (10 + b) * half
+                        self.assertEqual(bytes(region.buffer[at:at + half]),
+                                         bytes([16 * layer + b + 1]) * half, (b, layer))
+                conn.request_finished(r2, [])
+        finally:
+            client.close()
+            proc.kill()
+            proc.wait(10)
+            shutil.rmtree(workdir)
+
+
 class DaemonKilledMidLoadTest(unittest.TestCase):
     """kill -9 during a Load: the client gets an error, every block it was told
     is loaded holds the right bytes, and no other block is claimed loaded."""

@@ -12,7 +12,7 @@ import mmap
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, List, Optional, Sequence
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import grpc
 
@@ -59,6 +59,9 @@ class BlockRef:
     offset: int
     size: int
     parent_key: bytes = b""  # Save only
+    # Instead of offset/size: the block's pieces in order, [(offset, size)...],
+    # e.g. one per layer for an engine that keeps a tensor per layer.
+    segments: Optional[List[Tuple[int, int]]] = None
 
 
 @dataclass
@@ -209,8 +212,11 @@ class Client:
     def _transfer(self, save: bool, namespace_id: str, region_id: str,
                   blocks: Iterable[BlockRef],
                   on_block: Optional[Callable[[Completion], None]]) -> List[Completion]:
-        refs = [kvcache_pb2.BlockRef(key=b.key, parent_key=b.parent_key if save else b"",
-                                     offset=b.offset, size_bytes=b.size) for b in blocks]
+        refs = [kvcache_pb2.BlockRef(
+            key=b.key, parent_key=b.parent_key if save else b"", offset=b.offset,
+            size_bytes=b.size,
+            segments=[kvcache_pb2.RegionSegment(offset=o, size_bytes=n)
+                      for o, n in (b.segments or [])]) for b in blocks]
         if save:
             stream = self._stub.Save(kvcache_pb2.SaveRequest(
                 namespace_id=namespace_id, region_id=region_id, blocks=refs),

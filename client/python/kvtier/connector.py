@@ -1,9 +1,10 @@
 """KvtierConnector: vLLM's KV connector method set (KVConnectorBase_V1) over a
 kvtierd daemon, for engines whose paged KV cache lives in a SharedRegion.
 
-The engine's cache is one region of `num_blocks` blocks of `block_bytes`
-(all layers of one block together, this rank's layout); engine block id i is
-at offset i * block_bytes. Prefix blocks are keyed with the canonical chained
+The engine's cache is one region. With num_layers = 1 (the default) engine
+block id i is at offset i * block_bytes. With a tensor per layer, layer l of
+block i is at l * layer_stride + i * (block_bytes / num_layers): Save gathers
+a block's layers into one cached block and Load scatters it back. Prefix blocks are keyed with the canonical chained
 hash of their token ids.
 
 Scheduler side: get_num_new_matched_tokens (a Lookup with a lease; the plan's
@@ -52,7 +53,12 @@ class ConnectorMetadata:
 
 
 class KvtierConnector:
-    def __init__(self, client: Client, namespace_id: str, block_tokens: int, block_bytes: int):
+    def __init__(self, client: Client, namespace_id: str, block_tokens: int, block_bytes: int,
+                 num_layers: int = 1, layer_stride: int = 0):
+        if num_layers < 1 or block_bytes % num_layers:
+            raise ValueError("block_bytes must split evenly over num_layers >= 1")
+        self._num_layers = num_layers
+        self._layer_stride = layer_stride
         self._client = client
         self._ns = namespace_id
         self._block_tokens = block_tokens
@@ -154,8 +160,7 @@ class KvtierConnector:
         if self._meta is None:
             return
         for request_id, keys, block_ids, parent in self._meta.loads:
-            refs = [BlockRef(k, b * self._block_bytes, self._block_bytes)
-                    for k, b in zip(keys, block_ids)]
+            refs = [self._ref(k, b) for k, b in zip(keys, block_ids)]
             loaded = set()
             try:
                 for c in self._client.load(self._ns, self._region_id, refs):
@@ -184,10 +189,17 @@ class KvtierConnector:
         # Re-saves first: the new blocks may chain on them.
         saves, self._resaves = self._resaves + self._meta.saves, []
         for _, keys, parent, block_ids in saves:
-            refs = [BlockRef(k, b * self._block_bytes, self._block_bytes,
-                             parent if i == 0 else keys[i - 1])
+            refs = [self._ref(k, b, parent if i == 0 else keys[i - 1])
                     for i, (k, b) in enumerate(zip(keys, block_ids))]
             self._client.save(self._ns, self._region_id, refs)
+
+    def _ref(self, key: bytes, block_id: int, parent: bytes = b"") -> BlockRef:
+        if self._num_layers == 1:
+            return BlockRef(key, block_id * self._block_bytes, self._block_bytes, parent)
+        per_layer = self._block_bytes // self._num_layers
+        pieces = [(layer * self._layer_stride + block_id * per_layer, per_layer)
+                  for layer in range(self._num_layers)]
+        return BlockRef(key, 0, 0, parent, segments=pieces)
 
     def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Set[str], Set[str]]:
         return set(), set()
