@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench_daemon.h"
+#include "kvtier/shared_region.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -60,11 +61,13 @@ int main(int argc, char** argv) {
   auto kv = v1::KvCache::NewStub(grpc::CreateCustomChannel(
       (*daemon)->listen_address(), grpc::InsecureChannelCredentials(), args));
   // The engine's staging region: a 0600 file in /dev/shm, mapped here too.
-  const std::string path = "/dev/shm/kvtier-bench-" + std::to_string(getpid());
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0 || ftruncate(fd, static_cast<off_t>(2 * region_bytes)) != 0) return 1;
-  auto* mem = static_cast<uint8_t*>(
-      mmap(nullptr, 2 * region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  auto staging = client::SharedRegion::Create(2 * region_bytes);
+  if (!staging.ok()) {
+    std::fprintf(stderr, "%s\n", staging.status().ToString().c_str());
+    return 1;
+  }
+  const std::string& path = (*staging)->path();
+  uint8_t* mem = (*staging)->data();
   for (uint64_t i = 0; i < 2 * region_bytes; ++i) mem[i] = static_cast<uint8_t>(i * 7 + (i >> 12));
   std::string region_id;
   {
@@ -157,9 +160,7 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(block >> 10), gb / best_copy, gb / best_save,
                 gb / best_load, best_copy / best_save, best_copy / best_load);
   }
-  munmap(mem, 2 * region_bytes);
-  close(fd);
-  unlink(path.c_str());
+  staging->reset();
   (*daemon)->Shutdown(absl::Seconds(1));
   std::string sock = dir + "/kvtier.sock";
   unlink(sock.c_str());

@@ -174,13 +174,16 @@ costmodel::TierLink LookupPlanner::NvmeLink() const {
 
 void LookupPlanner::UpdateAdmission(const NamespaceId& ns, const costmodel::Deployment* d) {
   // Evaluate outside the lock; apply under it.
+  const TransferEstimate nvme = cache_->nvme_meter().Estimate();
   std::optional<costmodel::TierValue> value;
-  if (d != nullptr && cache_->nvme_enabled() && cache_->nvme_meter().Estimate().bytes_per_s > 0) {
+  if (d != nullptr && cache_->nvme_enabled() && nvme.bytes_per_s > 0) {
     value = costmodel::EvaluateTier(*d, NvmeLink(), options_.admission_tokens);
   }
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(ns);
   if (it == entries_.end()) return;
+  it->second.judged_nvme_bytes_per_s = nvme.bytes_per_s;
+  it->second.judged_nvme_latency_s = nvme.latency_s;
   NamespacePlanning& p = it->second.planning;
   bool admit = p.nvme_admitted;
   if (!value.has_value()) {
@@ -205,14 +208,18 @@ void LookupPlanner::UpdateAdmission(const NamespaceId& ns, const costmodel::Depl
 std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
                                                       absl::Span<const MatchedBlock> matched,
                                                       uint32_t prompt_tokens) {
+  const TransferEstimate nvme_now = cache_->nvme_meter().Estimate();
   std::shared_ptr<const costmodel::Deployment> deployment;
+  bool rejudge = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(ns);
     if (it == entries_.end() || it->second.deployment == nullptr) return std::nullopt;
     deployment = it->second.deployment;
+    rejudge = it->second.judged_nvme_bytes_per_s != nvme_now.bytes_per_s ||
+              it->second.judged_nvme_latency_s != nvme_now.latency_s;
   }
-  UpdateAdmission(ns, deployment.get());
+  if (rejudge) UpdateAdmission(ns, deployment.get());
   const costmodel::Deployment& d = *deployment;
   const costmodel::TierLink host = HostLink(), nvme = NvmeLink();
   std::vector<costmodel::Segment> segments;

@@ -110,6 +110,10 @@ class LookupPlanner {
     NamespacePlanning planning;
     // Immutable once made; shared so plans run outside the lock.
     std::shared_ptr<const costmodel::Deployment> deployment;
+    // The NVMe estimate admission was last judged on: plans re-judge only
+    // when it changed, not on every Lookup.
+    double judged_nvme_bytes_per_s = -1;
+    double judged_nvme_latency_s = -1;
   };
 
   LookupPlanner(const PlannerOptions& options, std::optional<costmodel::GpuSpec> gpu,

@@ -297,6 +297,13 @@ absl::StatusOr<BlockCache::NamespaceEntry*> BlockCache::FindNamespaceLocked(cons
   return &it->second;
 }
 
+absl::StatusOr<uint64_t> BlockCache::NamespaceBlockBytes(const NamespaceId& ns) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns);
+  if (!entry.ok()) return entry.status();
+  return (*entry)->block_bytes;
+}
+
 absl::Status BlockCache::CheckKeyCount(size_t n) const {
   if (n == 0 || n > options_.max_keys_per_request) {
     return absl::InvalidArgumentError(

@@ -246,6 +246,9 @@ class BlockCache {
   absl::StatusOr<std::vector<ReadHandle>> Read(const NamespaceId& ns,
                                                absl::Span<const BlockKey> keys, bool verify = true);
 
+  // Largest block of an open namespace; NOT_FOUND if it is not open.
+  absl::StatusOr<uint64_t> NamespaceBlockBytes(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);
+
   // A block read with verify = false failed its checksum: it is counted,
   // logged and dropped with its cached descendants, as Read would have.
   void ReportChecksumMismatch(const ReadHandle& handle) ABSL_LOCKS_EXCLUDED(mu_);

@@ -56,17 +56,15 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
                             const KeepGoing& keep_going) {
   const absl::Span<uint8_t> bytes = region.bytes();
   if (absl::Status s = ValidateRegionBlocks(blocks, bytes.size(), false); !s.ok()) return s;
-  {
-    // An unknown namespace or a block too large for it is a request error:
-    // nothing is attempted.
-    absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> probe = cache.BeginPut(ns);
-    if (!probe.ok()) return probe.status();
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      if (blocks[i].TotalSize() > (*probe)->block_bytes()) {
-        return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: ", blocks[i].TotalSize(),
-                                                       " bytes exceed the namespace's ",
-                                                       (*probe)->block_bytes(), "-byte blocks"));
-      }
+  // An unknown namespace or a block too large for it is a request error:
+  // nothing is attempted.
+  absl::StatusOr<uint64_t> block_bytes = cache.NamespaceBlockBytes(ns);
+  if (!block_bytes.ok()) return block_bytes.status();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i].TotalSize() > *block_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: ", blocks[i].TotalSize(),
+                                                     " bytes exceed the namespace's ", *block_bytes,
+                                                     "-byte blocks"));
     }
   }
   size_t next = 0;
@@ -129,9 +127,8 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
                             const KeepGoing& keep_going) {
   const absl::Span<uint8_t> bytes = region.bytes();
   if (absl::Status s = ValidateRegionBlocks(blocks, bytes.size(), true); !s.ok()) return s;
-  {
-    absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> probe = cache.BeginPut(ns);
-    if (!probe.ok()) return probe.status();
+  if (absl::StatusOr<uint64_t> open = cache.NamespaceBlockBytes(ns); !open.ok()) {
+    return open.status();
   }
   auto copy = [&](size_t i, const BlockCache::ReadHandle& h) {
     const absl::Span<const uint8_t> src = h.bytes();

@@ -1,10 +1,5 @@
 #include "client/cli/replay.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +13,7 @@
 #include "costmodel/fetch_plan.h"
 #include "costmodel/kv_footprint.h"
 #include "kvtier/client.h"
+#include "kvtier/shared_region.h"
 #include "nlohmann/json.hpp"
 
 namespace kvtier {
@@ -48,36 +44,6 @@ void FillBlock(uint64_t id, uint8_t* out, uint64_t n) {
     std::memcpy(out + i, &x, std::min<uint64_t>(8, n - i));
   }
 }
-
-// A 0600 shared-memory file, mapped.
-class StagingRegion {
- public:
-  bool Create(uint64_t size) {
-    char tmpl[] = "/dev/shm/kvtier-replay-XXXXXX";
-    const int fd = mkstemp(tmpl);
-    if (fd < 0) return false;
-    path_ = tmpl;
-    size_ = size;
-    const bool ok = fchmod(fd, 0600) == 0 && ftruncate(fd, static_cast<off_t>(size)) == 0;
-    void* p = ok ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-    close(fd);
-    if (p == MAP_FAILED) return false;
-    data_ = static_cast<uint8_t*>(p);
-    return true;
-  }
-  ~StagingRegion() {
-    if (data_ != nullptr) munmap(data_, size_);
-    if (!path_.empty()) unlink(path_.c_str());
-  }
-  uint8_t* data() { return data_; }
-  const std::string& path() const { return path_; }
-  uint64_t size() const { return size_; }
-
- private:
-  std::string path_;
-  uint8_t* data_ = nullptr;
-  uint64_t size_ = 0;
-};
 
 int Fail(const std::string& what) {
   std::fprintf(stderr, "kvtier replay: %s\n", what.c_str());
@@ -169,10 +135,10 @@ int RunReplay(const ReplayOptions& o) {
                  ns.status().ToString().c_str());
     return 1;
   }
-  StagingRegion region;
-  if (!region.Create(max_blocks * o.block_bytes)) {
-    return Fail("cannot create a staging region in /dev/shm");
-  }
+  absl::StatusOr<std::unique_ptr<client::SharedRegion>> staging =
+      client::SharedRegion::Create(max_blocks * o.block_bytes);
+  if (!staging.ok()) return Fail(std::string(staging.status().message()));
+  client::SharedRegion& region = **staging;
   absl::StatusOr<std::string> region_id = (*client)->RegisterMemory(region.path(), region.size());
   if (!region_id.ok()) {
     std::fprintf(stderr, "kvtier replay: RegisterMemory failed: %s\n",

@@ -14,6 +14,7 @@
 
 #include "kvtier/chained_hash.h"
 #include "kvtier/client.h"
+#include "kvtier/shared_region.h"
 #include "server/config.h"
 #include "server/daemon.h"
 
@@ -37,20 +38,11 @@ class ClientRpcTest : public ::testing::Test {
     auto client = Client::Connect(daemon_->listen_address());
     ASSERT_TRUE(client.ok());
     client_ = std::move(*client);
-    char tmpl[] = "/dev/shm/kvtier-client-XXXXXX";
-    const int fd = mkstemp(tmpl);
-    ASSERT_GE(fd, 0);
-    path_ = tmpl;
-    ASSERT_EQ(fchmod(fd, 0600), 0);
-    ASSERT_EQ(ftruncate(fd, 32 * kBlock), 0);
-    mem_ = static_cast<uint8_t*>(
-        mmap(nullptr, 32 * kBlock, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-    close(fd);
-    ASSERT_NE(mem_, MAP_FAILED);
-  }
-  void TearDown() override {
-    munmap(mem_, 32 * kBlock);
-    unlink(path_.c_str());
+    auto region = SharedRegion::Create(32 * kBlock);
+    ASSERT_TRUE(region.ok()) << region.status();
+    region_ = std::move(*region);
+    path_ = region_->path();
+    mem_ = region_->data();
   }
 
   NamespaceOptions Options() const {
@@ -62,6 +54,7 @@ class ClientRpcTest : public ::testing::Test {
 
   std::unique_ptr<kvtier::Daemon> daemon_;
   std::unique_ptr<Client> client_;
+  std::unique_ptr<SharedRegion> region_;
   std::string path_;
   uint8_t* mem_ = nullptr;
 };

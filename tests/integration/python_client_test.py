@@ -6,6 +6,7 @@ including a block that vanishes between lookup and load.
 Usage: python3 python_client_test.py KVTIERD PYTHONPATH
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -45,6 +46,21 @@ def start_daemon(workdir):
                 raise RuntimeError("kvtierd exited: " + f.read())
         time.sleep(0.05)
     raise RuntimeError("kvtierd did not create its socket")
+
+
+@contextlib.contextmanager
+def own_daemon(prefix):
+    """A kvtierd of the test's own and a client of it; both go afterwards."""
+    workdir = tempfile.mkdtemp(prefix=prefix)
+    proc, address = start_daemon(workdir)
+    client = Client(address, timeout=10)
+    try:
+        yield proc, client
+    finally:
+        client.close()
+        proc.kill()
+        proc.wait(10)
+        shutil.rmtree(workdir)
 
 
 def kv_bytes(tokens, i):
@@ -222,10 +238,7 @@ class PerLayerLayoutTest(unittest.TestCase):
     2 areas of the region; the connector saves and loads them as one block."""
 
     def test_per_layer_blocks_round_trip(self):
-        workdir = tempfile.mkdtemp(prefix="kvtier-py-layers-")
-        proc, address = start_daemon(workdir)
-        client = Client(address, timeout=10)
-        try:
+        with own_daemon("kvtier-py-layers-") as (proc, client):
             ns = client.open_namespace("layers", num_layers=2, num_kv_heads=1, head_dim=128,
                                        tokens_per_block=BLOCK_TOKENS)
             blocks, half = 32, ns.block_bytes // 2
@@ -258,11 +271,6 @@ class PerLayerLayoutTest(unittest.TestCase):
                         self.assertEqual(bytes(region.buffer[at:at + half]),
                                          bytes([16 * layer + b + 1]) * half, (b, layer))
                 conn.request_finished(r2, [])
-        finally:
-            client.close()
-            proc.kill()
-            proc.wait(10)
-            shutil.rmtree(workdir)
 
 
 class DaemonKilledMidLoadTest(unittest.TestCase):
@@ -270,10 +278,7 @@ class DaemonKilledMidLoadTest(unittest.TestCase):
     is loaded holds the right bytes, and no other block is claimed loaded."""
 
     def test_kill_during_load(self):
-        workdir = tempfile.mkdtemp(prefix="kvtier-py-kill-")
-        proc, address = start_daemon(workdir)
-        client = Client(address, timeout=10)
-        try:
+        with own_daemon("kvtier-py-kill-") as (proc, client):
             ns = client.open_namespace("kill-model", num_layers=1, num_kv_heads=1, head_dim=128,
                                        tokens_per_block=BLOCK_TOKENS)
             n = 6000
@@ -310,11 +315,6 @@ class DaemonKilledMidLoadTest(unittest.TestCase):
                     self.assertTrue(c.ok)
                     at = out + c.index * BLOCK_BYTES
                     self.assertEqual(bytes(region.buffer[at:at + 8]), b"%08d" % c.index)
-        finally:
-            client.close()
-            proc.kill()
-            proc.wait(10)
-            shutil.rmtree(workdir)
 
 
 if __name__ == "__main__":
