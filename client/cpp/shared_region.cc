@@ -18,8 +18,8 @@ absl::StatusOr<std::unique_ptr<SharedRegion>> SharedRegion::Create(uint64_t size
   std::string path = dir + "/kvtier-region-XXXXXX";
   const int fd = mkstemp(path.data());
   if (fd < 0) {
-    return absl::InternalError(absl::StrCat("cannot create a file in ", dir, ": ",
-                                            std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("cannot create a file in ", dir, ": ", std::strerror(errno)));
   }
   void* p = MAP_FAILED;
   int err = fchmod(fd, 0600) == 0 ? 0 : errno;
