@@ -25,6 +25,19 @@ if(NOT KVTIER_WITH_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
 endif()
 kvtier_resolve_backend(CUDA "${CUDAToolkit_FOUND}")
+if(KVTIER_HAVE_CUDA)
+  # Kernels for sm_90 (H100, H200) unless the caller says otherwise.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90)
+  endif()
+  if(NOT CMAKE_CUDA_COMPILER AND CUDAToolkit_NVCC_EXECUTABLE)
+    set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
+  endif()
+  enable_language(CUDA)
+  # CMake 3.25 knows nvcc's dialects up to C++17; the .cu files need no more.
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+endif()
 
 # UCX (peer transport) and liburing (NVMe engine): detected now, used by the
 # transfer/ and storage/ backends as they land.

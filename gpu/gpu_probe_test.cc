@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/fp8_device.h"
+
 namespace kvtier {
 namespace {
 
@@ -19,6 +21,18 @@ TEST(GpuProbeTest, ReportsDevicesOrWhyThereAreNone) {
       EXPECT_GT(d.memory_bytes, 0u);
     }
   }
+}
+
+// Without a GPU the device fp8 calls refuse with the reason, touching no
+// memory (the pointers are null); with one they are tested in gpu_device_test.
+TEST(GpuProbeTest, DeviceFp8WithoutAGpuSaysWhy) {
+  if (!ProbeGpus().devices.empty()) GTEST_SKIP() << "a GPU is present: see gpu_device_test";
+  fp8::Geometry g{};
+  absl::StatusOr<Fp8Stats> enc = EncodeFp8OnDevice(0, g, nullptr, nullptr, 1);
+  EXPECT_EQ(enc.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(enc.status().message().find("fp8 on the GPU"), std::string::npos);
+  EXPECT_EQ(DecodeFp8OnDevice(0, g, nullptr, nullptr, 1).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

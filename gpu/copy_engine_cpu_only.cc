@@ -1,0 +1,13 @@
+// CreateCopyEngine for builds without CUDA: always the CPU backend.
+#include "gpu/copy_engine_factory.h"
+#include "gpu/cpu_copy_engine.h"
+
+namespace kvtier {
+
+absl::StatusOr<std::unique_ptr<CopyEngine>> CreateCopyEngine(const CopyEngineOptions& options) {
+  absl::StatusOr<std::unique_ptr<CpuCopyEngine>> cpu = CpuCopyEngine::Create(options.cpu_threads);
+  if (!cpu.ok()) return cpu.status();
+  return std::unique_ptr<CopyEngine>(std::move(*cpu));
+}
+
+}  // namespace kvtier
