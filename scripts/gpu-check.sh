@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# GPU check: builds kvtier with kernels for sm_90 (H100/H200), runs the tests
+# labelled `gpu` and the GPU benchmarks, and writes the log and figures to
+# one directory. Meant for a machine with an NVIDIA GPU and CUDA 13 at
+# /usr/local/cuda; on one without a GPU it still builds, and the tests and
+# benchmark report themselves skipped.
+#
+#   scripts/gpu-check.sh [OUT_DIR]      (default: $OUT if set, else ./gpu-check-out)
+#
+# Files written: gpu-check.log (everything), ctest-gpu.log, gpu_copy.txt,
+# gather_scatter.txt, nvidia-smi.txt, summary.json (the gpu_copy JSON line).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-${OUT:-gpu-check-out}}"
+mkdir -p "$out"
+exec > >(tee "$out/gpu-check.log") 2>&1
+start=$(date +%s)
+echo "=== gpu-check $(date -u +%FT%TZ) on $(hostname)"
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || echo "nvidia-smi: not available"
+cat "$out/nvidia-smi.txt" | head -15
+
+# Dependencies: apt only when something is missing (the script says what).
+bash scripts/install-deps || echo "install-deps failed; trying to build with what is here"
+
+build=build-gpu
+jobs=$(nproc)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVTIER_WITH_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 || exit 1
+cmake --build "$build" -j "$jobs" --target gpu_test gpu_device_test gpu_copy gather_scatter || exit 1
+echo "=== build done in $(( $(date +%s) - start ))s"
+
+status=0
+echo "=== ctest -L gpu (and the CPU-side gpu_test)"
+ctest --test-dir "$build" -R '^(GpuDeviceTest|GpuProbeTest|CpuCopyEngineTest|CopyEngineFactoryTest|Fp8|KvLayout|AllLayouts)' \
+  --output-on-failure -j 4 2>&1 | tee "$out/ctest-gpu.log" || status=1
+# A GPU machine must run the device tests, not skip them.
+if nvidia-smi -L >/dev/null 2>&1 && grep -q "Not Run\|Skipped" "$out/ctest-gpu.log"; then
+  if grep -q "GpuDeviceTest.*Skipped" "$out/ctest-gpu.log"; then
+    echo "gpu-check: a GPU is present but the device tests skipped" ; status=1
+  fi
+fi
+
+echo "=== bench/gpu_copy"
+timeout 300 "$build/bench/gpu_copy" | tee "$out/gpu_copy.txt" || status=1
+grep '^{' "$out/gpu_copy.txt" > "$out/summary.json" || true
+echo "=== bench/gather_scatter (CPU backend)"
+timeout 120 "$build/bench/gather_scatter" | tee "$out/gather_scatter.txt" || status=1
+
+echo "=== gpu-check finished in $(( $(date +%s) - start ))s, status $status"
+exit $status
