@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gpu/cpu_copy_engine.h"
-#include "gpu/kv_layout.h"
+#include "gpu/engine_layout.h"
 
 namespace {
 
@@ -44,8 +44,8 @@ int main(int argc, char** argv) {
     if (f == "--threads") threads = v;
   }
   // Twice as many blocks in the engine as we move, every other one moved.
-  absl::StatusOr<KvLayout> layout =
-      KvLayout::Create(KvLayoutKind::kVllmNhd, {layers, 2 * blocks, 16, 8, 128, 2});
+  absl::StatusOr<EngineLayout> layout =
+      EngineLayout::Create(EngineLayoutKind::kVllmNhd, {layers, 2 * blocks, 16, 8, 128, 2});
   if (!layout.ok()) {
     std::fprintf(stderr, "%s\n", layout.status().ToString().c_str());
     return 2;

@@ -24,7 +24,7 @@
 #include "gpu/fp8_codec.h"
 #include "gpu/fp8_device.h"
 #include "gpu/gpu_probe.h"
-#include "gpu/kv_layout.h"
+#include "gpu/engine_layout.h"
 
 namespace {
 
@@ -93,8 +93,8 @@ int main(int argc, char** argv) {
   };
 
   // Llama-3.1-8B geometry: 2 MiB blocks of 64 chunks of 32 KiB.
-  absl::StatusOr<KvLayout> layout =
-      KvLayout::Create(KvLayoutKind::kVllmNhd, {32, 2 * blocks, 16, 8, 128, 2});
+  absl::StatusOr<EngineLayout> layout =
+      EngineLayout::Create(EngineLayoutKind::kVllmNhd, {32, 2 * blocks, 16, 8, 128, 2});
   const size_t block_bytes = layout->block_bytes();
   const size_t bytes = size_t(blocks) * block_bytes;
 

@@ -30,7 +30,7 @@ std::string KvDtypeName(KvDtype dtype) {
 
 int KvDtypeBytes(KvDtype dtype) { return dtype == KvDtype::kF32 ? 4 : 2; }
 
-absl::StatusOr<fp8::Geometry> MakeFp8Geometry(const KvLayout& layout, const Fp8Format& f) {
+absl::StatusOr<fp8::Geometry> MakeFp8Geometry(const EngineLayout& layout, const Fp8Format& f) {
   const KvShape& s = layout.shape();
   if (KvDtypeBytes(f.dtype) != s.dtype_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("dtype ", KvDtypeName(f.dtype), " has ",
@@ -72,7 +72,7 @@ absl::StatusOr<fp8::Geometry> MakeFp8Geometry(const KvLayout& layout, const Fp8F
   return g;
 }
 
-absl::StatusOr<Fp8Stats> EncodeFp8Block(const KvLayout& layout, const Fp8Format& format,
+absl::StatusOr<Fp8Stats> EncodeFp8Block(const EngineLayout& layout, const Fp8Format& format,
                                         absl::Span<const uint8_t> block,
                                         absl::Span<uint8_t> out) {
   absl::StatusOr<fp8::Geometry> geo = MakeFp8Geometry(layout, format);
@@ -149,7 +149,7 @@ absl::StatusOr<Fp8Stats> EncodeFp8Block(const KvLayout& layout, const Fp8Format&
   return stats;
 }
 
-absl::StatusOr<Fp8Format> DecodeFp8Block(const KvLayout& layout,
+absl::StatusOr<Fp8Format> DecodeFp8Block(const EngineLayout& layout,
                                          absl::Span<const uint8_t> encoded,
                                          absl::Span<uint8_t> block) {
   if (encoded.size() < fp8::kHeaderBytes) {

@@ -22,7 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "gpu/fp8_geometry.h"
-#include "gpu/kv_layout.h"
+#include "gpu/engine_layout.h"
 
 namespace kvtier {
 
@@ -45,17 +45,17 @@ struct Fp8Stats {
 
 // INVALID_ARGUMENT when the layout's element size is not the dtype's, or G
 // or n are out of range.
-absl::StatusOr<fp8::Geometry> MakeFp8Geometry(const KvLayout& layout, const Fp8Format& format);
+absl::StatusOr<fp8::Geometry> MakeFp8Geometry(const EngineLayout& layout, const Fp8Format& format);
 
 // Encodes one plain block (layout.block_bytes()) into `out`, which must hold
 // exactly geometry.encoded_bytes.
-absl::StatusOr<Fp8Stats> EncodeFp8Block(const KvLayout& layout, const Fp8Format& format,
+absl::StatusOr<Fp8Stats> EncodeFp8Block(const EngineLayout& layout, const Fp8Format& format,
                                         absl::Span<const uint8_t> block, absl::Span<uint8_t> out);
 
 // Reads the encoded block's header, checks it against the layout and its
 // size, and writes the plain block. DATA_LOSS for a bad magic, version or
 // size; the format found is returned.
-absl::StatusOr<Fp8Format> DecodeFp8Block(const KvLayout& layout,
+absl::StatusOr<Fp8Format> DecodeFp8Block(const EngineLayout& layout,
                                          absl::Span<const uint8_t> encoded,
                                          absl::Span<uint8_t> block);
 

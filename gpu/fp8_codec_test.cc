@@ -110,7 +110,7 @@ TEST(Fp8ScalarTest, HalfPrecisionConversionsMatchTheCompiler) {
 
 // A plain bf16 block of `layout` filled from f(l, kv, t, c).
 template <typename F>
-std::vector<uint8_t> MakeBlock(const KvLayout& layout, F f) {
+std::vector<uint8_t> MakeBlock(const EngineLayout& layout, F f) {
   std::vector<uint8_t> block(layout.block_bytes());
   const KvShape& s = layout.shape();
   for (int l = 0; l < s.num_layers; ++l) {
@@ -129,7 +129,7 @@ std::vector<uint8_t> MakeBlock(const KvLayout& layout, F f) {
   return block;
 }
 
-float BlockValue(const KvLayout& layout, const std::vector<uint8_t>& block, int l, int kv, int t,
+float BlockValue(const EngineLayout& layout, const std::vector<uint8_t>& block, int l, int kv, int t,
                  int c) {
   const TileView tile = layout.Tile(l, kv);
   const int hd = layout.shape().head_dim;
@@ -144,7 +144,7 @@ float Wave(int l, int kv, int t, int c) {
 }
 
 TEST(Fp8CodecTest, RoundTripIsWithinFp8PrecisionAndHalvesTheBytes) {
-  absl::StatusOr<KvLayout> layout = KvLayout::Create(KvLayoutKind::kVllmNhd, {2, 4, 16, 2, 64, 2});
+  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {2, 4, 16, 2, 64, 2});
   ASSERT_TRUE(layout.ok());
   const Fp8Format format{KvDtype::kBf16, 16, 0};
   absl::StatusOr<fp8::Geometry> geo = MakeFp8Geometry(*layout, format);
@@ -191,7 +191,7 @@ TEST(Fp8CodecTest, RoundTripIsWithinFp8PrecisionAndHalvesTheBytes) {
 }
 
 TEST(Fp8CodecTest, PerChannelKScalesProtectSmallChannelsFromOutliers) {
-  absl::StatusOr<KvLayout> layout = KvLayout::Create(KvLayoutKind::kVllmNhd, {1, 1, 16, 1, 16, 2});
+  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {1, 1, 16, 1, 16, 2});
   ASSERT_TRUE(layout.ok());
   // Channel 0 is an outlier (1000x); channel 5 holds small values.
   auto f = [](int, int, int t, int c) {
@@ -216,7 +216,7 @@ TEST(Fp8CodecTest, PerChannelKScalesProtectSmallChannelsFromOutliers) {
 }
 
 TEST(Fp8CodecTest, PartialGroupStaysInTheOriginalDtypeAndTheRestIsZero) {
-  absl::StatusOr<KvLayout> layout = KvLayout::Create(KvLayoutKind::kVllmHnd, {2, 1, 16, 2, 8, 2});
+  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmHnd, {2, 1, 16, 2, 8, 2});
   ASSERT_TRUE(layout.ok());
   // 13 valid tokens, groups of 4: K tokens 0-11 coded, token 12 raw.
   const Fp8Format format{KvDtype::kBf16, 4, 13};
@@ -241,9 +241,9 @@ TEST(Fp8CodecTest, PartialGroupStaysInTheOriginalDtypeAndTheRestIsZero) {
 
 TEST(Fp8CodecTest, EncodingIsTheSameWhateverTheEngineLayout) {
   std::vector<std::vector<uint8_t>> encodings;
-  for (KvLayoutKind kind : {KvLayoutKind::kVllmNhd, KvLayoutKind::kVllmHnd,
-                            KvLayoutKind::kCrossLayer, KvLayoutKind::kSglangPageFirst}) {
-    absl::StatusOr<KvLayout> layout = KvLayout::Create(kind, {3, 2, 8, 2, 4, 2});
+  for (EngineLayoutKind kind : {EngineLayoutKind::kVllmNhd, EngineLayoutKind::kVllmHnd,
+                            EngineLayoutKind::kCrossLayer, EngineLayoutKind::kSglangPageFirst}) {
+    absl::StatusOr<EngineLayout> layout = EngineLayout::Create(kind, {3, 2, 8, 2, 4, 2});
     ASSERT_TRUE(layout.ok());
     const Fp8Format format{KvDtype::kBf16, 4, 0};
     std::vector<uint8_t> encoded(MakeFp8Geometry(*layout, format)->encoded_bytes);
@@ -254,7 +254,7 @@ TEST(Fp8CodecTest, EncodingIsTheSameWhateverTheEngineLayout) {
 }
 
 TEST(Fp8CodecTest, NonFiniteValuesAreCountedAsClipped) {
-  absl::StatusOr<KvLayout> layout = KvLayout::Create(KvLayoutKind::kVllmNhd, {1, 1, 4, 1, 4, 4});
+  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {1, 1, 4, 1, 4, 4});
   ASSERT_TRUE(layout.ok());
   std::vector<float> values(layout->block_bytes() / 4, 1.0f);
   values[3] = std::numeric_limits<float>::infinity();  // K
@@ -277,7 +277,7 @@ TEST(Fp8CodecTest, NonFiniteValuesAreCountedAsClipped) {
 }
 
 TEST(Fp8CodecTest, BadInputIsRefused) {
-  absl::StatusOr<KvLayout> layout = KvLayout::Create(KvLayoutKind::kVllmNhd, {1, 1, 8, 1, 4, 2});
+  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {1, 1, 8, 1, 4, 2});
   ASSERT_TRUE(layout.ok());
   EXPECT_EQ(MakeFp8Geometry(*layout, {KvDtype::kF32, 4, 0}).status().code(),
             absl::StatusCode::kInvalidArgument);  // 4-byte dtype, 2-byte layout
@@ -302,7 +302,7 @@ TEST(Fp8CodecTest, BadInputIsRefused) {
   bad_magic[0] ^= 1;
   EXPECT_EQ(DecodeFp8Block(*layout, bad_magic, absl::MakeSpan(decoded)).status().code(),
             absl::StatusCode::kDataLoss);
-  absl::StatusOr<KvLayout> other = KvLayout::Create(KvLayoutKind::kVllmNhd, {2, 1, 8, 1, 4, 2});
+  absl::StatusOr<EngineLayout> other = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {2, 1, 8, 1, 4, 2});
   ASSERT_TRUE(other.ok());
   std::vector<uint8_t> other_block(other->block_bytes());
   EXPECT_EQ(DecodeFp8Block(*other, encoded, absl::MakeSpan(other_block)).status().code(),

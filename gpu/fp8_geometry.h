@@ -1,6 +1,6 @@
 // Fp8Geometry: where everything lies in a block encoded as fp8 e4m3, and in
 // the block it encodes. One plain struct, computed on the host from a
-// KvLayout (gpu/fp8_codec.h) and read by both the CPU reference codec and the
+// EngineLayout (gpu/fp8_codec.h) and read by both the CPU reference codec and the
 // CUDA kernels, so the two cannot disagree about offsets.
 //
 // Encoded block, all offsets in bytes from its start:

@@ -31,7 +31,7 @@ echo "=== build done in $(( $(date +%s) - start ))s"
 
 status=0
 echo "=== ctest -L gpu (and the CPU-side gpu_test)"
-ctest --test-dir "$build" -R '^(GpuDeviceTest|GpuProbeTest|CpuCopyEngineTest|CopyEngineFactoryTest|Fp8|KvLayout|AllLayouts)' \
+ctest --test-dir "$build" -R '^(GpuDeviceTest|GpuProbeTest|CpuCopyEngineTest|CopyEngineFactoryTest|Fp8|EngineLayout|AllLayouts)' \
   --output-on-failure -j 4 2>&1 | tee "$out/ctest-gpu.log" || status=1
 # A GPU machine must run the device tests, not skip them.
 if nvidia-smi -L >/dev/null 2>&1 && grep -q "Not Run\|Skipped" "$out/ctest-gpu.log"; then

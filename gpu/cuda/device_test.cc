@@ -14,7 +14,7 @@
 #include "gpu/fp8_codec.h"
 #include "gpu/fp8_device.h"
 #include "gpu/gpu_probe.h"
-#include "gpu/kv_layout.h"
+#include "gpu/engine_layout.h"
 
 namespace kvtier {
 namespace {
@@ -54,7 +54,7 @@ TEST_F(GpuDeviceTest, GatherAndScatterThroughTheDeviceInEveryDirection) {
   auto engine = CudaCopyEngine::Create(0);
   ASSERT_TRUE(engine.ok()) << engine.status();
   // Llama-8B-like vLLM layout, 4 layers to keep it small: 8 chunks of 32 KiB.
-  absl::StatusOr<KvLayout> layout = KvLayout::Create(KvLayoutKind::kVllmNhd, {4, 32, 16, 8, 128, 2});
+  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {4, 32, 16, 8, 128, 2});
   ASSERT_TRUE(layout.ok());
   std::vector<std::vector<uint8_t>> host_tensors;
   std::vector<std::unique_ptr<DeviceBuffer>> dev_tensors;
@@ -114,11 +114,11 @@ TEST_F(GpuDeviceTest, GatherAndScatterThroughTheDeviceInEveryDirection) {
             absl::StatusCode::kInvalidArgument);
 }
 
-void ExpectKernelsMatchReference(KvLayoutKind kind, KvDtype dtype, int group, int valid) {
-  SCOPED_TRACE(KvLayoutKindName(kind) + " " + KvDtypeName(dtype) + " G=" + std::to_string(group) +
+void ExpectKernelsMatchReference(EngineLayoutKind kind, KvDtype dtype, int group, int valid) {
+  SCOPED_TRACE(EngineLayoutKindName(kind) + " " + KvDtypeName(dtype) + " G=" + std::to_string(group) +
                " n=" + std::to_string(valid));
-  absl::StatusOr<KvLayout> layout =
-      KvLayout::Create(kind, {3, 1, 16, 4, 64, KvDtypeBytes(dtype)});
+  absl::StatusOr<EngineLayout> layout =
+      EngineLayout::Create(kind, {3, 1, 16, 4, 64, KvDtypeBytes(dtype)});
   ASSERT_TRUE(layout.ok());
   const Fp8Format format{dtype, group, valid};
   absl::StatusOr<fp8::Geometry> geo = MakeFp8Geometry(*layout, format);
@@ -169,13 +169,13 @@ void ExpectKernelsMatchReference(KvLayoutKind kind, KvDtype dtype, int group, in
 }
 
 TEST_F(GpuDeviceTest, Fp8KernelsMatchTheCpuReferenceBitForBit) {
-  for (KvLayoutKind kind : {KvLayoutKind::kVllmNhd, KvLayoutKind::kVllmHnd,
-                            KvLayoutKind::kCrossLayer, KvLayoutKind::kSglangPageFirst}) {
+  for (EngineLayoutKind kind : {EngineLayoutKind::kVllmNhd, EngineLayoutKind::kVllmHnd,
+                            EngineLayoutKind::kCrossLayer, EngineLayoutKind::kSglangPageFirst}) {
     ExpectKernelsMatchReference(kind, KvDtype::kBf16, 16, 0);
   }
-  ExpectKernelsMatchReference(KvLayoutKind::kVllmNhd, KvDtype::kFp16, 4, 13);
-  ExpectKernelsMatchReference(KvLayoutKind::kVllmHnd, KvDtype::kF32, 8, 11);
-  ExpectKernelsMatchReference(KvLayoutKind::kSglangPageFirst, KvDtype::kBf16, 5, 16);
+  ExpectKernelsMatchReference(EngineLayoutKind::kVllmNhd, KvDtype::kFp16, 4, 13);
+  ExpectKernelsMatchReference(EngineLayoutKind::kVllmHnd, KvDtype::kF32, 8, 11);
+  ExpectKernelsMatchReference(EngineLayoutKind::kSglangPageFirst, KvDtype::kBf16, 5, 16);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "gpu/kv_layout.h"
+#include "gpu/engine_layout.h"
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -9,13 +9,13 @@ namespace {
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 62;
 
 struct KindName {
-  KvLayoutKind kind;
+  EngineLayoutKind kind;
   const char* name;
 };
-constexpr KindName kKindNames[] = {{KvLayoutKind::kVllmNhd, "vllm-nhd"},
-                                   {KvLayoutKind::kVllmHnd, "vllm-hnd"},
-                                   {KvLayoutKind::kCrossLayer, "cross-layer"},
-                                   {KvLayoutKind::kSglangPageFirst, "sglang-page-first"}};
+constexpr KindName kKindNames[] = {{EngineLayoutKind::kVllmNhd, "vllm-nhd"},
+                                   {EngineLayoutKind::kVllmHnd, "vllm-hnd"},
+                                   {EngineLayoutKind::kCrossLayer, "cross-layer"},
+                                   {EngineLayoutKind::kSglangPageFirst, "sglang-page-first"}};
 
 // a*b, or 0 when it passes kMaxTensorBytes.
 uint64_t Mul(uint64_t a, uint64_t b) {
@@ -23,10 +23,10 @@ uint64_t Mul(uint64_t a, uint64_t b) {
   return a * b;
 }
 
-absl::Status CheckBlocks(const KvLayout& layout, absl::Span<void* const> tensors,
+absl::Status CheckBlocks(const EngineLayout& layout, absl::Span<void* const> tensors,
                          absl::Span<const int64_t> blocks, bool unique) {
   if (static_cast<int>(tensors.size()) != layout.num_tensors()) {
-    return absl::InvalidArgumentError(absl::StrCat("layout ", KvLayoutKindName(layout.kind()),
+    return absl::InvalidArgumentError(absl::StrCat("layout ", EngineLayoutKindName(layout.kind()),
                                                    " has ", layout.num_tensors(), " tensors, not ",
                                                    tensors.size()));
   }
@@ -52,7 +52,7 @@ absl::Status CheckBlocks(const KvLayout& layout, absl::Span<void* const> tensors
 
 }  // namespace
 
-absl::StatusOr<KvLayoutKind> ParseKvLayoutKind(absl::string_view name) {
+absl::StatusOr<EngineLayoutKind> ParseEngineLayoutKind(absl::string_view name) {
   for (const KindName& k : kKindNames) {
     if (name == k.name) return k.kind;
   }
@@ -60,14 +60,14 @@ absl::StatusOr<KvLayoutKind> ParseKvLayoutKind(absl::string_view name) {
       "unknown KV layout '", name, "' (vllm-nhd, vllm-hnd, cross-layer, sglang-page-first)"));
 }
 
-std::string KvLayoutKindName(KvLayoutKind kind) {
+std::string EngineLayoutKindName(EngineLayoutKind kind) {
   for (const KindName& k : kKindNames) {
     if (kind == k.kind) return k.name;
   }
   return "unknown";
 }
 
-absl::StatusOr<KvLayout> KvLayout::Create(KvLayoutKind kind, const KvShape& s) {
+absl::StatusOr<EngineLayout> EngineLayout::Create(EngineLayoutKind kind, const KvShape& s) {
   if (s.num_layers <= 0 || s.num_blocks <= 0 || s.block_tokens <= 0 || s.kv_heads <= 0 ||
       s.head_dim <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -87,27 +87,27 @@ absl::StatusOr<KvLayout> KvLayout::Create(KvLayoutKind kind, const KvShape& s) {
   if (all == 0) {
     return absl::InvalidArgumentError("the KV tensors would exceed 2^62 bytes");
   }
-  return KvLayout(kind, s);
+  return EngineLayout(kind, s);
 }
 
-KvLayout::KvLayout(KvLayoutKind kind, const KvShape& s) : kind_(kind), shape_(s) {
+EngineLayout::EngineLayout(EngineLayoutKind kind, const KvShape& s) : kind_(kind), shape_(s) {
   const uint64_t tile_bytes = tile_elements() * s.dtype_bytes;
   const uint64_t n = s.num_blocks;
   switch (kind) {
-    case KvLayoutKind::kVllmNhd:
-    case KvLayoutKind::kVllmHnd:
+    case EngineLayoutKind::kVllmNhd:
+    case EngineLayoutKind::kVllmHnd:
       num_tensors_ = s.num_layers;
       chunks_per_block_ = 2 * s.num_layers;
       chunk_bytes_ = tile_bytes;
       tensor_bytes_ = 2 * n * tile_bytes;
       break;
-    case KvLayoutKind::kCrossLayer:
+    case EngineLayoutKind::kCrossLayer:
       num_tensors_ = 1;
       chunks_per_block_ = 1;
       chunk_bytes_ = 2 * s.num_layers * tile_bytes;
       tensor_bytes_ = n * chunk_bytes_;
       break;
-    case KvLayoutKind::kSglangPageFirst:
+    case EngineLayoutKind::kSglangPageFirst:
       num_tensors_ = 1;
       chunks_per_block_ = 2;
       chunk_bytes_ = s.num_layers * tile_bytes;
@@ -116,43 +116,43 @@ KvLayout::KvLayout(KvLayoutKind kind, const KvShape& s) : kind_(kind), shape_(s)
   }
 }
 
-uint64_t KvLayout::tile_elements() const {
+uint64_t EngineLayout::tile_elements() const {
   return uint64_t(shape_.block_tokens) * shape_.kv_heads * shape_.head_dim;
 }
 
-ChunkPlace KvLayout::Chunk(int64_t block, int chunk) const {
+ChunkPlace EngineLayout::Chunk(int64_t block, int chunk) const {
   const uint64_t b = block;
   switch (kind_) {
-    case KvLayoutKind::kVllmNhd:
-    case KvLayoutKind::kVllmHnd: {
+    case EngineLayoutKind::kVllmNhd:
+    case EngineLayoutKind::kVllmHnd: {
       const int kv = chunk % 2;
       return {chunk / 2, (kv * uint64_t(shape_.num_blocks) + b) * chunk_bytes_};
     }
-    case KvLayoutKind::kCrossLayer:
+    case EngineLayoutKind::kCrossLayer:
       return {0, b * chunk_bytes_};
-    case KvLayoutKind::kSglangPageFirst:
+    case EngineLayoutKind::kSglangPageFirst:
       return {0, (chunk * uint64_t(shape_.num_blocks) + b) * chunk_bytes_};
   }
   return {};
 }
 
-TileView KvLayout::Tile(int layer, int kv) const {
+TileView EngineLayout::Tile(int layer, int kv) const {
   const uint64_t hd = uint64_t(shape_.kv_heads) * shape_.head_dim;
   const uint64_t t = shape_.block_tokens;
   const uint64_t d = shape_.head_dim;
   switch (kind_) {
-    case KvLayoutKind::kVllmNhd:
-    case KvLayoutKind::kCrossLayer:
+    case EngineLayoutKind::kVllmNhd:
+    case EngineLayoutKind::kCrossLayer:
       return {(2 * uint64_t(layer) + kv) * tile_elements(), hd, d};
-    case KvLayoutKind::kVllmHnd:
+    case EngineLayoutKind::kVllmHnd:
       return {(2 * uint64_t(layer) + kv) * tile_elements(), d, t * d};
-    case KvLayoutKind::kSglangPageFirst:
+    case EngineLayoutKind::kSglangPageFirst:
       return {kv * t * shape_.num_layers * hd + layer * hd, shape_.num_layers * hd, d};
   }
   return {};
 }
 
-absl::StatusOr<std::vector<CopyOp>> PlanGather(const KvLayout& layout,
+absl::StatusOr<std::vector<CopyOp>> PlanGather(const EngineLayout& layout,
                                                absl::Span<void* const> tensors,
                                                absl::Span<const int64_t> blocks, void* dst) {
   if (absl::Status s = CheckBlocks(layout, tensors, blocks, false); !s.ok()) return s;
@@ -171,7 +171,7 @@ absl::StatusOr<std::vector<CopyOp>> PlanGather(const KvLayout& layout,
   return ops;
 }
 
-absl::StatusOr<std::vector<CopyOp>> PlanScatter(const KvLayout& layout,
+absl::StatusOr<std::vector<CopyOp>> PlanScatter(const EngineLayout& layout,
                                                 absl::Span<void* const> tensors,
                                                 absl::Span<const int64_t> blocks,
                                                 const void* src) {

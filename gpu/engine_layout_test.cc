@@ -1,4 +1,4 @@
-#include "gpu/kv_layout.h"
+#include "gpu/engine_layout.h"
 
 #include <gtest/gtest.h>
 
@@ -17,30 +17,30 @@ uint32_t Code(int l, int kv, int64_t b, int t, int h, int d) {
 }
 
 // Element index of (l, kv, b, t, h, d) in tensor `*tensor`, from the shapes in
-// kv_layout.h, written independently of kv_layout.cc.
-uint64_t Index(KvLayoutKind kind, int l, int kv, int64_t b, int t, int h, int d, int* tensor) {
+// engine_layout.h, written independently of engine_layout.cc.
+uint64_t Index(EngineLayoutKind kind, int l, int kv, int64_t b, int t, int h, int d, int* tensor) {
   switch (kind) {
-    case KvLayoutKind::kVllmNhd:
+    case EngineLayoutKind::kVllmNhd:
       *tensor = l;
       return ((uint64_t(kv) * N + b) * T + t) * H * D + h * D + d;
-    case KvLayoutKind::kVllmHnd:
+    case EngineLayoutKind::kVllmHnd:
       *tensor = l;
       return ((uint64_t(kv) * N + b) * H + h) * T * D + t * D + d;
-    case KvLayoutKind::kCrossLayer:
+    case EngineLayoutKind::kCrossLayer:
       *tensor = 0;
       return ((((uint64_t(b) * L + l) * 2 + kv) * T + t) * H + h) * D + d;
-    case KvLayoutKind::kSglangPageFirst:
+    case EngineLayoutKind::kSglangPageFirst:
       *tensor = 0;
       return (((uint64_t(kv) * N * T + b * T + t) * L + l) * H + h) * D + d;
   }
   return 0;
 }
 
-class KvLayoutTest : public ::testing::TestWithParam<KvLayoutKind> {};
+class EngineLayoutTest : public ::testing::TestWithParam<EngineLayoutKind> {};
 
-TEST_P(KvLayoutTest, GatherAndScatterFollowTheShape) {
-  const KvLayoutKind kind = GetParam();
-  absl::StatusOr<KvLayout> layout = KvLayout::Create(kind, {L, N, T, H, D, 4});
+TEST_P(EngineLayoutTest, GatherAndScatterFollowTheShape) {
+  const EngineLayoutKind kind = GetParam();
+  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(kind, {L, N, T, H, D, 4});
   ASSERT_TRUE(layout.ok()) << layout.status();
   EXPECT_EQ(layout->block_bytes(), uint64_t(2) * L * T * H * D * 4);
   std::vector<std::vector<uint32_t>> tensors(layout->num_tensors(),
@@ -120,48 +120,48 @@ TEST_P(KvLayoutTest, GatherAndScatterFollowTheShape) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllLayouts, KvLayoutTest,
-                         ::testing::Values(KvLayoutKind::kVllmNhd, KvLayoutKind::kVllmHnd,
-                                           KvLayoutKind::kCrossLayer,
-                                           KvLayoutKind::kSglangPageFirst),
+INSTANTIATE_TEST_SUITE_P(AllLayouts, EngineLayoutTest,
+                         ::testing::Values(EngineLayoutKind::kVllmNhd, EngineLayoutKind::kVllmHnd,
+                                           EngineLayoutKind::kCrossLayer,
+                                           EngineLayoutKind::kSglangPageFirst),
                          [](const auto& info) {
-                           std::string name = KvLayoutKindName(info.param);
+                           std::string name = EngineLayoutKindName(info.param);
                            for (char& c : name) {
                              if (c == '-') c = '_';
                            }
                            return name;
                          });
 
-TEST(KvLayoutTest, ChunkSizesMatchTheEngines) {
+TEST(EngineLayoutTest, ChunkSizesMatchTheEngines) {
   // Llama-3.1-8B in vLLM: 32 layers, 16-token blocks, 8 KV heads of 128, bf16:
   // 64 chunks of 32 KiB per block.
-  absl::StatusOr<KvLayout> vllm =
-      KvLayout::Create(KvLayoutKind::kVllmNhd, {32, 1000, 16, 8, 128, 2});
+  absl::StatusOr<EngineLayout> vllm =
+      EngineLayout::Create(EngineLayoutKind::kVllmNhd, {32, 1000, 16, 8, 128, 2});
   ASSERT_TRUE(vllm.ok());
   EXPECT_EQ(vllm->chunks_per_block(), 64);
   EXPECT_EQ(vllm->chunk_bytes(), 32u * 1024);
   EXPECT_EQ(vllm->block_bytes(), 2u * 1024 * 1024);
-  absl::StatusOr<KvLayout> cross =
-      KvLayout::Create(KvLayoutKind::kCrossLayer, {32, 1000, 16, 8, 128, 2});
+  absl::StatusOr<EngineLayout> cross =
+      EngineLayout::Create(EngineLayoutKind::kCrossLayer, {32, 1000, 16, 8, 128, 2});
   ASSERT_TRUE(cross.ok());
   EXPECT_EQ(cross->chunks_per_block(), 1);
   EXPECT_EQ(cross->block_bytes(), vllm->block_bytes());
 }
 
-TEST(KvLayoutTest, BadShapesAndRequestsAreInvalidArgument) {
-  EXPECT_EQ(KvLayout::Create(KvLayoutKind::kVllmNhd, {0, 1, 1, 1, 1, 2}).status().code(),
+TEST(EngineLayoutTest, BadShapesAndRequestsAreInvalidArgument) {
+  EXPECT_EQ(EngineLayout::Create(EngineLayoutKind::kVllmNhd, {0, 1, 1, 1, 1, 2}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(KvLayout::Create(KvLayoutKind::kVllmNhd, {1, 1, 1, 1, 1, 3}).status().code(),
+  EXPECT_EQ(EngineLayout::Create(EngineLayoutKind::kVllmNhd, {1, 1, 1, 1, 1, 3}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(KvLayout::Create(KvLayoutKind::kCrossLayer, {1 << 20, int64_t{1} << 40, 1 << 10,
+  EXPECT_EQ(EngineLayout::Create(EngineLayoutKind::kCrossLayer, {1 << 20, int64_t{1} << 40, 1 << 10,
                                                          64, 128, 4})
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseKvLayoutKind("vllm").status().code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(ParseKvLayoutKind("sglang-page-first").ok());
+  EXPECT_EQ(ParseEngineLayoutKind("vllm").status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(ParseEngineLayoutKind("sglang-page-first").ok());
 
-  absl::StatusOr<KvLayout> layout = KvLayout::Create(KvLayoutKind::kVllmNhd, {2, 4, 2, 1, 2, 2});
+  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {2, 4, 2, 1, 2, 2});
   ASSERT_TRUE(layout.ok());
   std::vector<uint8_t> t0(layout->tensor_bytes()), t1(layout->tensor_bytes()),
       buf(4 * layout->block_bytes());

@@ -1,4 +1,4 @@
-// KvLayout: how an engine lays out its paged KV cache in memory, described
+// EngineLayout: how an engine lays out its paged KV cache in memory, described
 // by strides, and where each block's chunks lie. The daemon stores a block
 // contiguously: its chunks concatenated in chunk order (the "block format").
 // Gathering copies a block's chunks out of the engine's tensors into that
@@ -19,9 +19,9 @@
 // Tile(layer, kv) says where one layer's K or V lies inside the block format
 // (element strides), which is what the fp8 codec needs.
 //
-// Thread-safety: KvLayout is an immutable value.
-#ifndef KVTIER_GPU_KV_LAYOUT_H_
-#define KVTIER_GPU_KV_LAYOUT_H_
+// Thread-safety: EngineLayout is an immutable value.
+#ifndef KVTIER_GPU_ENGINE_LAYOUT_H_
+#define KVTIER_GPU_ENGINE_LAYOUT_H_
 
 #include <cstdint>
 #include <string>
@@ -34,10 +34,10 @@
 
 namespace kvtier {
 
-enum class KvLayoutKind { kVllmNhd, kVllmHnd, kCrossLayer, kSglangPageFirst };
+enum class EngineLayoutKind { kVllmNhd, kVllmHnd, kCrossLayer, kSglangPageFirst };
 
-absl::StatusOr<KvLayoutKind> ParseKvLayoutKind(absl::string_view name);
-std::string KvLayoutKindName(KvLayoutKind kind);
+absl::StatusOr<EngineLayoutKind> ParseEngineLayoutKind(absl::string_view name);
+std::string EngineLayoutKindName(EngineLayoutKind kind);
 
 struct KvShape {
   int num_layers = 0;
@@ -62,13 +62,13 @@ struct TileView {
   uint64_t head_stride = 0;
 };
 
-class KvLayout {
+class EngineLayout {
  public:
   // INVALID_ARGUMENT for a non-positive dimension, a dtype size other than 1,
   // 2 or 4, or tensors larger than 2^62 bytes.
-  static absl::StatusOr<KvLayout> Create(KvLayoutKind kind, const KvShape& shape);
+  static absl::StatusOr<EngineLayout> Create(EngineLayoutKind kind, const KvShape& shape);
 
-  KvLayoutKind kind() const { return kind_; }
+  EngineLayoutKind kind() const { return kind_; }
   const KvShape& shape() const { return shape_; }
   int num_tensors() const { return num_tensors_; }
   uint64_t tensor_bytes() const { return tensor_bytes_; }  // each tensor
@@ -83,9 +83,9 @@ class KvLayout {
   TileView Tile(int layer, int kv) const;
 
  private:
-  KvLayout(KvLayoutKind kind, const KvShape& shape);
+  EngineLayout(EngineLayoutKind kind, const KvShape& shape);
 
-  KvLayoutKind kind_;
+  EngineLayoutKind kind_;
   KvShape shape_;
   int num_tensors_ = 0;
   uint64_t tensor_bytes_ = 0;
@@ -97,15 +97,15 @@ class KvLayout {
 // pointer per layout tensor) into `dst`, block i at dst + i*block_bytes().
 // INVALID_ARGUMENT for a wrong tensor count, a null tensor or a block id out
 // of range.
-absl::StatusOr<std::vector<CopyOp>> PlanGather(const KvLayout& layout,
+absl::StatusOr<std::vector<CopyOp>> PlanGather(const EngineLayout& layout,
                                                absl::Span<void* const> tensors,
                                                absl::Span<const int64_t> blocks, void* dst);
 // The reverse: block i at src + i*block_bytes() scattered into `tensors`.
 // Also INVALID_ARGUMENT when a block id repeats (two writes to one place).
-absl::StatusOr<std::vector<CopyOp>> PlanScatter(const KvLayout& layout,
+absl::StatusOr<std::vector<CopyOp>> PlanScatter(const EngineLayout& layout,
                                                 absl::Span<void* const> tensors,
                                                 absl::Span<const int64_t> blocks, const void* src);
 
 }  // namespace kvtier
 
-#endif  // KVTIER_GPU_KV_LAYOUT_H_
+#endif  // KVTIER_GPU_ENGINE_LAYOUT_H_
