@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "gpu/copy_engine_factory.h"
+#include "gpu/cuda_ipc_region.h"
 #include "spdlog/spdlog.h"
 
 namespace kvtier {
@@ -26,7 +28,8 @@ std::string BoundAddress(const std::string& requested, int port) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config,
+                                                     DaemonSeams seams) {
   if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
   std::unique_ptr<Daemon> d(new Daemon());
 
@@ -79,11 +82,24 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   spdlog::info("planner: {}", d->planner_->Snapshot().note);
 
   const int max_message = static_cast<int>(config.max_message_bytes);
+  if (seams.copy_engine != nullptr) {
+    d->copy_engine_ = std::move(seams.copy_engine);
+  } else {
+    absl::StatusOr<std::unique_ptr<CopyEngine>> engine = CreateCopyEngine({});
+    if (!engine.ok()) return engine.status();
+    d->copy_engine_ = *std::move(engine);
+  }
+  const CopyEngineCapabilities copy = d->copy_engine_->Capabilities();
+  spdlog::info("copy engine: {} ({})", copy.name, copy.detail);
+  if (!seams.open_cuda_ipc) seams.open_cuda_ipc = OpenCudaIpcRegion;
   d->regions_ =
       std::make_unique<RegionTable>(config.max_regions, config.max_region_bytes, config.shm_dir);
-  d->kvcache_service_ =
-      std::make_unique<KvCacheService>(d->cache_.get(), d->planner_.get(), d->regions_.get(),
-                                       config.get_chunk_bytes, config.max_message_bytes - 65536);
+  d->reaper_ = std::thread([regions = d->regions_.get(), stop = &d->stop_reaper_] {
+    while (!stop->WaitForNotificationWithTimeout(absl::Seconds(1))) regions->RemoveExitedOwners();
+  });
+  d->kvcache_service_ = std::make_unique<KvCacheService>(
+      d->cache_.get(), d->planner_.get(), d->regions_.get(), config.get_chunk_bytes,
+      config.max_message_bytes - 65536, d->copy_engine_.get(), std::move(seams.open_cuda_ipc));
 
   // Both are process-wide switches of gRPC's; they only affect servers built
   // after them, and every kvtierd server wants them.
@@ -112,7 +128,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   return d;
 }
 
-Daemon::~Daemon() { Shutdown(absl::ZeroDuration()); }
+Daemon::~Daemon() {
+  Shutdown(absl::ZeroDuration());
+  stop_reaper_.Notify();
+  if (reaper_.joinable()) reaper_.join();
+}
 
 void Daemon::Shutdown(absl::Duration grace) {
   absl::MutexLock lock(&shutdown_mu_);

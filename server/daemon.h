@@ -10,9 +10,11 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gpu/gpu_probe.h"
 #include "server/admin_service.h"
@@ -21,15 +23,25 @@
 #include "server/lookup_planner.h"
 #include "storage/block_cache.h"
 #include "storage/clock.h"
+#include "storage/copy_engine.h"
 #include "storage/memory_region.h"
 
 namespace kvtier {
+
+// What a daemon gets from the machine, replaceable by tests (an Env-style
+// seam): the copy engine and the CUDA IPC importer. Left empty, Start uses
+// gpu/CreateCopyEngine and gpu/OpenCudaIpcRegion.
+struct DaemonSeams {
+  std::unique_ptr<CopyEngine> copy_engine;
+  CudaIpcOpener open_cuda_ipc;
+};
 
 class Daemon {
  public:
   // INVALID_ARGUMENT for a bad config, UNAVAILABLE if the address cannot be
   // bound, RESOURCE_EXHAUSTED if the host arena cannot be mapped.
-  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonConfig& config);
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonConfig& config,
+                                                       DaemonSeams seams = {});
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -51,7 +63,11 @@ class Daemon {
   std::unique_ptr<BlockCache> cache_;
   GpuInventory gpus_;
   std::unique_ptr<LookupPlanner> planner_;
+  std::unique_ptr<CopyEngine> copy_engine_;
   std::unique_ptr<RegionTable> regions_;
+  // Drops regions whose owner process exited, every second.
+  absl::Notification stop_reaper_;
+  std::thread reaper_;
   std::string listen_address_;
   std::unique_ptr<KvCacheService> kvcache_service_;
   std::unique_ptr<AdminService> admin_service_;

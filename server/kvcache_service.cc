@@ -202,20 +202,40 @@ grpc::Status KvCacheService::Delete(grpc::ServerContext*, const v1::DeleteReques
 grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext*,
                                             const v1::RegisterMemoryRequest* request,
                                             v1::RegisterMemoryResponse* response) {
-  if (!request->region().has_shared_memory()) {
-    return Finish("RegisterMemory",
-                  absl::InvalidArgumentError("region must name a kind (shared_memory)"));
+  if (request->owner_pid() > static_cast<uint32_t>(INT32_MAX)) {
+    return Finish("RegisterMemory", absl::InvalidArgumentError("owner_pid is not a process id"));
   }
-  const v1::SharedMemoryFile& shm = request->region().shared_memory();
-  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> region =
-      SharedMemoryRegion::Open(shm.path(), shm.size_bytes(), regions_->shm_dir());
-  if (!region.ok()) return Finish("RegisterMemory", region.status());
-  const std::string described = (*region)->Describe();
-  absl::StatusOr<std::string> id = regions_->Add(*std::move(region));
+  std::unique_ptr<MemoryRegion> region;
+  const v1::MemoryRegion& r = request->region();
+  if (r.has_shared_memory()) {
+    absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> shm = SharedMemoryRegion::Open(
+        r.shared_memory().path(), r.shared_memory().size_bytes(), regions_->shm_dir());
+    if (!shm.ok()) return Finish("RegisterMemory", shm.status());
+    region = *std::move(shm);
+  } else if (r.has_cuda_ipc()) {
+    CudaIpcSpec spec;
+    spec.device = r.cuda_ipc().device();
+    for (const v1::CudaIpcTensor& t : r.cuda_ipc().tensors()) {
+      spec.tensors.push_back({t.handle(), t.offset(), t.size_bytes()});
+    }
+    absl::StatusOr<std::unique_ptr<MemoryRegion>> ipc =
+        open_cuda_ipc_ ? open_cuda_ipc_(spec)
+                       : absl::FailedPreconditionError("CUDA IPC memory is not supported here");
+    if (!ipc.ok()) return Finish("RegisterMemory", ipc.status());
+    region = *std::move(ipc);
+  } else {
+    return Finish("RegisterMemory", absl::InvalidArgumentError(
+                                        "region must name a kind (shared_memory or cuda_ipc)"));
+  }
+  const std::string described = region->Describe();
+  const uint64_t size = region->size();
+  absl::StatusOr<std::string> id =
+      regions_->Add(std::move(region), static_cast<int>(request->owner_pid()));
   if (!id.ok()) return Finish("RegisterMemory", id.status());
-  spdlog::info("registered memory region {}: {}", *id, described);
+  spdlog::info("registered memory region {}: {}{}", *id, described,
+               request->owner_pid() ? absl::StrCat(", owned by pid ", request->owner_pid()) : "");
   response->set_region_id(*id);
-  response->set_size_bytes(shm.size_bytes());
+  response->set_size_bytes(size);
   return grpc::Status::OK;
 }
 
@@ -287,8 +307,10 @@ grpc::Status KvCacheService::RegionTransfer(
     return writer->Write(c);
   };
   const KeepGoing keep_going = [context] { return !context->IsCancelled(); };
-  return Finish(rpc, save ? SaveFromRegion(*cache_, *ns, **region, blocks, sink, keep_going)
-                          : LoadIntoRegion(*cache_, *ns, **region, blocks, sink, keep_going));
+  return Finish(rpc, save ? SaveFromRegion(*cache_, *ns, **region, blocks, sink, keep_going,
+                                          copy_engine_)
+                          : LoadIntoRegion(*cache_, *ns, **region, blocks, sink, keep_going,
+                                          copy_engine_));
 }
 
 grpc::Status KvCacheService::Save(grpc::ServerContext* context, const v1::SaveRequest* request,

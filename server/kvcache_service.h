@@ -8,12 +8,21 @@
 
 #include <cstdint>
 
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "gpu/cuda_ipc_region.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/lookup_planner.h"
 #include "storage/block_cache.h"
+#include "storage/copy_engine.h"
 #include "storage/memory_region.h"
 
 namespace kvtier {
+
+using CudaIpcOpener =
+    std::function<absl::StatusOr<std::unique_ptr<MemoryRegion>>(const CudaIpcSpec& spec)>;
 
 class KvCacheService final : public v1::KvCache::Service {
  public:
@@ -21,13 +30,18 @@ class KvCacheService final : public v1::KvCache::Service {
   // client's max_chunk_bytes (keeps messages under the size limit).
   // `planner` prices Lookups and owns NVMe admission by tier value.
   // `regions` holds the memory engines register for Save and Load.
+  // `copy_engine` moves bytes of GPU regions (nullptr: none);
+  // `open_cuda_ipc` imports CUDA IPC memory for RegisterMemory.
   KvCacheService(BlockCache* cache, LookupPlanner* planner, RegionTable* regions,
-                 uint64_t get_chunk_bytes, uint64_t max_chunk_bytes)
+                 uint64_t get_chunk_bytes, uint64_t max_chunk_bytes, CopyEngine* copy_engine,
+                 CudaIpcOpener open_cuda_ipc)
       : cache_(cache),
         planner_(planner),
         regions_(regions),
         get_chunk_bytes_(get_chunk_bytes),
-        max_chunk_bytes_(max_chunk_bytes) {}
+        max_chunk_bytes_(max_chunk_bytes),
+        copy_engine_(copy_engine),
+        open_cuda_ipc_(std::move(open_cuda_ipc)) {}
 
   grpc::Status OpenNamespace(grpc::ServerContext* context, const v1::OpenNamespaceRequest* request,
                              v1::OpenNamespaceResponse* response) override;
@@ -66,6 +80,8 @@ class KvCacheService final : public v1::KvCache::Service {
   RegionTable* const regions_;
   const uint64_t get_chunk_bytes_;
   const uint64_t max_chunk_bytes_;
+  CopyEngine* const copy_engine_;
+  const CudaIpcOpener open_cuda_ipc_;
 };
 
 }  // namespace kvtier

@@ -1,5 +1,13 @@
 #include "storage/memory_region.h"
 
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -7,25 +15,68 @@
 
 namespace kvtier {
 
-absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> region) {
-  absl::MutexLock lock(&mu_);
-  const uint64_t size = region->bytes().size();
-  if (regions_.size() >= max_regions_) {
-    return absl::ResourceExhaustedError(absl::StrCat(regions_.size(),
-                                                     " memory regions are registered (max ",
-                                                     max_regions_, "); unregister some"));
+namespace {
+
+// True once the process behind `pidfd` has exited.
+bool Exited(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> region,
+                                             int owner_pid) {
+  int pidfd = -1;
+  if (owner_pid < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("owner_pid ", owner_pid, " is negative"));
   }
-  if (bytes_ + size > max_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+  if (owner_pid > 0) {
+    pidfd = static_cast<int>(syscall(SYS_pidfd_open, owner_pid, 0));
+    if (pidfd < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("owner_pid ", owner_pid,
+                                                     ": no such process (", std::strerror(errno),
+                                                     ")"));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  const uint64_t size = region->size();
+  absl::Status refused;
+  if (regions_.size() >= max_regions_) {
+    refused = absl::ResourceExhaustedError(absl::StrCat(regions_.size(),
+                                                        " memory regions are registered (max ",
+                                                        max_regions_, "); unregister some"));
+  } else if (bytes_ + size > max_bytes_) {
+    refused = absl::ResourceExhaustedError(absl::StrCat(
         "registering ", size, " more bytes would exceed the limit of ", max_bytes_, " bytes"));
+  }
+  if (!refused.ok()) {
+    if (pidfd >= 0) close(pidfd);
+    return refused;
   }
   std::string id;
   do {
     id = absl::StrFormat("r%016x", absl::Uniform<uint64_t>(bitgen_));
   } while (regions_.contains(id));
-  regions_.emplace(id, std::shared_ptr<MemoryRegion>(std::move(region)));
+  regions_.emplace(id, Entry{std::shared_ptr<MemoryRegion>(std::move(region)), pidfd});
   bytes_ += size;
   return id;
+}
+
+absl::Status CheckRegionRange(uint64_t offset, uint64_t size, uint64_t region_size) {
+  if (size > region_size || offset > region_size - size) {
+    return absl::InvalidArgumentError(absl::StrCat("bytes [", offset, ", +", size,
+                                                   ") are outside the region of ", region_size,
+                                                   " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+RegionTable::~RegionTable() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, entry] : regions_) {
+    if (entry.owner_pidfd >= 0) close(entry.owner_pidfd);
+  }
 }
 
 absl::StatusOr<std::shared_ptr<MemoryRegion>> RegionTable::Find(absl::string_view id) const {
@@ -35,11 +86,24 @@ absl::StatusOr<std::shared_ptr<MemoryRegion>> RegionTable::Find(absl::string_vie
     return absl::NotFoundError(
         absl::StrCat("memory region '", id.substr(0, 64), "' is not registered"));
   }
-  return it->second;
+  return it->second.region;
+}
+
+void RegionTable::Retire(absl::string_view id, Entry entry) {
+  if (entry.owner_pidfd >= 0) close(entry.owner_pidfd);
+  // Wait for running transfers (each holds a reference), then unmap here,
+  // outside the lock.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (entry.region.use_count() > 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  if (entry.region.use_count() > 1) {
+    spdlog::warn("memory region {} unregistered while transfers still use it", std::string(id));
+  }
 }
 
 absl::Status RegionTable::Remove(absl::string_view id) {
-  std::shared_ptr<MemoryRegion> gone;
+  Entry gone;
   {
     absl::MutexLock lock(&mu_);
     auto it = regions_.find(id);
@@ -47,18 +111,34 @@ absl::Status RegionTable::Remove(absl::string_view id) {
       return absl::NotFoundError(
           absl::StrCat("memory region '", id.substr(0, 64), "' is not registered"));
     }
-    bytes_ -= it->second->bytes().size();
+    bytes_ -= it->second.region->size();
     gone = std::move(it->second);
     regions_.erase(it);
   }
-  // Wait for running transfers (each holds a reference), then unmap here,
-  // outside the lock.
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (gone.use_count() > 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
-  if (gone.use_count() > 1) {
-    spdlog::warn("memory region {} unregistered while transfers still use it", std::string(id));
-  }
+  Retire(id, std::move(gone));
   return absl::OkStatus();
+}
+
+size_t RegionTable::RemoveExitedOwners() {
+  std::vector<std::pair<std::string, Entry>> gone;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = regions_.begin(); it != regions_.end();) {
+      if (it->second.owner_pidfd >= 0 && Exited(it->second.owner_pidfd)) {
+        bytes_ -= it->second.region->size();
+        gone.emplace_back(it->first, std::move(it->second));
+        regions_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& [id, entry] : gone) {
+    spdlog::info("memory region {} dropped: its owner process exited ({})", id,
+                 entry.region->Describe());
+    Retire(id, std::move(entry));
+  }
+  return gone.size();
 }
 
 size_t RegionTable::size() const {

@@ -1,7 +1,12 @@
 // MemoryRegion: memory an engine shares with the daemon so that Save and Load
 // move block bytes by copying, not through messages; and RegionTable, the
-// daemon's registry of them by id. Today's kind is a shared-memory file
-// (SharedMemoryRegion); CUDA IPC memory plugs in as another kind.
+// daemon's registry of them by id. Kinds: a shared-memory file
+// (SharedMemoryRegion, host memory) and CUDA IPC memory (gpu/, device memory
+// of one GPU, copied through a CopyEngine). A region is one address space of
+// size() bytes; a device region made of several engine tensors lays them end
+// to end, and a range may not straddle two of them (Address says so).
+// A region may name the engine process that owns it; RegionTable drops it
+// when that process exits, so a crashed engine leaks nothing.
 //
 // Thread-safety: RegionTable is thread-safe. A region stays mapped while any
 // caller holds the shared_ptr Find returned, so Remove never pulls memory
@@ -22,17 +27,28 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "storage/copy_engine.h"
 
 namespace kvtier {
 
 class MemoryRegion {
  public:
   virtual ~MemoryRegion() = default;
-  // The region's bytes, addressable by the daemon's CPU.
-  virtual absl::Span<uint8_t> bytes() = 0;
+  virtual uint64_t size() const = 0;
+  // Where the bytes live: host memory is copied by the CPU, device memory
+  // (of GPU device()) through a CopyEngine.
+  virtual MemoryKind kind() const { return MemoryKind::kHost; }
+  virtual int device() const { return 0; }
+  // The address of bytes [offset, offset + size), in the region's kind of
+  // memory. INVALID_ARGUMENT when the range leaves the region or straddles
+  // two of its allocations.
+  virtual absl::StatusOr<uint8_t*> Address(uint64_t offset, uint64_t size) = 0;
   // For logs and errors, e.g. "shared memory /dev/shm/x (64 MiB)".
   virtual std::string Describe() const = 0;
 };
+
+// INVALID_ARGUMENT unless [offset, offset + size) lies in [0, region_size).
+absl::Status CheckRegionRange(uint64_t offset, uint64_t size, uint64_t region_size);
 
 class RegionTable {
  public:
@@ -40,10 +56,22 @@ class RegionTable {
   RegionTable(size_t max_regions, uint64_t max_bytes, std::string shm_dir = "/dev/shm")
       : max_regions_(max_regions), max_bytes_(max_bytes), shm_dir_(std::move(shm_dir)) {}
 
+  ~RegionTable();
+  RegionTable(const RegionTable&) = delete;
+  RegionTable& operator=(const RegionTable&) = delete;
+
   const std::string& shm_dir() const { return shm_dir_; }
 
   // Registers a region; RESOURCE_EXHAUSTED past max_regions or max_bytes.
-  absl::StatusOr<std::string> Add(std::unique_ptr<MemoryRegion> region) ABSL_LOCKS_EXCLUDED(mu_);
+  // With owner_pid > 0 the region lasts only as long as that process:
+  // INVALID_ARGUMENT if it does not exist, and RemoveExitedOwners drops the
+  // region once it has exited (the process is tracked by a pidfd, so a
+  // reused pid does not keep the region alive).
+  absl::StatusOr<std::string> Add(std::unique_ptr<MemoryRegion> region, int owner_pid = 0)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Removes (as Remove does) every region whose owner process has exited;
+  // returns how many. The daemon calls it every second.
+  size_t RemoveExitedOwners() ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_FOUND for an unknown id.
   absl::StatusOr<std::shared_ptr<MemoryRegion>> Find(absl::string_view id) const
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -57,8 +85,15 @@ class RegionTable {
   const size_t max_regions_;
   const uint64_t max_bytes_;
   const std::string shm_dir_;
+  struct Entry {
+    std::shared_ptr<MemoryRegion> region;
+    int owner_pidfd = -1;  // -1: no owner process
+  };
+  // Drops `entry` (taken out of the map) after its transfers finish.
+  static void Retire(absl::string_view id, Entry entry);
+
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<MemoryRegion>> regions_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Entry> regions_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
 };

@@ -51,11 +51,53 @@ absl::Status ValidateRegionBlocks(absl::Span<const RegionBlock> blocks, uint64_t
   return absl::OkStatus();
 }
 
+namespace {
+
+// Device regions need an engine that reaches device memory; and every range
+// must lie in one allocation of the region.
+absl::Status CheckDeviceAccess(MemoryRegion& region, absl::Span<const RegionBlock> blocks,
+                               CopyEngine* engine) {
+  if (region.kind() != MemoryKind::kDevice) return absl::OkStatus();
+  if (engine == nullptr || !engine->Capabilities().device_memory) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        region.Describe(), " is GPU memory, and this daemon's copy engine cannot reach it (",
+        engine == nullptr ? "none" : engine->Capabilities().detail, ")"));
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    for (const RegionRange& r : blocks[i].Ranges()) {
+      if (absl::StatusOr<uint8_t*> a = region.Address(r.offset, r.size); !a.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: ", a.status().message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One past the last block of the group starting at `next`: at most
+// kRegionCopyGroup blocks, and for device regions at most
+// kDeviceStagingBytes (but always one block).
+size_t GroupEnd(absl::Span<const RegionBlock> blocks, size_t next, bool device) {
+  const size_t end = std::min(blocks.size(), next + kRegionCopyGroup);
+  if (!device) return end;
+  uint64_t bytes = 0;
+  for (size_t i = next; i < end; ++i) {
+    bytes += blocks[i].TotalSize();
+    if (bytes > kDeviceStagingBytes && i > next) return i;
+  }
+  return end;
+}
+
+}  // namespace
+
 absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
                             absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
-                            const KeepGoing& keep_going) {
-  const absl::Span<uint8_t> bytes = region.bytes();
-  if (absl::Status s = ValidateRegionBlocks(blocks, bytes.size(), false); !s.ok()) return s;
+                            const KeepGoing& keep_going, CopyEngine* engine) {
+  if (absl::Status s = ValidateRegionBlocks(blocks, region.size(), false); !s.ok()) return s;
+  if (absl::Status s = CheckDeviceAccess(region, blocks, engine); !s.ok()) return s;
+  const bool device = region.kind() == MemoryKind::kDevice;
+  // Host regions are read in place; device regions through `staging`.
+  uint8_t* const host_base = device ? nullptr : *region.Address(0, region.size());
+  std::vector<uint8_t> staging;
   // An unknown namespace or a block too large for it is a request error:
   // nothing is attempted.
   absl::StatusOr<uint64_t> block_bytes = cache.NamespaceBlockBytes(ns);
@@ -70,20 +112,44 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
   size_t next = 0;
   absl::Status failure;
   while (next < blocks.size()) {
-    const size_t end = std::min(blocks.size(), next + kRegionCopyGroup);
+    const size_t end = GroupEnd(blocks, next, device);
     if (!keep_going()) return absl::CancelledError("Save abandoned by its caller");
     absl::Status group = absl::OkStatus();
     size_t failed_at = end;
+    if (device) {
+      // Gather the group's pieces out of GPU memory in one batch.
+      CopyBatch gather{MemoryKind::kDevice, MemoryKind::kHost, region.device(), {}};
+      uint64_t at = 0;
+      for (size_t i = next; i < end; ++i) at += blocks[i].TotalSize();
+      staging.resize(at);
+      at = 0;
+      for (size_t i = next; i < end; ++i) {
+        for (const RegionRange& r : blocks[i].Ranges()) {
+          gather.ops.push_back({staging.data() + at, *region.Address(r.offset, r.size), r.size});
+          at += r.size;
+        }
+      }
+      group = engine->CopySync(std::move(gather));
+      if (!group.ok()) failed_at = next;
+    }
     absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> batch = cache.BeginPut(ns);
-    if (!batch.ok()) {
+    if (group.ok() && !batch.ok()) {
       group = batch.status();
       failed_at = next;
     }
+    uint64_t staged = 0;
     for (size_t i = next; group.ok() && i < end; ++i) {
       const RegionBlock& b = blocks[i];
       group = (*batch)->StartBlock(b.key, b.parent, b.TotalSize());
-      for (const RegionRange& r : b.Ranges()) {  // gather the pieces in order
-        if (group.ok()) group = (*batch)->Append(bytes.subspan(r.offset, r.size));
+      if (device) {
+        if (group.ok()) {
+          group = (*batch)->Append(absl::MakeConstSpan(staging.data() + staged, b.TotalSize()));
+        }
+        staged += b.TotalSize();
+      } else {
+        for (const RegionRange& r : b.Ranges()) {  // gather the pieces in order
+          if (group.ok()) group = (*batch)->Append(absl::MakeConstSpan(host_base + r.offset, r.size));
+        }
       }
       if (!group.ok()) failed_at = i;
     }
@@ -124,12 +190,18 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
 
 absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
                             absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
-                            const KeepGoing& keep_going) {
-  const absl::Span<uint8_t> bytes = region.bytes();
-  if (absl::Status s = ValidateRegionBlocks(blocks, bytes.size(), true); !s.ok()) return s;
+                            const KeepGoing& keep_going, CopyEngine* engine) {
+  if (absl::Status s = ValidateRegionBlocks(blocks, region.size(), true); !s.ok()) return s;
+  if (absl::Status s = CheckDeviceAccess(region, blocks, engine); !s.ok()) return s;
   if (absl::StatusOr<uint64_t> open = cache.NamespaceBlockBytes(ns); !open.ok()) {
     return open.status();
   }
+  const bool device = region.kind() == MemoryKind::kDevice;
+  uint8_t* const host_base = device ? nullptr : *region.Address(0, region.size());
+  // Device regions: blocks whose checksum held are queued into `scatter`,
+  // their outcomes settled when the batch completes.
+  CopyBatch scatter{MemoryKind::kHost, MemoryKind::kDevice, region.device(), {}};
+  std::vector<size_t> scattered;  // indexes into the group's outcomes
   auto copy = [&](size_t i, const BlockCache::ReadHandle& h) {
     const absl::Span<const uint8_t> src = h.bytes();
     BlockOutcome o{static_cast<uint32_t>(i), absl::OkStatus(), src.size()};
@@ -139,6 +211,15 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       o.status =
           absl::OutOfRangeError(absl::StrCat("block ", blocks[i].key.ToHex(), " holds ", src.size(),
                                              " bytes, more than its room of ", room));
+    } else if (device) {
+      // The cache's bytes were verified by Read; scatter them over the pieces.
+      size_t at = 0;
+      for (const RegionRange& r : blocks[i].Ranges()) {
+        const size_t n = std::min<size_t>(r.size, src.size() - at);
+        if (n == 0) break;
+        scatter.ops.push_back({*region.Address(r.offset, n), src.data() + at, n});
+        at += n;
+      }
     } else {
       // Copy and verify in one pass: scatter the block over its pieces in
       // order, hashing each piece of the copy while it is in cache. Only a
@@ -146,7 +227,7 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       Checksum64Stream hash;
       size_t done = 0;
       for (const RegionRange& r : blocks[i].Ranges()) {
-        uint8_t* dst = bytes.data() + r.offset;
+        uint8_t* dst = host_base + r.offset;
         const size_t piece_end = std::min<size_t>(src.size(), done + r.size);
         for (size_t at = done; at < piece_end; at += BlockCache::kCopyChunk) {
           const size_t n = std::min(BlockCache::kCopyChunk, piece_end - at);
@@ -177,30 +258,56 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     const size_t end = std::min(blocks.size(), next + kRegionCopyGroup);
     keys.clear();
     for (size_t i = next; i < end; ++i) keys.push_back(blocks[i].key);
+    // Host copies verify as they go; device copies verify in the cache.
     absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles =
-        cache.Read(ns, keys, /*verify=*/false);
+        cache.Read(ns, keys, /*verify=*/device);
     std::vector<BlockOutcome> outcomes;
+    std::vector<BlockCache::ReadHandle> pinned;  // device: kept until the batch is done
+    scatter.ops.clear();
+    scattered.clear();
+    auto add = [&](size_t i, const BlockCache::ReadHandle& h) {
+      const size_t ops_before = scatter.ops.size();
+      outcomes.push_back(copy(i, h));
+      if (scatter.ops.size() > ops_before) scattered.push_back(outcomes.size() - 1);
+    };
+    const absl::Time start = absl::Now();
     if (handles.ok()) {
-      // The copy-and-verify pass is this tier's delivery rate: feed the meter.
-      const absl::Time start = absl::Now();
-      uint64_t copied = 0;
       for (size_t i = next; i < end; ++i) {
         if (!keep_going()) return absl::CancelledError("Load abandoned by its caller");
-        outcomes.push_back(copy(i, (*handles)[i - next]));
-        copied += outcomes.back().bytes;
+        add(i, (*handles)[i - next]);
       }
-      cache.host_meter().Record(copied, absl::Now() - start);
-      handles->clear();  // unpin before reporting
+      if (device) pinned = *std::move(handles);
     } else {
       // Some block failed: find out which, block by block.
       for (size_t i = next; i < end; ++i) {
         if (!keep_going()) return absl::CancelledError("Load abandoned by its caller");
         absl::StatusOr<std::vector<BlockCache::ReadHandle>> one =
-            cache.Read(ns, absl::MakeConstSpan(&blocks[i].key, 1), /*verify=*/false);
-        outcomes.push_back(one.ok() ? copy(i, one->front())
-                                    : BlockOutcome{static_cast<uint32_t>(i), one.status(), 0});
+            cache.Read(ns, absl::MakeConstSpan(&blocks[i].key, 1), /*verify=*/device);
+        if (!one.ok()) {
+          outcomes.push_back(BlockOutcome{static_cast<uint32_t>(i), one.status(), 0});
+          continue;
+        }
+        add(i, one->front());
+        if (device) pinned.push_back(std::move(one->front()));
       }
     }
+    if (device && !scattered.empty()) {
+      // One batch for the group: all of it lands, or none of it is OK.
+      absl::Status landed = engine->CopySync(scatter);
+      if (!landed.ok()) {
+        for (size_t k : scattered) {
+          outcomes[k].bytes = 0;
+          outcomes[k].status = absl::Status(
+              landed.code(), absl::StrCat("copying into GPU memory failed: ", landed.message()));
+        }
+      }
+    }
+    // The copy pass is this tier's delivery rate: feed the meter.
+    uint64_t copied = 0;
+    for (const BlockOutcome& o : outcomes) copied += o.bytes;
+    cache.host_meter().Record(copied, absl::Now() - start);
+    pinned.clear();
+    if (handles.ok()) handles->clear();  // unpin before reporting
     for (const BlockOutcome& o : outcomes) {
       if (!done(o)) return absl::CancelledError("Load abandoned by its caller");
     }

@@ -28,6 +28,7 @@
 #include "absl/types/span.h"
 #include "storage/block_cache.h"
 #include "storage/block_key.h"
+#include "storage/copy_engine.h"
 #include "storage/memory_region.h"
 
 namespace kvtier {
@@ -80,14 +81,25 @@ absl::Status ValidateRegionBlocks(absl::Span<const RegionBlock> blocks, uint64_t
 // Request-level errors (unknown namespace, bad ranges) return before any
 // block is touched; otherwise every block gets exactly one outcome (unless
 // `done` stops the copy) and the result is OK or CANCELLED.
+//
+// Device regions (MemoryKind::kDevice) are copied through `engine`, one batch
+// per group: Save gathers a group's pieces into host staging and stores from
+// there; Load verifies each block's checksum in the cache (as Get does) and
+// scatters the group into the region in one batch, which is OK for every
+// block or fails for every block of the batch with the engine's error
+// (never a false OK). Staging is bounded by kDeviceStagingBytes per group.
+// FAILED_PRECONDITION for a device region without an engine that reaches
+// device memory.
 absl::Status SaveFromRegion(
     BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
     absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
-    const KeepGoing& keep_going = [] { return true; });
+    const KeepGoing& keep_going = [] { return true; }, CopyEngine* engine = nullptr);
 absl::Status LoadIntoRegion(
     BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
     absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
-    const KeepGoing& keep_going = [] { return true; });
+    const KeepGoing& keep_going = [] { return true; }, CopyEngine* engine = nullptr);
+
+inline constexpr uint64_t kDeviceStagingBytes = uint64_t{32} << 20;
 
 }  // namespace kvtier
 

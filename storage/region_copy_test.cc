@@ -7,7 +7,10 @@
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstring>
 #include <string>
@@ -16,21 +19,36 @@
 #include "storage/clock.h"
 #include "storage/shared_memory_region.h"
 #include "storage/test_bytes.h"
+#include "storage/test_copy_engine.h"
 
 namespace kvtier {
 namespace {
 
 constexpr uint64_t kBlock = 64 * 1024;
 
+// Host memory posing as a region of either kind: as kDevice it stands in
+// for GPU memory, which only a device-capable CopyEngine may touch.
 class VectorRegion final : public MemoryRegion {
  public:
-  explicit VectorRegion(size_t n) : bytes_(n) {}
-  absl::Span<uint8_t> bytes() override { return absl::MakeSpan(bytes_); }
+  explicit VectorRegion(size_t n, MemoryKind kind = MemoryKind::kHost) : bytes_(n), kind_(kind) {}
+  absl::Span<uint8_t> bytes() { return absl::MakeSpan(bytes_); }
+  uint64_t size() const override { return bytes_.size(); }
+  MemoryKind kind() const override { return kind_; }
+  absl::StatusOr<uint8_t*> Address(uint64_t offset, uint64_t size) override {
+    if (absl::Status s = CheckRegionRange(offset, size, bytes_.size()); !s.ok()) return s;
+    return bytes_.data() + offset;
+  }
   std::string Describe() const override { return "test region"; }
 
  private:
   std::vector<uint8_t> bytes_;
+  const MemoryKind kind_;
 };
+
+void FillPattern(absl::Span<uint8_t> bytes, int seed) {
+  const std::vector<uint8_t> b = DeterministicBytes(std::to_string(seed), bytes.size());
+  std::copy(b.begin(), b.end(), bytes.begin());
+}
 
 BlockKey Key(int i) { return *BlockKey::Create("blk" + std::to_string(i)); }
 
@@ -56,14 +74,16 @@ class RegionCopyTest : public ::testing::Test {
   }
 
   std::vector<BlockOutcome> Run(bool save, MemoryRegion& region,
-                                const std::vector<RegionBlock>& blocks, absl::Status* status) {
+                                const std::vector<RegionBlock>& blocks, absl::Status* status,
+                                CopyEngine* engine = nullptr) {
     std::vector<BlockOutcome> out;
     auto sink = [&](const BlockOutcome& o) {
       out.push_back(o);
       return true;
     };
-    *status = save ? SaveFromRegion(*cache_, ns_, region, blocks, sink)
-                   : LoadIntoRegion(*cache_, ns_, region, blocks, sink);
+    const KeepGoing go = [] { return true; };
+    *status = save ? SaveFromRegion(*cache_, ns_, region, blocks, sink, go, engine)
+                   : LoadIntoRegion(*cache_, ns_, region, blocks, sink, go, engine);
     return out;
   }
 
@@ -363,11 +383,146 @@ TEST(RegionTableTest, LimitsAndLifetime) {
   auto held = table.Find(*a);
   ASSERT_TRUE(held.ok());
   ASSERT_TRUE(table.Remove(*a).ok());
-  EXPECT_EQ((*held)->bytes().size(), 1u << 20);  // still mapped for its holder
+  EXPECT_EQ((*held)->size(), 1u << 20);  // still mapped for its holder
   EXPECT_EQ(table.Find(*a).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(table.Remove(*a).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(3 << 20)).status().code(),
             absl::StatusCode::kResourceExhausted);  // bytes
+  EXPECT_EQ(table.size(), 1u);
+}
+
+// GPU regions go through the copy engine: one gather batch per Save group,
+// one scatter batch per Load group, and the bytes arrive intact.
+TEST_F(RegionCopyTest, DeviceRegionsMoveThroughTheCopyEngineOneBatchPerGroup) {
+  VectorRegion src(4 * kBlock, MemoryKind::kDevice), dst(4 * kBlock, MemoryKind::kDevice);
+  FillPattern(src.bytes(), 21);
+  FakeDeviceEngine engine;
+  // Block 1 is two segments, in reverse order in the region.
+  std::vector<RegionBlock> blocks = Chain(3);
+  blocks[1].offset = blocks[1].size = 0;
+  blocks[1].segments = {{3 * kBlock + kBlock / 2, kBlock / 2}, {3 * kBlock, kBlock / 2}};
+  absl::Status s;
+  std::vector<BlockOutcome> out = Run(true, src, blocks, &s, &engine);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(out.size(), 3u);
+  for (const BlockOutcome& o : out) EXPECT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(engine.batches, 1);
+  out = Run(false, dst, blocks, &s, &engine);
+  ASSERT_TRUE(s.ok()) << s;
+  for (const BlockOutcome& o : out) {
+    EXPECT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.bytes, kBlock);
+  }
+  EXPECT_EQ(engine.batches, 2);
+  // Blocks occupy [0, 1) and [2, 4) blocks' worth of the region.
+  auto same_blocks = [&](VectorRegion& r) {
+    return std::memcmp(r.bytes().data(), src.bytes().data(), kBlock) == 0 &&
+           std::memcmp(r.bytes().data() + 2 * kBlock, src.bytes().data() + 2 * kBlock,
+                       2 * kBlock) == 0;
+  };
+  EXPECT_TRUE(same_blocks(dst));
+  // The same blocks load byte-exact into host memory too.
+  VectorRegion host(4 * kBlock);
+  out = Run(false, host, blocks, &s);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(same_blocks(host));
+}
+
+TEST_F(RegionCopyTest, DeviceRegionsNeedADeviceEngineAndWholeTensorRanges) {
+  VectorRegion src(4 * kBlock, MemoryKind::kDevice);
+  absl::Status s;
+  std::vector<BlockOutcome> out = Run(true, src, Chain(2), &s, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(out.empty());
+  FakeDeviceEngine engine;
+  std::vector<RegionBlock> outside = Chain(1);
+  outside[0].offset = 4 * kBlock;
+  out = Run(true, src, outside, &s, &engine);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine.batches, 0);
+  absl::StatusOr<LookupResult> r = cache_->Lookup(ns_, {Key(0)}, false, absl::ZeroDuration());
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->blocks.empty());  // nothing was stored
+}
+
+// A failed device copy fails every block of its batch: a Save stores nothing
+// of the group, a Load reports no block loaded.
+TEST_F(RegionCopyTest, FailedDeviceCopiesNeverReportOk) {
+  VectorRegion src(3 * kBlock, MemoryKind::kDevice), dst(3 * kBlock, MemoryKind::kDevice);
+  FillPattern(src.bytes(), 5);
+  FakeDeviceEngine engine;
+  engine.fail = true;
+  absl::Status s;
+  std::vector<BlockOutcome> out = Run(true, src, Chain(3), &s, &engine);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 3u);
+  for (const BlockOutcome& o : out) EXPECT_FALSE(o.status.ok());
+  EXPECT_NE(out[0].status.message().find("injected"), std::string::npos) << out[0].status;
+  absl::StatusOr<LookupResult> r = cache_->Lookup(ns_, {Key(0)}, false, absl::ZeroDuration());
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->blocks.empty());
+
+  engine.fail = false;
+  Run(true, src, Chain(3), &s, &engine);
+  ASSERT_TRUE(s.ok());
+  engine.fail = true;
+  out = Run(false, dst, Chain(3), &s, &engine);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 3u);
+  for (const BlockOutcome& o : out) {
+    EXPECT_EQ(o.status.code(), absl::StatusCode::kInternal) << o.status;
+    EXPECT_EQ(o.bytes, 0u);
+  }
+}
+
+// Device loads cannot hash their destination, so the cache's bytes are
+// verified before the copy: a corrupt block is NOT_FOUND and dropped.
+TEST_F(RegionCopyTest, DeviceLoadsNeverDeliverACorruptBlock) {
+  VectorRegion src(3 * kBlock, MemoryKind::kDevice), dst(3 * kBlock, MemoryKind::kDevice);
+  FillPattern(src.bytes(), 9);
+  FakeDeviceEngine engine;
+  absl::Status s;
+  Run(true, src, Chain(3), &s, &engine);
+  ASSERT_TRUE(s.ok());
+  absl::StatusOr<absl::Span<uint8_t>> bytes = cache_->MutableBytesForTesting(ns_, Key(2));
+  ASSERT_TRUE(bytes.ok());
+  (*bytes)[7] ^= 0x80;
+  std::vector<BlockOutcome> out = Run(false, dst, Chain(3), &s, &engine);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(out[0].status.ok());
+  EXPECT_TRUE(out[1].status.ok());
+  EXPECT_EQ(out[2].status.code(), absl::StatusCode::kNotFound) << out[2].status;
+  EXPECT_EQ(std::memcmp(dst.bytes().data(), src.bytes().data(), 2 * kBlock), 0);
+  EXPECT_EQ(cache_->Snapshot().counters.checksum_mismatches, 1u);
+}
+
+// Registrations owned by a process go away when it exits.
+TEST(RegionTableTest, RegionsOfAnExitedOwnerAreDropped) {
+  RegionTable table(8, 1 << 30);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  absl::StatusOr<std::string> owned =
+      table.Add(std::make_unique<VectorRegion>(4096), static_cast<int>(child));
+  ASSERT_TRUE(owned.ok()) << owned.status();
+  absl::StatusOr<std::string> unowned = table.Add(std::make_unique<VectorRegion>(4096));
+  ASSERT_TRUE(unowned.ok());
+  EXPECT_EQ(table.RemoveExitedOwners(), 0u);  // still running
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  EXPECT_EQ(table.RemoveExitedOwners(), 1u);
+  EXPECT_EQ(table.Find(*owned).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(table.Find(*unowned).ok());
+  EXPECT_EQ(table.size(), 1u);
+  // A process that does not exist cannot own a region.
+  EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(4096), child).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(4096), -5).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(table.size(), 1u);
 }
 

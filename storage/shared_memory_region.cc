@@ -115,6 +115,11 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Open(
 
 SharedMemoryRegion::~SharedMemoryRegion() { ::munmap(data_, size_); }
 
+absl::StatusOr<uint8_t*> SharedMemoryRegion::Address(uint64_t offset, uint64_t size) {
+  if (absl::Status s = CheckRegionRange(offset, size, size_); !s.ok()) return s;
+  return data_ + offset;
+}
+
 std::string SharedMemoryRegion::Describe() const {
   return absl::StrCat("shared memory ", path_, " (", size_, " bytes)");
 }

@@ -41,7 +41,9 @@ class SharedMemoryRegion final : public MemoryRegion {
   SharedMemoryRegion(const SharedMemoryRegion&) = delete;
   SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
 
-  absl::Span<uint8_t> bytes() override { return {data_, size_}; }
+  absl::Span<uint8_t> bytes() { return {data_, size_}; }
+  uint64_t size() const override { return size_; }
+  absl::StatusOr<uint8_t*> Address(uint64_t offset, uint64_t size) override;
   std::string Describe() const override;
 
  private:

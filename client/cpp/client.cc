@@ -1,6 +1,7 @@
 #include "kvtier/client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <map>
@@ -56,6 +57,16 @@ class Client::Impl {
   void Prepare(grpc::ClientContext* ctx) const {
     ctx->set_deadline(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(options_.timeout));
+  }
+
+  // RegisterMemory, with owner_pid < 0 meaning this process.
+  absl::StatusOr<std::string> Register(v1::RegisterMemoryRequest req, int owner_pid) {
+    req.set_owner_pid(static_cast<uint32_t>(owner_pid < 0 ? getpid() : owner_pid));
+    v1::RegisterMemoryResponse resp;
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    if (absl::Status s = FromGrpc(stub_->RegisterMemory(&ctx, req, &resp)); !s.ok()) return s;
+    return resp.region_id();
   }
 
   absl::Status Transfer(bool save, const std::string& ns, const std::string& region_id,
@@ -229,17 +240,27 @@ absl::StatusOr<std::vector<std::string>> Client::Get(const std::string& ns,
   return blocks;
 }
 
-absl::StatusOr<std::string> Client::RegisterMemory(const std::string& path, uint64_t size_bytes) {
+absl::StatusOr<std::string> Client::RegisterMemory(const std::string& path, uint64_t size_bytes,
+                                                   int owner_pid) {
   v1::RegisterMemoryRequest req;
   req.mutable_region()->mutable_shared_memory()->set_path(path);
   req.mutable_region()->mutable_shared_memory()->set_size_bytes(size_bytes);
-  v1::RegisterMemoryResponse resp;
-  grpc::ClientContext ctx;
-  impl_->Prepare(&ctx);
-  if (absl::Status s = FromGrpc(impl_->stub_->RegisterMemory(&ctx, req, &resp)); !s.ok()) {
-    return s;
+  return impl_->Register(std::move(req), owner_pid);
+}
+
+absl::StatusOr<std::string> Client::RegisterCudaIpc(int device,
+                                                    absl::Span<const CudaIpcTensor> tensors,
+                                                    int owner_pid) {
+  v1::RegisterMemoryRequest req;
+  v1::CudaIpcMemory* ipc = req.mutable_region()->mutable_cuda_ipc();
+  ipc->set_device(device);
+  for (const CudaIpcTensor& t : tensors) {
+    v1::CudaIpcTensor* out = ipc->add_tensors();
+    out->set_handle(t.handle);
+    out->set_offset(t.offset);
+    out->set_size_bytes(t.size_bytes);
   }
-  return resp.region_id();
+  return impl_->Register(std::move(req), owner_pid);
 }
 
 absl::Status Client::UnregisterMemory(const std::string& region_id) {

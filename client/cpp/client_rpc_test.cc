@@ -129,6 +129,16 @@ TEST_F(ClientRpcTest, MessagePathAndErrors) {
   EXPECT_EQ(client_->OpenNamespace(bad).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(client_->RegisterMemory("/dev/shm/none-such", 10).status().code(),
             absl::StatusCode::kNotFound);
+  // CUDA IPC: a malformed handle is refused before the daemon touches CUDA;
+  // a well-formed one needs a GPU (none here: FAILED_PRECONDITION).
+  const Client::CudaIpcTensor short_handle{"abc", 0, 4096};
+  EXPECT_EQ(client_->RegisterCudaIpc(0, {&short_handle, 1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  if (daemon_->gpus().devices.empty()) {
+    const Client::CudaIpcTensor bogus{std::string(64, '\x01'), 0, 4096};
+    EXPECT_EQ(client_->RegisterCudaIpc(0, {&bogus, 1}).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
   ClientOptions quick;
   quick.timeout = absl::Milliseconds(300);
   auto nobody = Client::Connect("127.0.0.1:1", quick);

@@ -122,8 +122,21 @@ class Client {
                                                absl::Span<const std::string> keys);
 
   // A shared-memory file the caller created (mode 0600, owned by the
-  // daemon's user); returns the region id.
-  absl::StatusOr<std::string> RegisterMemory(const std::string& path, uint64_t size_bytes);
+  // daemon's user); returns the region id. The region is tied to
+  // `owner_pid` (default: this process; 0: to none, e.g. when the daemon
+  // cannot see this process's pid namespace): the daemon drops it when that
+  // process exits.
+  absl::StatusOr<std::string> RegisterMemory(const std::string& path, uint64_t size_bytes,
+                                             int owner_pid = -1);
+  // GPU tensors shared by CUDA IPC (cudaIpcGetMemHandle), laid end to end
+  // in the region: tensor i starts at the sum of the sizes before it.
+  struct CudaIpcTensor {
+    std::string handle;  // the 64-byte cudaIpcMemHandle_t
+    uint64_t offset = 0;
+    uint64_t size_bytes = 0;
+  };
+  absl::StatusOr<std::string> RegisterCudaIpc(int device, absl::Span<const CudaIpcTensor> tensors,
+                                              int owner_pid = -1);
   absl::Status UnregisterMemory(const std::string& region_id);
 
   // Calls on_block for each completion as it arrives; returns the call's

@@ -115,6 +115,15 @@ class PythonClientTest(unittest.TestCase):
         with self.assertRaises(KvtierError) as e:
             self.client.register_memory("/dev/shm/kvtier-none-such", 10)
         self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+        # CUDA IPC: a handle that is not 64 bytes is refused up front.
+        with self.assertRaises(KvtierError) as e:
+            self.client.register_cuda_ipc(0, [(b"short", 0, 4096)])
+        self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        # A region cannot be tied to a process that does not exist.
+        with SharedRegion(BLOCK_BYTES) as region:
+            with self.assertRaises(KvtierError) as e:
+                self.client.register_memory(region.path, region.size, owner_pid=2**31 - 2)
+            self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
 
     def test_save_and_load_async_through_shared_memory(self):
         with SharedRegion(8 * BLOCK_BYTES) as region:

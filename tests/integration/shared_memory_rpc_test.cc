@@ -10,9 +10,11 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -86,8 +88,10 @@ class SharedMemoryRpcTest : public ::testing::Test {
     return tmpl;
   }
 
-  grpc::Status Register(const std::string& path, uint64_t size, std::string* id) {
+  grpc::Status Register(const std::string& path, uint64_t size, std::string* id,
+                        uint32_t owner_pid = 0) {
     v1::RegisterMemoryRequest req;
+    req.set_owner_pid(owner_pid);
     req.mutable_region()->mutable_shared_memory()->set_path(path);
     req.mutable_region()->mutable_shared_memory()->set_size_bytes(size);
     v1::RegisterMemoryResponse resp;
@@ -364,6 +368,37 @@ TEST_F(SharedMemoryRpcTest, BadRegionsAndRequests) {
   EXPECT_EQ(Load(region, 0, 2, 4, &out).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(Blocks(), 0u);
+}
+
+// An engine that dies without unregistering leaks nothing: the daemon drops
+// the region once the owner process has exited, and Saves into it are
+// NOT_FOUND from then on.
+TEST_F(SharedMemoryRpcTest, RegionOfADeadEngineIsDropped) {
+  const pid_t engine = fork();
+  ASSERT_GE(engine, 0);
+  if (engine == 0) {
+    pause();
+    _exit(0);
+  }
+  std::string region;
+  ASSERT_TRUE(Register(path_, kRegion, &region, static_cast<uint32_t>(engine)).ok());
+  Fill(0, 2);
+  std::vector<v1::BlockCompletion> out;
+  ASSERT_TRUE(Save(region, 0, 2, &out).ok());
+  ASSERT_EQ(kill(engine, SIGKILL), 0);
+  ASSERT_EQ(waitpid(engine, nullptr, 0), engine);
+  grpc::Status s;
+  for (int i = 0; i < 50; ++i) {  // the daemon looks every second
+    out.clear();
+    s = Save(region, 0, 1, &out);
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  // A pid that is not running cannot own a region.
+  std::string other;
+  EXPECT_EQ(Register(path_, kRegion, &other, static_cast<uint32_t>(engine)).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 }  // namespace

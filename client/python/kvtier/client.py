@@ -199,11 +199,34 @@ class Client:
             raise KvtierError(e.code(), e.details()) from None
         return [bytes(b) for b in out]
 
-    def register_memory(self, path: str, size: int) -> str:
+    def register_memory(self, path: str, size: int, owner_pid: Optional[int] = None) -> str:
+        """Registers a shared-memory file; returns the region id.
+
+        The daemon drops the region when `owner_pid` exits (default: this
+        process; 0: never, e.g. when the daemon cannot see this pid namespace).
+        """
         region = kvcache_pb2.MemoryRegion(
             shared_memory=kvcache_pb2.SharedMemoryFile(path=path, size_bytes=size))
+        return self._register(region, owner_pid)
+
+    def register_cuda_ipc(self, device: int, tensors: Sequence[Tuple[bytes, int, int]],
+                          owner_pid: Optional[int] = None) -> str:
+        """Registers GPU tensors shared by CUDA IPC: (handle, offset, size) each.
+
+        The handle is the 64-byte cudaIpcMemHandle_t (in PyTorch, from the
+        storage's _share_cuda_()). Tensors lie end to end in the region.
+        """
+        region = kvcache_pb2.MemoryRegion(cuda_ipc=kvcache_pb2.CudaIpcMemory(
+            device=device,
+            tensors=[kvcache_pb2.CudaIpcTensor(handle=h, offset=o, size_bytes=n)
+                     for h, o, n in tensors]))
+        return self._register(region, owner_pid)
+
+    def _register(self, region, owner_pid: Optional[int]) -> str:
+        pid = os.getpid() if owner_pid is None else owner_pid
         return self._call(self._stub.RegisterMemory,
-                          kvcache_pb2.RegisterMemoryRequest(region=region)).region_id
+                          kvcache_pb2.RegisterMemoryRequest(region=region,
+                                                            owner_pid=pid)).region_id
 
     def unregister_memory(self, region_id: str) -> None:
         self._call(self._stub.UnregisterMemory,
