@@ -17,6 +17,8 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   build->set_with_uring(kBuiltWithUring);
   response->mutable_gpu()->set_device_count(static_cast<uint32_t>(gpus_.devices.size()));
   response->mutable_gpu()->set_detail(gpus_.detail);
+  response->mutable_gpu()->set_copy_engine(copy_engine_.name);
+  response->mutable_gpu()->set_copy_engine_detail(copy_engine_.detail);
   {
     absl::MutexLock lock(&mu_);
     response->set_listen_address(listen_address_);
@@ -121,6 +123,12 @@ grpc::Status AdminService::ListNamespaces(grpc::ServerContext*, const v1::ListNa
     out->set_blocks(ns.blocks);
     out->set_bytes(ns.bytes);
     out->set_salted(!ns.spec.salt.empty());
+    if (std::shared_ptr<BlockTransform> t = transforms_->Find(ns.id); t != nullptr) {
+      const BlockTransform::Stats stats = t->stats();
+      out->set_encoding(t->Describe());
+      out->set_fp8_values(stats.values);
+      out->set_fp8_clipped(stats.clipped);
+    }
     if (std::optional<NamespacePlanning> p = planner_->Namespace(ns.id); p.has_value()) {
       out->set_cost_model(p->cost_model);
       out->set_nvme_admitted(p->nvme_admitted);

@@ -13,6 +13,8 @@
 #include "gpu/gpu_probe.h"
 #include "kvtier/v1/admin.grpc.pb.h"
 #include "server/lookup_planner.h"
+#include "server/storage_encoding.h"
+#include "storage/copy_engine.h"
 #include "storage/block_cache.h"
 
 namespace kvtier {
@@ -20,8 +22,14 @@ namespace kvtier {
 class AdminService final : public v1::Admin::Service {
  public:
   AdminService(BlockCache* cache, const LookupPlanner* planner, GpuInventory gpus,
-               absl::Time started)
-      : cache_(cache), planner_(planner), gpus_(std::move(gpus)), started_(started) {}
+               absl::Time started, const NamespaceTransforms* transforms,
+               CopyEngineCapabilities copy_engine)
+      : cache_(cache),
+        planner_(planner),
+        gpus_(std::move(gpus)),
+        started_(started),
+        transforms_(transforms),
+        copy_engine_(std::move(copy_engine)) {}
 
   // The address is known only once the server has bound it.
   void set_listen_address(std::string address) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -44,6 +52,8 @@ class AdminService final : public v1::Admin::Service {
   const LookupPlanner* const planner_;
   const GpuInventory gpus_;
   const absl::Time started_;
+  const NamespaceTransforms* const transforms_;
+  const CopyEngineCapabilities copy_engine_;
   absl::Mutex mu_;
   std::string listen_address_ ABSL_GUARDED_BY(mu_);
 };

@@ -99,7 +99,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   });
   d->kvcache_service_ = std::make_unique<KvCacheService>(
       d->cache_.get(), d->planner_.get(), d->regions_.get(), config.get_chunk_bytes,
-      config.max_message_bytes - 65536, d->copy_engine_.get(), std::move(seams.open_cuda_ipc));
+      config.max_message_bytes - 65536, d->copy_engine_.get(), std::move(seams.open_cuda_ipc),
+      &d->transforms_);
 
   // Both are process-wide switches of gRPC's; they only affect servers built
   // after them, and every kvtierd server wants them.
@@ -115,7 +116,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(d->kvcache_service_.get());
   d->admin_service_ =
-      std::make_unique<AdminService>(d->cache_.get(), d->planner_.get(), d->gpus_, absl::Now());
+      std::make_unique<AdminService>(d->cache_.get(), d->planner_.get(), d->gpus_, absl::Now(),
+                                     &d->transforms_, copy);
   builder.RegisterService(d->admin_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || port == 0) {

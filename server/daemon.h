@@ -64,6 +64,7 @@ class Daemon {
   GpuInventory gpus_;
   std::unique_ptr<LookupPlanner> planner_;
   std::unique_ptr<CopyEngine> copy_engine_;
+  NamespaceTransforms transforms_;
   std::unique_ptr<RegionTable> regions_;
   // Drops regions whose owner process exited, every second.
   absl::Notification stop_reaper_;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -29,9 +32,18 @@ grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext*,
   absl::StatusOr<std::optional<PreparedModel>> model =
       planner_->Prepare(*spec, request->cost_model(), request->model_config_json());
   if (!model.ok()) return Finish("OpenNamespace", model.status());
+  absl::StatusOr<std::shared_ptr<BlockTransform>> transform = TransformFor(*spec);
+  if (!transform.ok()) return Finish("OpenNamespace", transform.status());
   absl::StatusOr<OpenNamespaceResult> r = cache_->OpenNamespace(*spec);
   if (!r.ok()) return Finish("OpenNamespace", r.status());
   const NamespacePlanning planning = planner_->Attach(r->id, *spec, *std::move(model));
+  uint64_t stored_bytes = r->block_bytes;
+  if (*transform != nullptr) {
+    const std::shared_ptr<BlockTransform> t = transforms_->Set(r->id, *std::move(transform));
+    response->set_encoding(t->Describe());
+    stored_bytes = t->stored_bytes();
+  }
+  response->set_stored_block_bytes(stored_bytes);
   response->set_namespace_id(r->id.ToHex());
   response->set_block_bytes(r->block_bytes);
   response->set_created(r->created);
@@ -80,6 +92,31 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context,
                                    v1::PutResponse* response) {
   v1::PutChunk chunk;
   std::unique_ptr<BlockCache::PutBatch> batch;
+  // Encoded namespaces: each block is collected whole, then encoded and
+  // stored (StartBlock is deferred to then).
+  std::shared_ptr<BlockTransform> transform;
+  struct Pending {
+    BlockKey key, parent;
+    std::string data;
+  };
+  std::optional<Pending> pending;
+  std::vector<uint8_t> encoded;
+  auto flush = [&]() -> absl::Status {
+    if (!pending.has_value()) return absl::OkStatus();
+    if (pending->data.size() != transform->plain_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "block ", pending->key.ToHex(), " got ", pending->data.size(), " of its ",
+          transform->plain_bytes(), " bytes"));
+    }
+    absl::Status s = transform->Encode(
+        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(pending->data.data()),
+                            pending->data.size()),
+        absl::MakeSpan(encoded));
+    if (s.ok()) s = batch->StartBlock(pending->key, pending->parent, encoded.size());
+    if (s.ok()) s = batch->Append(encoded);
+    pending.reset();
+    return s;
+  };
   int64_t index = -1;
   while (reader->Read(&chunk)) {
     ++index;
@@ -89,6 +126,8 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context,
       absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> b = cache_->BeginPut(*ns);
       if (!b.ok()) return b.status();
       batch = std::move(*b);
+      transform = transforms_->Find(*ns);
+      if (transform != nullptr) encoded.resize(transform->stored_bytes());
     } else if (!chunk.namespace_id().empty()) {
       absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(chunk.namespace_id());
       if (!ns.ok()) return ns.status();
@@ -111,7 +150,17 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context,
         return absl::InvalidArgumentError(
             absl::StrCat("chunk ", index, " starts block ", key->ToHex(), " without block_bytes"));
       }
-      if (absl::Status s = batch->StartBlock(*key, *parent, chunk.block_bytes()); !s.ok()) {
+      if (transform != nullptr) {
+        if (chunk.block_bytes() != transform->plain_bytes()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "block ", key->ToHex(), ": ", chunk.block_bytes(), " bytes; this namespace stores ",
+              transform->Describe(), ", which takes whole blocks of ", transform->plain_bytes()));
+        }
+        if (absl::Status s = flush(); !s.ok()) return s;
+        pending = Pending{*key, *parent, {}};
+        pending->data.reserve(transform->plain_bytes());
+      } else if (absl::Status s = batch->StartBlock(*key, *parent, chunk.block_bytes());
+                 !s.ok()) {
         return s;
       }
     } else if (!chunk.parent_key().empty() || chunk.block_bytes() != 0) {
@@ -119,9 +168,19 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context,
           absl::StrCat("chunk ", index, " sets parent_key or block_bytes without a key"));
     }
     const std::string& data = chunk.data();
-    if (absl::Status s = batch->Append(
-            absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
-        !s.ok()) {
+    if (transform != nullptr) {
+      if (!pending.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat("chunk ", index, " has data but no block"));
+      }
+      if (pending->data.size() + data.size() > transform->plain_bytes()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "chunk ", index, ": block ", pending->key.ToHex(), " overflows its ",
+            transform->plain_bytes(), " bytes"));
+      }
+      pending->data.append(data);
+    } else if (absl::Status s = batch->Append(absl::Span<const uint8_t>(
+                   reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+               !s.ok()) {
       return s;
     }
   }
@@ -129,6 +188,9 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context,
   // deadline, shutdown): only a cleanly finished stream commits.
   if (context->IsCancelled()) return absl::CancelledError("Put cancelled before it finished");
   if (batch == nullptr) return absl::InvalidArgumentError("Put carried no blocks");
+  if (transform != nullptr) {
+    if (absl::Status s = flush(); !s.ok()) return s;
+  }
   absl::StatusOr<PutResult> r = batch->Commit();
   if (!r.ok()) return r.status();
   response->set_blocks_stored(r->blocks_stored);
@@ -154,9 +216,19 @@ grpc::Status KvCacheService::Get(grpc::ServerContext*, const v1::GetRequest* req
           : std::min<uint64_t>(request->max_chunk_bytes(), max_chunk_bytes_);
   absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles = cache_->Read(req->ns, req->keys);
   if (!handles.ok()) return Finish("Get", handles.status());
+  const std::shared_ptr<BlockTransform> transform = transforms_->Find(req->ns);
+  std::vector<uint8_t> decoded(transform != nullptr ? transform->plain_bytes() : 0);
   v1::GetChunk chunk;
   for (const BlockCache::ReadHandle& h : *handles) {
     absl::Span<const uint8_t> bytes = h.bytes();
+    if (transform != nullptr) {
+      // Verified by Read; a block that does not decode is not served.
+      if (absl::Status s = transform->Decode(bytes, absl::MakeSpan(decoded)); !s.ok()) {
+        return Finish("Get", absl::DataLossError(
+                                 absl::StrCat("block ", h.key().ToHex(), ": ", s.message())));
+      }
+      bytes = decoded;
+    }
     uint64_t offset = 0;
     do {
       const uint64_t n = std::min<uint64_t>(chunk_bytes, bytes.size() - offset);
@@ -307,10 +379,11 @@ grpc::Status KvCacheService::RegionTransfer(
     return writer->Write(c);
   };
   const KeepGoing keep_going = [context] { return !context->IsCancelled(); };
+  const std::shared_ptr<BlockTransform> transform = transforms_->Find(*ns);
   return Finish(rpc, save ? SaveFromRegion(*cache_, *ns, **region, blocks, sink, keep_going,
-                                          copy_engine_)
+                                          copy_engine_, transform.get())
                           : LoadIntoRegion(*cache_, *ns, **region, blocks, sink, keep_going,
-                                          copy_engine_));
+                                          copy_engine_, transform.get()));
 }
 
 grpc::Status KvCacheService::Save(grpc::ServerContext* context, const v1::SaveRequest* request,

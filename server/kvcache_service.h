@@ -15,6 +15,7 @@
 #include "gpu/cuda_ipc_region.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/lookup_planner.h"
+#include "server/storage_encoding.h"
 #include "storage/block_cache.h"
 #include "storage/copy_engine.h"
 #include "storage/memory_region.h"
@@ -31,13 +32,15 @@ class KvCacheService final : public v1::KvCache::Service {
   // `planner` prices Lookups and owns NVMe admission by tier value.
   // `regions` holds the memory engines register for Save and Load.
   // `copy_engine` moves bytes of GPU regions (nullptr: none);
-  // `open_cuda_ipc` imports CUDA IPC memory for RegisterMemory.
+  // `open_cuda_ipc` imports CUDA IPC memory for RegisterMemory;
+  // `transforms` holds the storage encodings of open namespaces.
   KvCacheService(BlockCache* cache, LookupPlanner* planner, RegionTable* regions,
                  uint64_t get_chunk_bytes, uint64_t max_chunk_bytes, CopyEngine* copy_engine,
-                 CudaIpcOpener open_cuda_ipc)
+                 CudaIpcOpener open_cuda_ipc, NamespaceTransforms* transforms)
       : cache_(cache),
         planner_(planner),
         regions_(regions),
+        transforms_(transforms),
         get_chunk_bytes_(get_chunk_bytes),
         max_chunk_bytes_(max_chunk_bytes),
         copy_engine_(copy_engine),
@@ -78,6 +81,7 @@ class KvCacheService final : public v1::KvCache::Service {
   BlockCache* const cache_;
   LookupPlanner* const planner_;
   RegionTable* const regions_;
+  NamespaceTransforms* const transforms_;
   const uint64_t get_chunk_bytes_;
   const uint64_t max_chunk_bytes_;
   CopyEngine* const copy_engine_;

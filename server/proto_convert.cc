@@ -1,5 +1,7 @@
 #include "server/proto_convert.h"
 
+#include "server/storage_encoding.h"
+
 #include "absl/strings/str_cat.h"
 
 namespace kvtier {
@@ -39,6 +41,9 @@ absl::StatusOr<NamespaceSpec> NamespaceSpecFromProto(const v1::OpenNamespaceRequ
   spec.salt = request.salt();
   spec.layout = KvLayout{l.num_layers(),       l.num_kv_heads(), l.head_dim(), dtype,
                          l.tokens_per_block(), l.tp_rank(),      l.tp_size()};
+  absl::StatusOr<std::string> encoding = CanonicalEncoding(request.encoding(), spec.layout);
+  if (!encoding.ok()) return encoding.status();
+  spec.encoding = *std::move(encoding);
   return spec;
 }
 

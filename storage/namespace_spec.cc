@@ -98,6 +98,8 @@ NamespaceId NamespaceId::Of(const NamespaceSpec& spec) {
     AppendU64(&canonical, v);
   }
   AppendBytes(&canonical, spec.salt);
+  // Added after v1 ids were in use: plain namespaces keep their ids.
+  if (!spec.encoding.empty()) AppendBytes(&canonical, absl::StrCat("encoding=", spec.encoding));
   Hash128 h = Fingerprint128(canonical);
   return NamespaceId(h.high, h.low);
 }

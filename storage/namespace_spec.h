@@ -41,6 +41,10 @@ struct NamespaceSpec {
   std::string model_id;
   KvLayout layout;
   std::string salt;
+  // The storage encoding, canonical ("" = blocks stored as given; else e.g.
+  // "fp8-e4m3/vllm-nhd/g16", see server/storage_encoding.h). Storage treats
+  // it as opaque identity: it only enters the fingerprint.
+  std::string encoding;
 };
 
 inline constexpr size_t kMaxModelIdBytes = 256;

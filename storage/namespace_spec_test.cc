@@ -65,6 +65,7 @@ TEST(NamespaceSpecTest, FingerprintCoversEveryField) {
         s.layout.tp_size = 2;
         s.layout.tp_rank = 1;
       },
+      [](NamespaceSpec& s) { s.encoding = "fp8-e4m3/vllm-nhd/g16"; },
   };
   for (auto m : mutations) {
     NamespaceSpec s = Llama8b();
@@ -73,8 +74,8 @@ TEST(NamespaceSpecTest, FingerprintCoversEveryField) {
   }
   // Field boundaries are length-prefixed: moving bytes between the model id
   // and the salt changes the id.
-  const NamespaceSpec a{"ab", Llama8b().layout, "c"};
-  const NamespaceSpec b{"a", Llama8b().layout, "bc"};
+  const NamespaceSpec a{"ab", Llama8b().layout, "c", ""};
+  const NamespaceSpec b{"a", Llama8b().layout, "bc", ""};
   EXPECT_FALSE(NamespaceId::Of(a) == NamespaceId::Of(b));
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -91,13 +92,25 @@ size_t GroupEnd(absl::Span<const RegionBlock> blocks, size_t next, bool device) 
 
 absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
                             absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
-                            const KeepGoing& keep_going, CopyEngine* engine) {
+                            const KeepGoing& keep_going, CopyEngine* engine,
+                            BlockTransform* transform) {
   if (absl::Status s = ValidateRegionBlocks(blocks, region.size(), false); !s.ok()) return s;
   if (absl::Status s = CheckDeviceAccess(region, blocks, engine); !s.ok()) return s;
   const bool device = region.kind() == MemoryKind::kDevice;
-  // Host regions are read in place; device regions through `staging`.
+  // Host regions are read in place, unless blocks are encoded; device
+  // regions, and blocks to encode, go through `staging`.
+  const bool stage = device || transform != nullptr;
   uint8_t* const host_base = device ? nullptr : *region.Address(0, region.size());
-  std::vector<uint8_t> staging;
+  std::vector<uint8_t> staging, encoded(transform ? transform->stored_bytes() : 0);
+  if (transform != nullptr) {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i].TotalSize() != transform->plain_bytes()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "blocks[", i, "]: ", blocks[i].TotalSize(), " bytes; this namespace stores ",
+            transform->Describe(), ", which takes whole blocks of ", transform->plain_bytes()));
+      }
+    }
+  }
   // An unknown namespace or a block too large for it is a request error:
   // nothing is attempted.
   absl::StatusOr<uint64_t> block_bytes = cache.NamespaceBlockBytes(ns);
@@ -112,13 +125,15 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
   size_t next = 0;
   absl::Status failure;
   while (next < blocks.size()) {
-    const size_t end = GroupEnd(blocks, next, device);
+    const size_t end = GroupEnd(blocks, next, stage);
     if (!keep_going()) return absl::CancelledError("Save abandoned by its caller");
     absl::Status group = absl::OkStatus();
     size_t failed_at = end;
-    if (device) {
-      // Gather the group's pieces out of GPU memory in one batch.
-      CopyBatch gather{MemoryKind::kDevice, MemoryKind::kHost, region.device(), {}};
+    if (stage) {
+      // Gather the group's pieces: out of GPU memory in one batch, or by
+      // memcpy from host memory.
+      CopyBatch gather{device ? MemoryKind::kDevice : MemoryKind::kHost, MemoryKind::kHost,
+                       region.device(), {}};
       uint64_t at = 0;
       for (size_t i = next; i < end; ++i) at += blocks[i].TotalSize();
       staging.resize(at);
@@ -129,8 +144,12 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
           at += r.size;
         }
       }
-      group = engine->CopySync(std::move(gather));
-      if (!group.ok()) failed_at = next;
+      if (device) {
+        group = engine->CopySync(std::move(gather));
+        if (!group.ok()) failed_at = next;
+      } else {
+        for (const CopyOp& op : gather.ops) std::memcpy(op.dst, op.src, op.bytes);
+      }
     }
     absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> batch = cache.BeginPut(ns);
     if (group.ok() && !batch.ok()) {
@@ -140,13 +159,20 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     uint64_t staged = 0;
     for (size_t i = next; group.ok() && i < end; ++i) {
       const RegionBlock& b = blocks[i];
-      group = (*batch)->StartBlock(b.key, b.parent, b.TotalSize());
-      if (device) {
+      if (transform != nullptr) {
+        group = transform->Encode(absl::MakeConstSpan(staging.data() + staged, b.TotalSize()),
+                                  absl::MakeSpan(encoded));
+        if (group.ok()) group = (*batch)->StartBlock(b.key, b.parent, encoded.size());
+        if (group.ok()) group = (*batch)->Append(encoded);
+        staged += b.TotalSize();
+      } else if (device) {
+        group = (*batch)->StartBlock(b.key, b.parent, b.TotalSize());
         if (group.ok()) {
           group = (*batch)->Append(absl::MakeConstSpan(staging.data() + staged, b.TotalSize()));
         }
         staged += b.TotalSize();
       } else {
+        group = (*batch)->StartBlock(b.key, b.parent, b.TotalSize());
         for (const RegionRange& r : b.Ranges()) {  // gather the pieces in order
           if (group.ok()) group = (*batch)->Append(absl::MakeConstSpan(host_base + r.offset, r.size));
         }
@@ -190,7 +216,8 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
 
 absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
                             absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
-                            const KeepGoing& keep_going, CopyEngine* engine) {
+                            const KeepGoing& keep_going, CopyEngine* engine,
+                            BlockTransform* transform) {
   if (absl::Status s = ValidateRegionBlocks(blocks, region.size(), true); !s.ok()) return s;
   if (absl::Status s = CheckDeviceAccess(region, blocks, engine); !s.ok()) return s;
   if (absl::StatusOr<uint64_t> open = cache.NamespaceBlockBytes(ns); !open.ok()) {
@@ -202,8 +229,21 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
   // their outcomes settled when the batch completes.
   CopyBatch scatter{MemoryKind::kHost, MemoryKind::kDevice, region.device(), {}};
   std::vector<size_t> scattered;  // indexes into the group's outcomes
+  // Encoded blocks are verified in the cache (Read), decoded into `decoded`
+  // and copied from there; it lives until the group's batch is done.
+  std::deque<std::vector<uint8_t>> decoded;
   auto copy = [&](size_t i, const BlockCache::ReadHandle& h) {
-    const absl::Span<const uint8_t> src = h.bytes();
+    absl::Span<const uint8_t> src = h.bytes();
+    if (transform != nullptr) {
+      decoded.emplace_back(transform->plain_bytes());
+      if (absl::Status s = transform->Decode(src, absl::MakeSpan(decoded.back())); !s.ok()) {
+        return BlockOutcome{static_cast<uint32_t>(i),
+                            absl::DataLossError(absl::StrCat("block ", blocks[i].key.ToHex(),
+                                                             ": ", s.message())),
+                            0};
+      }
+      src = decoded.back();
+    }
     BlockOutcome o{static_cast<uint32_t>(i), absl::OkStatus(), src.size()};
     const uint64_t room = blocks[i].TotalSize();
     if (src.size() > room) {
@@ -219,6 +259,24 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
         if (n == 0) break;
         scatter.ops.push_back({*region.Address(r.offset, n), src.data() + at, n});
         at += n;
+      }
+    } else if (transform != nullptr) {
+      // Copy the decoded block, then check the destination holds it (the
+      // engine may write there meanwhile).
+      size_t at = 0;
+      bool same = true;
+      for (const RegionRange& r : blocks[i].Ranges()) {
+        const size_t n = std::min<size_t>(r.size, src.size() - at);
+        if (n == 0) break;
+        std::memcpy(host_base + r.offset, src.data() + at, n);
+        same = same && std::memcmp(host_base + r.offset, src.data() + at, n) == 0;
+        at += n;
+      }
+      if (!same) {
+        o.bytes = 0;
+        o.status = absl::AbortedError(absl::StrCat(
+            "block ", blocks[i].key.ToHex(),
+            ": the region changed while the block was copied into it; load it again"));
       }
     } else {
       // Copy and verify in one pass: scatter the block over its pieces in
@@ -259,8 +317,10 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     keys.clear();
     for (size_t i = next; i < end; ++i) keys.push_back(blocks[i].key);
     // Host copies verify as they go; device copies verify in the cache.
+    const bool verify_in_cache = device || transform != nullptr;
+    decoded.clear();
     absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles =
-        cache.Read(ns, keys, /*verify=*/device);
+        cache.Read(ns, keys, verify_in_cache);
     std::vector<BlockOutcome> outcomes;
     std::vector<BlockCache::ReadHandle> pinned;  // device: kept until the batch is done
     scatter.ops.clear();
@@ -282,7 +342,7 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       for (size_t i = next; i < end; ++i) {
         if (!keep_going()) return absl::CancelledError("Load abandoned by its caller");
         absl::StatusOr<std::vector<BlockCache::ReadHandle>> one =
-            cache.Read(ns, absl::MakeConstSpan(&blocks[i].key, 1), /*verify=*/device);
+            cache.Read(ns, absl::MakeConstSpan(&blocks[i].key, 1), verify_in_cache);
         if (!one.ok()) {
           outcomes.push_back(BlockOutcome{static_cast<uint32_t>(i), one.status(), 0});
           continue;

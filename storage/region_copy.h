@@ -28,6 +28,7 @@
 #include "absl/types/span.h"
 #include "storage/block_cache.h"
 #include "storage/block_key.h"
+#include "storage/block_transform.h"
 #include "storage/copy_engine.h"
 #include "storage/memory_region.h"
 
@@ -90,14 +91,21 @@ absl::Status ValidateRegionBlocks(absl::Span<const RegionBlock> blocks, uint64_t
 // (never a false OK). Staging is bounded by kDeviceStagingBytes per group.
 // FAILED_PRECONDITION for a device region without an engine that reaches
 // device memory.
+//
+// With a `transform` (the namespace's storage encoding), Save takes whole
+// plain blocks only (INVALID_ARGUMENT otherwise) and stores their encoding;
+// Load verifies the stored block in the cache, decodes it and copies the
+// plain block (a block that does not decode is DATA_LOSS).
 absl::Status SaveFromRegion(
     BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
     absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
-    const KeepGoing& keep_going = [] { return true; }, CopyEngine* engine = nullptr);
+    const KeepGoing& keep_going = [] { return true; }, CopyEngine* engine = nullptr,
+    BlockTransform* transform = nullptr);
 absl::Status LoadIntoRegion(
     BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
     absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
-    const KeepGoing& keep_going = [] { return true; }, CopyEngine* engine = nullptr);
+    const KeepGoing& keep_going = [] { return true; }, CopyEngine* engine = nullptr,
+    BlockTransform* transform = nullptr);
 
 inline constexpr uint64_t kDeviceStagingBytes = uint64_t{32} << 20;
 

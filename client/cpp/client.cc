@@ -150,12 +150,21 @@ absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o)
   l->set_tokens_per_block(o.layout.tokens_per_block);
   l->set_tp_rank(o.layout.tp_rank);
   l->set_tp_size(o.layout.tp_size);
+  if (o.encoding == "fp8") {
+    req.mutable_encoding()->set_kind(v1::StorageEncoding::STORAGE_ENCODING_FP8_E4M3);
+  } else if (!o.encoding.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("encoding '", o.encoding, "' is unknown (\"\" or \"fp8\")"));
+  }
+  req.mutable_encoding()->set_engine_layout(o.engine_layout);
+  req.mutable_encoding()->set_k_group_tokens(o.k_group_tokens);
   v1::OpenNamespaceResponse resp;
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
   if (absl::Status s = FromGrpc(impl_->stub_->OpenNamespace(&ctx, req, &resp)); !s.ok()) return s;
-  return OpenedNamespace{resp.namespace_id(), resp.block_bytes(), resp.created(),
-                         resp.plans_enabled(), resp.plans_note()};
+  return OpenedNamespace{resp.namespace_id(), resp.block_bytes(),  resp.created(),
+                         resp.plans_enabled(), resp.plans_note(),   resp.encoding(),
+                         resp.stored_block_bytes()};
 }
 
 absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,

@@ -51,6 +51,12 @@ struct NamespaceOptions {
   std::string salt;
   std::string cost_model;         // catalog name for plans, e.g. "llama-3.1-8b"
   std::string model_config_json;  // or the model's config.json
+  // Storage encoding: "" (as given) or "fp8" (e4m3 with scales; lossy, part
+  // of the namespace's identity). For fp8, how blocks are ordered
+  // ("vllm-nhd" by default) and the K scale group (0: the default).
+  std::string encoding;
+  std::string engine_layout;
+  uint32_t k_group_tokens = 0;
 };
 
 struct OpenedNamespace {
@@ -59,6 +65,8 @@ struct OpenedNamespace {
   bool created = false;
   bool plans_enabled = false;
   std::string plans_note;
+  std::string encoding;             // in words; "" when stored as given
+  uint64_t stored_block_bytes = 0;  // what a block takes in the tiers
 };
 
 struct LookupOptions {
