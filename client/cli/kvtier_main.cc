@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "client/cli/file_blocks.h"
 #include "client/cli/replay.h"
 #include "client/planner/plan_command.h"
@@ -162,6 +163,8 @@ int Status(const Globals& g) {
             << "  build:      cuda=" << r.build().with_cuda() << " ucx=" << r.build().with_ucx()
             << " uring=" << r.build().with_uring() << "\n"
             << "  gpu:        " << r.gpu().detail() << "\n"
+            << "  copies:     " << r.gpu().copy_engine() << " engine ("
+            << r.gpu().copy_engine_detail() << ")\n"
             << "  namespaces: " << r.namespaces() << "\n"
             << "  blocks:     " << r.blocks() << " (" << HumanBytes(r.bytes()) << ")\n"
             << "  leases:     " << r.active_leases() << " active\n"
@@ -246,6 +249,10 @@ int Namespaces(const Globals& g) {
                       : "  nvme=not admitted (tier value " +
                             std::to_string(n.nvme_value_seconds_per_token() * 1e9).substr(0, 8) +
                             " ns/token)")
+              << (n.encoding().empty()
+                      ? ""
+                      : absl::StrCat("  stored as ", n.encoding(), ", ", n.fp8_clipped(), " of ",
+                                     n.fp8_values(), " values clipped"))
               << "\n";
   }
   return 0;

@@ -115,6 +115,18 @@ class PythonClientTest(unittest.TestCase):
         with self.assertRaises(KvtierError) as e:
             self.client.register_memory("/dev/shm/kvtier-none-such", 10)
         self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+        # fp8 storage: its own namespace, blocks come back within fp8 precision.
+        fp8 = self.client.open_namespace("m", 1, 1, 128, tokens_per_block=BLOCK_BYTES // 512,
+                                         encoding="fp8")
+        self.assertNotEqual(fp8.id, self.ns.id)
+        self.assertIn("fp8", fp8.encoding)
+        self.assertLess(fp8.stored_block_bytes, BLOCK_BYTES * 0.6)
+        block = bytes([0x00, 0x3f]) * (BLOCK_BYTES // 2)  # bf16 0.5 everywhere: exact in fp8
+        self.client.put(fp8.id, [b"f0"], [block])
+        self.assertEqual(self.client.get(fp8.id, [b"f0"]), [block])
+        with self.assertRaises(KvtierError) as e:
+            self.client.open_namespace("m", 1, 1, 128, encoding="int4")
+        self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
         # CUDA IPC: a handle that is not 64 bytes is refused up front.
         with self.assertRaises(KvtierError) as e:
             self.client.register_cuda_ipc(0, [(b"short", 0, 4096)])

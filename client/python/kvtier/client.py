@@ -42,6 +42,8 @@ class Namespace:
     created: bool
     plans_enabled: bool
     plans_note: str
+    encoding: str = ""  # in words; "" when blocks are stored as given
+    stored_block_bytes: int = 0
 
 
 @dataclass
@@ -137,7 +139,14 @@ class Client:
     def open_namespace(self, model_id: str, num_layers: int, num_kv_heads: int, head_dim: int,
                        dtype: str = "bf16", tokens_per_block: int = 16, tp_rank: int = 0,
                        tp_size: int = 1, salt: bytes = b"", cost_model: str = "",
-                       model_config_json: str = "") -> Namespace:
+                       model_config_json: str = "", encoding: str = "",
+                       engine_layout: str = "", k_group_tokens: int = 0) -> Namespace:
+        """Opens (or re-opens) a namespace.
+
+        encoding="fp8" stores blocks as fp8 e4m3 with scales (lossy; part of
+        the namespace's identity); engine_layout says how a block's bytes are
+        ordered ("vllm-nhd" by default) and k_group_tokens the K scale group.
+        """
         if dtype not in _DTYPES:
             raise KvtierError(grpc.StatusCode.INVALID_ARGUMENT,
                               f"dtype {dtype!r} is not one of {', '.join(_DTYPES)}")
@@ -145,10 +154,19 @@ class Client:
             num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim,
             dtype=_DTYPES[dtype], tokens_per_block=tokens_per_block, tp_rank=tp_rank,
             tp_size=tp_size)
+        kinds = {"": kvcache_pb2.StorageEncoding.STORAGE_ENCODING_PLAIN,
+                 "fp8": kvcache_pb2.StorageEncoding.STORAGE_ENCODING_FP8_E4M3}
+        if encoding not in kinds:
+            raise KvtierError(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"encoding {encoding!r} is not '' or 'fp8'")
         r = self._call(self._stub.OpenNamespace, kvcache_pb2.OpenNamespaceRequest(
             model_id=model_id, layout=layout, salt=salt, cost_model=cost_model,
-            model_config_json=model_config_json))
-        return Namespace(r.namespace_id, r.block_bytes, r.created, r.plans_enabled, r.plans_note)
+            model_config_json=model_config_json,
+            encoding=kvcache_pb2.StorageEncoding(kind=kinds[encoding],
+                                                 engine_layout=engine_layout,
+                                                 k_group_tokens=k_group_tokens)))
+        return Namespace(r.namespace_id, r.block_bytes, r.created, r.plans_enabled, r.plans_note,
+                         r.encoding, r.stored_block_bytes)
 
     def lookup(self, namespace_id: str, keys: Sequence[bytes], take_lease: bool = False,
                lease_ttl_ms: int = 0, prompt_tokens: int = 0) -> LookupResult:
