@@ -19,6 +19,18 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   response->mutable_gpu()->set_detail(gpus_.detail);
   response->mutable_gpu()->set_copy_engine(copy_engine_.name);
   response->mutable_gpu()->set_copy_engine_detail(copy_engine_.detail);
+  if (gpu_tier_ != nullptr) {
+    const GpuTier::Stats t = gpu_tier_->stats();
+    v1::GpuInfo* g = response->mutable_gpu();
+    g->set_tier_capacity_bytes(t.capacity_bytes);
+    g->set_tier_resident_bytes(t.resident_bytes);
+    g->set_tier_resident_blocks(t.resident_blocks);
+    g->set_tier_hits(t.hits);
+    g->set_tier_promotions(t.promotions);
+    g->set_tier_evictions(t.evictions);
+  } else {
+    response->mutable_gpu()->set_tier_note(gpu_tier_note_);
+  }
   {
     absl::MutexLock lock(&mu_);
     response->set_listen_address(listen_address_);

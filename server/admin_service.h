@@ -15,6 +15,7 @@
 #include "server/lookup_planner.h"
 #include "server/storage_encoding.h"
 #include "storage/copy_engine.h"
+#include "storage/gpu_tier.h"
 #include "storage/block_cache.h"
 
 namespace kvtier {
@@ -23,13 +24,16 @@ class AdminService final : public v1::Admin::Service {
  public:
   AdminService(BlockCache* cache, const LookupPlanner* planner, GpuInventory gpus,
                absl::Time started, const NamespaceTransforms* transforms,
-               CopyEngineCapabilities copy_engine)
+               CopyEngineCapabilities copy_engine, const GpuTier* gpu_tier,
+               std::string gpu_tier_note)
       : cache_(cache),
         planner_(planner),
         gpus_(std::move(gpus)),
         started_(started),
         transforms_(transforms),
-        copy_engine_(std::move(copy_engine)) {}
+        copy_engine_(std::move(copy_engine)),
+        gpu_tier_(gpu_tier),
+        gpu_tier_note_(std::move(gpu_tier_note)) {}
 
   // The address is known only once the server has bound it.
   void set_listen_address(std::string address) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -54,6 +58,8 @@ class AdminService final : public v1::Admin::Service {
   const absl::Time started_;
   const NamespaceTransforms* const transforms_;
   const CopyEngineCapabilities copy_engine_;
+  const GpuTier* const gpu_tier_;
+  const std::string gpu_tier_note_;
   absl::Mutex mu_;
   std::string listen_address_ ABSL_GUARDED_BY(mu_);
 };

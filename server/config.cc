@@ -118,6 +118,9 @@ const std::vector<KeySpec>& Keys() {
       Field("nvme.wear_safety", &DaemonConfig::nvme_wear_safety, ParseFraction),
       Field("nvme.wear_burst_seconds", &DaemonConfig::nvme_wear_burst_seconds, ParseU32),
       Field("nvme.register_arena", &DaemonConfig::nvme_register_arena, ParseBool),
+      Field("gpu.tier", &DaemonConfig::gpu_tier, ParseString),
+      Field("gpu.tier_slot_bytes", &DaemonConfig::gpu_tier_slot_bytes, ParseBytes),
+      Field("gpu.device", &DaemonConfig::gpu_device, ParseU32),
       Field("costmodel.gpu", &DaemonConfig::costmodel_gpu, ParseString),
       Field("costmodel.mfu", &DaemonConfig::costmodel_mfu, ParseFraction),
       Field("costmodel.compute_dtype", &DaemonConfig::costmodel_compute_dtype, ParseString),
@@ -314,6 +317,14 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
     }
     if (c.nvme_mover_interval_ms == 0) return bad("nvme.mover_interval_ms must be > 0");
   }
+  if (c.gpu_tier != "auto" && c.gpu_tier != "off") {
+    absl::StatusOr<uint64_t> bytes = ParseBytes(c.gpu_tier);
+    if (!bytes.ok() || *bytes < c.gpu_tier_slot_bytes) {
+      return bad("gpu.tier must be auto, off, or a size of at least gpu.tier_slot_bytes (",
+                 c.gpu_tier_slot_bytes, ")");
+    }
+  }
+  if (c.gpu_tier_slot_bytes == 0) return bad("gpu.tier_slot_bytes must be > 0");
   if (!(c.costmodel_mfu > 0)) return bad("costmodel.mfu must be in (0, 1]");
   if (c.costmodel_compute_dtype != "bf16" && c.costmodel_compute_dtype != "fp8") {
     return bad("costmodel.compute_dtype must be bf16 or fp8");

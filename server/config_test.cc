@@ -98,6 +98,18 @@ TEST(ConfigTest, ValidationCatchesInconsistentSizes) {
   c = DefaultConfig(16 * kGiB);
   c.get_chunk_bytes = c.max_message_bytes;
   EXPECT_FALSE(ValidateConfig(c).ok());
+  // gpu.tier: auto, off, or a size holding at least one slot.
+  for (const char* ok : {"auto", "off", "8GiB", "4MiB"}) {
+    c = DefaultConfig(16 * kGiB);
+    c.gpu_tier = ok;
+    EXPECT_TRUE(ValidateConfig(c).ok()) << ok;
+  }
+  for (const char* bad : {"lots", "1MiB", ""}) {
+    c = DefaultConfig(16 * kGiB);
+    c.gpu_tier = bad;
+    const absl::Status s = ValidateConfig(c);
+    EXPECT_NE(s.message().find("gpu.tier"), std::string::npos) << bad << ": " << s;
+  }
 }
 
 TEST(ConfigTest, PrintedYamlReadsBackIdentically) {

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "gpu/copy_engine_factory.h"
 #include "gpu/cuda_ipc_region.h"
+#include "gpu/device_pool.h"
 #include "spdlog/spdlog.h"
 
 namespace kvtier {
@@ -24,6 +25,42 @@ std::string BoundAddress(const std::string& requested, int port) {
   }
   const size_t colon = requested.rfind(':');
   return absl::StrCat(requested.substr(0, colon), ":", port);
+}
+
+}  // namespace
+
+namespace {
+
+// The GPU tier gpu.tier asks for, on the copy engine's GPU; an error says
+// why there is none (off, no GPU, too little memory).
+absl::StatusOr<std::unique_ptr<GpuTier>> MakeGpuTier(const DaemonConfig& config,
+                                                     const CopyEngine& engine,
+                                                     const GpuInventory& gpus) {
+  if (config.gpu_tier == "off") return absl::FailedPreconditionError("gpu.tier is off");
+  const CopyEngineCapabilities caps = engine.Capabilities();
+  if (!caps.device_memory) {
+    return absl::FailedPreconditionError(absl::StrCat("the copy engine is ", caps.name, ": ",
+                                                      caps.detail));
+  }
+  const int device = static_cast<int>(config.gpu_device);
+  uint64_t bytes = 0;
+  if (config.gpu_tier == "auto") {
+    uint64_t memory = 0;
+    for (const GpuDevice& g : gpus.devices) {
+      if (g.index == device) memory = g.memory_bytes;
+    }
+    bytes = std::min<uint64_t>(uint64_t{4} << 30, memory / 16);
+  } else {
+    bytes = *ParseBytes(config.gpu_tier);  // validated with the config
+  }
+  if (bytes < config.gpu_tier_slot_bytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("GPU ", device, " leaves less than one slot for the tier"));
+  }
+  absl::StatusOr<std::unique_ptr<DevicePool>> pool =
+      DevicePool::Create(device, bytes, config.gpu_tier_slot_bytes, CudaDeviceAllocator());
+  if (!pool.ok()) return pool.status();
+  return std::unique_ptr<GpuTier>(*std::move(pool));
 }
 
 }  // namespace
@@ -85,13 +122,41 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   if (seams.copy_engine != nullptr) {
     d->copy_engine_ = std::move(seams.copy_engine);
   } else {
-    absl::StatusOr<std::unique_ptr<CopyEngine>> engine = CreateCopyEngine({});
+    CopyEngineOptions copy_options;
+    copy_options.device = static_cast<int>(config.gpu_device);
+    absl::StatusOr<std::unique_ptr<CopyEngine>> engine = CreateCopyEngine(copy_options);
     if (!engine.ok()) return engine.status();
     d->copy_engine_ = *std::move(engine);
   }
   const CopyEngineCapabilities copy = d->copy_engine_->Capabilities();
   spdlog::info("copy engine: {} ({})", copy.name, copy.detail);
+  if (copy.device_memory) {
+    // Pin the host tier once, so copies to and from GPUs run at link speed.
+    const absl::Span<uint8_t> arena = d->cache_->host_arena();
+    if (absl::Status s = d->copy_engine_->RegisterHost(arena.data(), arena.size()); s.ok()) {
+      d->arena_pinned_ = true;
+    } else {
+      spdlog::warn("host tier not pinned for GPU copies (they will be slower): {}", s.ToString());
+    }
+  }
   if (!seams.open_cuda_ipc) seams.open_cuda_ipc = OpenCudaIpcRegion;
+  if (seams.gpu_tier != nullptr) {
+    d->gpu_tier_ = std::move(seams.gpu_tier);
+  } else {
+    absl::StatusOr<std::unique_ptr<GpuTier>> tier = MakeGpuTier(config, *d->copy_engine_, d->gpus_);
+    if (tier.ok()) {
+      d->gpu_tier_ = *std::move(tier);
+    } else {
+      d->gpu_tier_note_ = std::string(tier.status().message());
+    }
+  }
+  if (d->gpu_tier_ != nullptr) {
+    const GpuTier::Stats t = d->gpu_tier_->stats();
+    spdlog::info("gpu tier: {} bytes on GPU {} in slots of {}", t.capacity_bytes, t.device,
+                 t.slot_bytes);
+  } else {
+    spdlog::info("gpu tier: off ({})", d->gpu_tier_note_);
+  }
   d->regions_ =
       std::make_unique<RegionTable>(config.max_regions, config.max_region_bytes, config.shm_dir);
   d->reaper_ = std::thread([regions = d->regions_.get(), stop = &d->stop_reaper_] {
@@ -100,7 +165,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   d->kvcache_service_ = std::make_unique<KvCacheService>(
       d->cache_.get(), d->planner_.get(), d->regions_.get(), config.get_chunk_bytes,
       config.max_message_bytes - 65536, d->copy_engine_.get(), std::move(seams.open_cuda_ipc),
-      &d->transforms_);
+      &d->transforms_, d->gpu_tier_.get());
 
   // Both are process-wide switches of gRPC's; they only affect servers built
   // after them, and every kvtierd server wants them.
@@ -117,7 +182,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.RegisterService(d->kvcache_service_.get());
   d->admin_service_ =
       std::make_unique<AdminService>(d->cache_.get(), d->planner_.get(), d->gpus_, absl::Now(),
-                                     &d->transforms_, copy);
+                                     &d->transforms_, copy, d->gpu_tier_.get(),
+                                     d->gpu_tier_note_);
   builder.RegisterService(d->admin_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || port == 0) {
@@ -134,6 +200,9 @@ Daemon::~Daemon() {
   Shutdown(absl::ZeroDuration());
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
+  if (arena_pinned_) {
+    copy_engine_->UnregisterHost(cache_->host_arena().data()).IgnoreError();
+  }
 }
 
 void Daemon::Shutdown(absl::Duration grace) {

@@ -24,16 +24,19 @@
 #include "storage/block_cache.h"
 #include "storage/clock.h"
 #include "storage/copy_engine.h"
+#include "storage/gpu_tier.h"
 #include "storage/memory_region.h"
 
 namespace kvtier {
 
 // What a daemon gets from the machine, replaceable by tests (an Env-style
-// seam): the copy engine and the CUDA IPC importer. Left empty, Start uses
-// gpu/CreateCopyEngine and gpu/OpenCudaIpcRegion.
+// seam): the copy engine, the CUDA IPC importer and the GPU tier. Left
+// empty, Start uses gpu/CreateCopyEngine, gpu/OpenCudaIpcRegion and a
+// DevicePool sized by gpu.tier.
 struct DaemonSeams {
   std::unique_ptr<CopyEngine> copy_engine;
   CudaIpcOpener open_cuda_ipc;
+  std::unique_ptr<GpuTier> gpu_tier;  // replaces the one gpu.tier would make
 };
 
 class Daemon {
@@ -64,6 +67,9 @@ class Daemon {
   GpuInventory gpus_;
   std::unique_ptr<LookupPlanner> planner_;
   std::unique_ptr<CopyEngine> copy_engine_;
+  bool arena_pinned_ = false;  // the host arena is registered with copy_engine_
+  std::unique_ptr<GpuTier> gpu_tier_;  // may be null
+  std::string gpu_tier_note_;          // why it is null
   NamespaceTransforms transforms_;
   std::unique_ptr<RegionTable> regions_;
   // Drops regions whose owner process exited, every second.

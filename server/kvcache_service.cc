@@ -383,7 +383,7 @@ grpc::Status KvCacheService::RegionTransfer(
   return Finish(rpc, save ? SaveFromRegion(*cache_, *ns, **region, blocks, sink, keep_going,
                                           copy_engine_, transform.get())
                           : LoadIntoRegion(*cache_, *ns, **region, blocks, sink, keep_going,
-                                          copy_engine_, transform.get()));
+                                          copy_engine_, transform.get(), gpu_tier_));
 }
 
 grpc::Status KvCacheService::Save(grpc::ServerContext* context, const v1::SaveRequest* request,

@@ -18,6 +18,7 @@
 #include "server/storage_encoding.h"
 #include "storage/block_cache.h"
 #include "storage/copy_engine.h"
+#include "storage/gpu_tier.h"
 #include "storage/memory_region.h"
 
 namespace kvtier {
@@ -33,10 +34,12 @@ class KvCacheService final : public v1::KvCache::Service {
   // `regions` holds the memory engines register for Save and Load.
   // `copy_engine` moves bytes of GPU regions (nullptr: none);
   // `open_cuda_ipc` imports CUDA IPC memory for RegisterMemory;
-  // `transforms` holds the storage encodings of open namespaces.
+  // `transforms` holds the storage encodings of open namespaces;
+  // `gpu_tier` (may be null) serves Loads into GPU regions of its device.
   KvCacheService(BlockCache* cache, LookupPlanner* planner, RegionTable* regions,
                  uint64_t get_chunk_bytes, uint64_t max_chunk_bytes, CopyEngine* copy_engine,
-                 CudaIpcOpener open_cuda_ipc, NamespaceTransforms* transforms)
+                 CudaIpcOpener open_cuda_ipc, NamespaceTransforms* transforms,
+                 GpuTier* gpu_tier)
       : cache_(cache),
         planner_(planner),
         regions_(regions),
@@ -44,7 +47,8 @@ class KvCacheService final : public v1::KvCache::Service {
         get_chunk_bytes_(get_chunk_bytes),
         max_chunk_bytes_(max_chunk_bytes),
         copy_engine_(copy_engine),
-        open_cuda_ipc_(std::move(open_cuda_ipc)) {}
+        open_cuda_ipc_(std::move(open_cuda_ipc)),
+        gpu_tier_(gpu_tier) {}
 
   grpc::Status OpenNamespace(grpc::ServerContext* context, const v1::OpenNamespaceRequest* request,
                              v1::OpenNamespaceResponse* response) override;
@@ -86,6 +90,7 @@ class KvCacheService final : public v1::KvCache::Service {
   const uint64_t max_chunk_bytes_;
   CopyEngine* const copy_engine_;
   const CudaIpcOpener open_cuda_ipc_;
+  GpuTier* const gpu_tier_;  // may be null
 };
 
 }  // namespace kvtier

@@ -227,6 +227,10 @@ class BlockCache {
   // INVALID_ARGUMENT for a bad spec, RESOURCE_EXHAUSTED past max_namespaces.
   absl::StatusOr<OpenNamespaceResult> OpenNamespace(const NamespaceSpec& spec);
 
+  // The host tier's memory, for registering it with copy engines (pinning
+  // for GPU copies). Its contents belong to the cache.
+  absl::Span<uint8_t> host_arena() const { return {arena_->data(), arena_->size()}; }
+
   // Longest cached prefix of `keys`. With take_lease and a non-empty match,
   // pins the matched blocks until Release or expiry (ttl 0 = default).
   // NOT_FOUND for an unknown namespace; INVALID_ARGUMENT for 0 or too many

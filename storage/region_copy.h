@@ -30,6 +30,7 @@
 #include "storage/block_key.h"
 #include "storage/block_transform.h"
 #include "storage/copy_engine.h"
+#include "storage/gpu_tier.h"
 #include "storage/memory_region.h"
 
 namespace kvtier {
@@ -101,11 +102,15 @@ absl::Status SaveFromRegion(
     absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
     const KeepGoing& keep_going = [] { return true; }, CopyEngine* engine = nullptr,
     BlockTransform* transform = nullptr);
+//
+// With a `gpu_tier` on the device of a GPU region, Load copies blocks the
+// tier holds (with their current checksum) device to device, and promotes
+// the blocks it copies from the host into the tier in the same batch.
 absl::Status LoadIntoRegion(
     BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
     absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
     const KeepGoing& keep_going = [] { return true; }, CopyEngine* engine = nullptr,
-    BlockTransform* transform = nullptr);
+    BlockTransform* transform = nullptr, GpuTier* gpu_tier = nullptr);
 
 inline constexpr uint64_t kDeviceStagingBytes = uint64_t{32} << 20;
 

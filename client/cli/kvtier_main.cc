@@ -165,6 +165,15 @@ int Status(const Globals& g) {
             << "  gpu:        " << r.gpu().detail() << "\n"
             << "  copies:     " << r.gpu().copy_engine() << " engine ("
             << r.gpu().copy_engine_detail() << ")\n"
+            << "  gpu tier:   "
+            << (r.gpu().tier_capacity_bytes() == 0
+                    ? "off (" + r.gpu().tier_note() + ")"
+                    : absl::StrCat(HumanBytes(r.gpu().tier_resident_bytes()), " of ",
+                                   HumanBytes(r.gpu().tier_capacity_bytes()), ", ",
+                                   r.gpu().tier_resident_blocks(), " blocks, ",
+                                   r.gpu().tier_hits(), " hits, ", r.gpu().tier_promotions(),
+                                   " promotions"))
+            << "\n"
             << "  namespaces: " << r.namespaces() << "\n"
             << "  blocks:     " << r.blocks() << " (" << HumanBytes(r.bytes()) << ")\n"
             << "  leases:     " << r.active_leases() << " active\n"

@@ -9,12 +9,18 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gpu/copy_engine_factory.h"
 #include "gpu/cuda/cuda_copy_engine.h"
+#include "gpu/device_pool.h"
+#include "gpu/device_region.h"
 #include "gpu/fp8_codec.h"
 #include "gpu/fp8_device.h"
 #include "gpu/gpu_probe.h"
 #include "gpu/engine_layout.h"
+#include "storage/block_cache.h"
+#include "storage/clock.h"
+#include "storage/region_copy.h"
 
 namespace kvtier {
 namespace {
@@ -176,6 +182,58 @@ TEST_F(GpuDeviceTest, Fp8KernelsMatchTheCpuReferenceBitForBit) {
   ExpectKernelsMatchReference(EngineLayoutKind::kVllmNhd, KvDtype::kFp16, 4, 13);
   ExpectKernelsMatchReference(EngineLayoutKind::kVllmHnd, KvDtype::kF32, 8, 11);
   ExpectKernelsMatchReference(EngineLayoutKind::kSglangPageFirst, KvDtype::kBf16, 5, 16);
+}
+
+// The daemon's GPU data path on a real GPU: Save out of device memory, Load
+// into device memory (host to device, promoting into a cudaMalloc'd GPU
+// tier), Load again (device to device from the tier), byte-exact each time.
+TEST_F(GpuDeviceTest, RegionCopiesThroughTheGpuTier) {
+  SystemClock clock;
+  BlockCacheOptions o;
+  o.host_bytes = 64 << 20;
+  o.slab_bytes = 8 << 20;
+  o.max_block_bytes = 2 << 20;
+  std::unique_ptr<BlockCache> cache = *BlockCache::Create(o, &clock);
+  const NamespaceId ns =
+      cache->OpenNamespace({"m", KvLayout{32, 8, 128, DType::kBf16, 16, 0, 1}, "", ""})->id;
+  constexpr uint64_t kBlock = 2 << 20;
+  auto engine = CudaCopyEngine::Create(0);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto pool = DevicePool::Create(0, 8 * kBlock, kBlock, CudaDeviceAllocator());
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const std::vector<uint8_t> bytes = Random(4 * kBlock, 77);
+  DeviceBuffer src_mem(bytes.size()), dst_mem(bytes.size());
+  ASSERT_EQ(cudaMemcpy(src_mem.p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  DeviceRegion src(0, {{src_mem.data(), bytes.size()}}, "src", nullptr);
+  DeviceRegion dst(0, {{dst_mem.data(), bytes.size()}}, "dst", nullptr);
+  std::vector<RegionBlock> blocks;
+  for (int i = 0; i < 4; ++i) {
+    blocks.push_back({*BlockKey::Create(absl::StrCat("g", i)),
+                      i ? *BlockKey::Create(absl::StrCat("g", i - 1)) : BlockKey(), i * kBlock,
+                      kBlock, {}});
+  }
+  int ok = 0;
+  auto sink = [&](const BlockOutcome& b) {
+    ok += b.status.ok();
+    return true;
+  };
+  const KeepGoing go = [] { return true; };
+  ASSERT_TRUE(SaveFromRegion(*cache, ns, src, blocks, sink, go, engine->get()).ok());
+  EXPECT_EQ(ok, 4);
+  for (int round = 0; round < 2; ++round) {
+    ok = 0;
+    ASSERT_EQ(cudaMemset(dst_mem.p, 0, bytes.size()), cudaSuccess);
+    ASSERT_TRUE(LoadIntoRegion(*cache, ns, dst, blocks, sink, go, engine->get(), nullptr,
+                               pool->get())
+                    .ok());
+    EXPECT_EQ(ok, 4) << "round " << round;
+    std::vector<uint8_t> back(bytes.size());
+    ASSERT_EQ(cudaMemcpy(back.data(), dst_mem.p, back.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(back, bytes) << "round " << round;
+  }
+  EXPECT_EQ((*pool)->stats().promotions, 4u);
+  EXPECT_EQ((*pool)->stats().hits, 4u);
 }
 
 }  // namespace

@@ -15,8 +15,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/cuda_ipc_region.h"
+#include "gpu/device_pool.h"
 #include "gpu/device_region.h"
+#include "gpu/test_device_allocator.h"
 #include "gpu/gpu_probe.h"
+#include "kvtier/v1/admin.grpc.pb.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
@@ -46,6 +49,10 @@ class DeviceRegionRpcTest : public ::testing::Test {
       auto engine = std::make_unique<FakeDeviceEngine>();
       engine_ = engine.get();
       seams.copy_engine = std::move(engine);
+      // A GPU tier of 8 block slots in "device" memory.
+      auto pool = DevicePool::Create(0, 8 * kBlock, kBlock, std::make_unique<HostDeviceAllocator>());
+      ASSERT_TRUE(pool.ok()) << pool.status();
+      seams.gpu_tier = *std::move(pool);
       // The handle's first byte names the test tensor it shares.
       seams.open_cuda_ipc = [this](const CudaIpcSpec& spec)
           -> absl::StatusOr<std::unique_ptr<MemoryRegion>> {
@@ -66,8 +73,10 @@ class DeviceRegionRpcTest : public ::testing::Test {
     auto d = Daemon::Start(c, std::move(seams));
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = std::move(*d);
-    kv_ = v1::KvCache::NewStub(
-        grpc::CreateChannel(daemon_->listen_address(), grpc::InsecureChannelCredentials()));
+    auto channel =
+        grpc::CreateChannel(daemon_->listen_address(), grpc::InsecureChannelCredentials());
+    kv_ = v1::KvCache::NewStub(channel);
+    admin_ = v1::Admin::NewStub(channel);
     v1::OpenNamespaceRequest open;
     open.set_model_id("gpu-model");
     auto* l = open.mutable_layout();
@@ -164,7 +173,15 @@ class DeviceRegionRpcTest : public ::testing::Test {
   int opened_ = 0, closed_ = 0;
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<v1::KvCache::Stub> kv_;
+  std::unique_ptr<v1::Admin::Stub> admin_;
   std::string ns_;
+
+  v1::GpuInfo Gpu() {
+    grpc::ClientContext ctx;
+    v1::GetStatusResponse r;
+    EXPECT_TRUE(admin_->GetStatus(&ctx, v1::GetStatusRequest(), &r).ok());
+    return r.gpu();
+  }
 };
 
 TEST_F(DeviceRegionRpcTest, SaveAndLoadPerLayerGpuTensors) {
@@ -188,8 +205,20 @@ TEST_F(DeviceRegionRpcTest, SaveAndLoadPerLayerGpuTensors) {
   }
   EXPECT_EQ(engine_->batches.load(), 2);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(EngineBlockHolds(i, 4 + i)) << i;
+  // That Load promoted the blocks into the GPU tier; loading them again is
+  // device to device, byte-exact.
+  EXPECT_EQ(Gpu().tier_promotions(), 3u);
+  EXPECT_EQ(Gpu().tier_resident_bytes(), 3 * kBlock);
+  EXPECT_EQ(Gpu().copy_engine(), "fake-device");
+  for (int b = 4; b < 7; ++b) WriteEngineBlock(99, b);  // scribble over them
+  out.clear();
+  ASSERT_TRUE(Transfer(false, region, 0, 3, 4, &out).ok());
+  for (const auto& c : out) EXPECT_EQ(c.code(), 0) << c.message();
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(EngineBlockHolds(i, 4 + i)) << i;
+  EXPECT_EQ(Gpu().tier_hits(), 3u);
+  EXPECT_EQ(engine_->batches.load(), 3);
 
-  // A failed copy into GPU memory reports no block loaded.
+  // A failed copy into GPU memory (here from the tier) reports no block loaded.
   engine_->fail = true;
   out.clear();
   ASSERT_TRUE(Transfer(false, region, 0, 3, 4, &out).ok());
@@ -232,6 +261,10 @@ TEST_F(DeviceRegionRpcTest, RangesMustStayInsideOneTensor) {
 
 TEST_F(DeviceRegionRpcTest, ThisBuildsImporterSaysWhatItCanDo) {
   Start(/*fake_gpu=*/false);
+  if (ProbeGpus().devices.empty()) {
+    EXPECT_EQ(Gpu().tier_capacity_bytes(), 0u);
+    EXPECT_FALSE(Gpu().tier_note().empty());
+  }
   std::string region;
   // Malformed: a handle of the wrong size is refused before any CUDA call.
   v1::RegisterMemoryRequest bad;
