@@ -3,7 +3,7 @@
 // for 256 KiB, 1 MiB and 4 MiB blocks, against the baseline of a plain memcpy
 // of the same bytes in the same run. Prints GB/s and the ratio to memcpy.
 //
-//   build/bench/shm_save_load [--mib 256] [--rounds 5]
+//   build/bench/shm_save_load [--mib 256] [--rounds 5] [--block-kib 256|1024|4096]
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/mman.h>
@@ -37,10 +37,12 @@ int main(int argc, char** argv) {
   using namespace kvtier;
   uint64_t mib = 256;
   int rounds = 5;
+  uint64_t only_block = 0;  // --block-kib: measure one block size only
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
     if (f == "--mib") mib = std::strtoull(argv[i + 1], nullptr, 10);
     if (f == "--rounds") rounds = std::atoi(argv[i + 1]);
+    if (f == "--block-kib") only_block = std::strtoull(argv[i + 1], nullptr, 10) << 10;
   }
   spdlog::set_level(spdlog::level::warn);
   const uint64_t region_bytes = mib << 20;
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
               "Save/mcp", "Load/mcp");
   int exit_code = 0;
   for (uint64_t block : {uint64_t{256} << 10, uint64_t{1} << 20, uint64_t{4} << 20}) {
+    if (only_block != 0 && block != only_block) continue;
     const uint64_t n = region_bytes / block;
     const std::string ns = bench::OpenBlockNamespace(*kv, absl::StrCat("bench-", block), block);
     if (ns.empty()) return 1;

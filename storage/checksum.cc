@@ -1,5 +1,9 @@
+// XXH3 through libxxhash's runtime dispatch (the _dispatch entry points):
+// the widest vector unit the CPU has (AVX-512, AVX2, else SSE2), the same
+// hash values whichever runs. The plain entry points are built for SSE2.
 #include "storage/checksum.h"
 
+#include <xxh_x86dispatch.h>
 #include <xxhash.h>
 
 #include <new>
@@ -7,7 +11,7 @@
 namespace kvtier {
 
 uint64_t Checksum64(absl::Span<const uint8_t> bytes) {
-  return XXH3_64bits(bytes.data(), bytes.size());
+  return XXH3_64bits_dispatch(bytes.data(), bytes.size());
 }
 
 Checksum64Stream::Checksum64Stream() : state_(XXH3_createState()) {
@@ -20,7 +24,7 @@ Checksum64Stream::~Checksum64Stream() { XXH3_freeState(state_); }
 void Checksum64Stream::Reset() { XXH3_64bits_reset(state_); }
 
 void Checksum64Stream::Update(absl::Span<const uint8_t> bytes) {
-  XXH3_64bits_update(state_, bytes.data(), bytes.size());
+  XXH3_64bits_update_dispatch(state_, bytes.data(), bytes.size());
 }
 
 uint64_t Checksum64Stream::Digest() const { return XXH3_64bits_digest(state_); }
