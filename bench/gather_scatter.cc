@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
   const auto scatter = *PlanScatter(*layout, bases, ids, staging.data());
   const CopyBatch gather_batch{MemoryKind::kHost, MemoryKind::kHost, 0, gather};
   const CopyBatch scatter_batch{MemoryKind::kHost, MemoryKind::kHost, 0, scatter};
-  const CopyBatch contiguous{MemoryKind::kHost, MemoryKind::kHost, 0, {{b.data(), a.data(), bytes}}};
+  const CopyBatch contiguous{
+      MemoryKind::kHost, MemoryKind::kHost, 0, {{b.data(), a.data(), bytes}}};
   auto run = [&](CopyEngine& e, const CopyBatch& batch) {
     if (!e.CopySync(batch).ok()) std::abort();
   };
@@ -88,8 +89,8 @@ int main(int argc, char** argv) {
               gb / contiguous_s, memcpy_s / contiguous_s);
   std::printf("  gather, 1 worker                        %7.2f GB/s  %.2fx memcpy\n",
               gb / gather1_s, memcpy_s / gather1_s);
-  std::printf("  gather                                  %7.2f GB/s  %.2fx memcpy\n",
-              gb / gather_s, memcpy_s / gather_s);
+  std::printf("  gather                                  %7.2f GB/s  %.2fx memcpy\n", gb / gather_s,
+              memcpy_s / gather_s);
   std::printf("  scatter                                 %7.2f GB/s  %.2fx memcpy\n",
               gb / scatter_s, memcpy_s / scatter_s);
   return 0;

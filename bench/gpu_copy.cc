@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "gpu/cuda/cuda_copy_engine.h"
+#include "gpu/engine_layout.h"
 #include "gpu/fp8_codec.h"
 #include "gpu/fp8_device.h"
 #include "gpu/gpu_probe.h"
-#include "gpu/engine_layout.h"
 
 namespace {
 
@@ -120,8 +120,8 @@ int main(int argc, char** argv) {
   });
 
   // Whole blocks, every other slot on both sides.
-  CopyBatch h2d{MemoryKind::kHost, MemoryKind::kDevice, 0, {}}, d2h{MemoryKind::kDevice,
-                                                                    MemoryKind::kHost, 0, {}};
+  CopyBatch h2d{MemoryKind::kHost, MemoryKind::kDevice, 0, {}},
+      d2h{MemoryKind::kDevice, MemoryKind::kHost, 0, {}};
   for (int i = 0; i < blocks; ++i) {
     auto* h = static_cast<uint8_t*>(host) + 2 * i * block_bytes;
     auto* d = static_cast<uint8_t*>(dev) + (2 * i + 1) * block_bytes;
@@ -160,8 +160,7 @@ int main(int argc, char** argv) {
          BestSeconds(rounds, [&] { sync(scatter_d2d); }), contig_d2d);
 
   // fp8: bytes read + written against a device-to-device copy's (2 x bytes).
-  absl::StatusOr<fp8::Geometry> geo =
-      MakeFp8Geometry(*layout, Fp8Format{KvDtype::kBf16, 16, 0});
+  absl::StatusOr<fp8::Geometry> geo = MakeFp8Geometry(*layout, Fp8Format{KvDtype::kBf16, 16, 0});
   void* enc = nullptr;
   Check(cudaMalloc(&enc, geo->encoded_bytes * blocks), "cudaMalloc");
   Check(cudaMemset(dev, 0x3c, bytes), "cudaMemset");  // bf16 ~1.0-ish values
@@ -180,8 +179,8 @@ int main(int argc, char** argv) {
                 rows[i].name.c_str(), rows[i].gbps, rows[i].baseline_gbps,
                 rows[i].gbps / rows[i].baseline_gbps);
   }
-  std::printf("{\"device\": \"%s\", \"blocks\": %d, \"block_bytes\": %zu, \"rows\": [", inv.detail.c_str(),
-              blocks, block_bytes);
+  std::printf("{\"device\": \"%s\", \"blocks\": %d, \"block_bytes\": %zu, \"rows\": [",
+              inv.detail.c_str(), blocks, block_bytes);
   for (size_t i = 0; i < rows.size(); ++i) {
     std::printf("%s{\"name\": \"%s\", \"gbps\": %.3f, \"baseline_gbps\": %.3f, \"ratio\": %.3f}",
                 i ? ", " : "", rows[i].name.c_str(), rows[i].gbps, rows[i].baseline_gbps,

@@ -79,9 +79,7 @@ absl::Status CpuCopyEngine::Submit(CopyBatch batch, CopyDone done) {
 }
 
 void CpuCopyEngine::Work() {
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || !queue_.empty();
-  };
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
   for (;;) {
     Piece piece;
     {

@@ -25,8 +25,8 @@ TEST(CpuCopyEngineTest, CopiesEveryOpOfABatchAndCompletesOnce) {
   auto engine = CpuCopyEngine::Create(3);
   ASSERT_TRUE(engine.ok()) << engine.status();
   // Sizes straddle the 1 MiB piece size so single ops are split too.
-  const std::vector<size_t> sizes = {1, 17, 4096, (1 << 20) - 1, 1 << 20, (1 << 20) + 1,
-                                     3 * (1 << 20) + 5, 32768};
+  const std::vector<size_t> sizes = {
+      1, 17, 4096, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 * (1 << 20) + 5, 32768};
   const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
   std::vector<uint8_t> src = Pattern(total, 1), dst(total, 0);
   CopyBatch batch;

@@ -5,11 +5,12 @@ namespace kvtier {
 
 absl::Status ValidateCudaIpcSpec(const CudaIpcSpec& spec) {
   if (spec.device < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda_ipc.device ", spec.device, " is negative"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda_ipc.device ", spec.device, " is negative"));
   }
   if (spec.tensors.empty() || spec.tensors.size() > kMaxIpcTensors) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda_ipc needs 1..", kMaxIpcTensors,
-                                                   " tensors, not ", spec.tensors.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda_ipc needs 1..", kMaxIpcTensors, " tensors, not ", spec.tensors.size()));
   }
   uint64_t total = 0;
   for (size_t i = 0; i < spec.tensors.size(); ++i) {

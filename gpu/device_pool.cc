@@ -21,7 +21,10 @@ absl::StatusOr<std::unique_ptr<DevicePool>> DevicePool::Create(
 
 DevicePool::DevicePool(int device, uint8_t* base, uint64_t slot_bytes, size_t slots,
                        std::unique_ptr<DeviceAllocator> alloc)
-    : device_(device), base_(base), slot_bytes_(slot_bytes), alloc_(std::move(alloc)),
+    : device_(device),
+      base_(base),
+      slot_bytes_(slot_bytes),
+      alloc_(std::move(alloc)),
       slots_(slots) {
   stats_.device = device;
   stats_.capacity_bytes = slots * slot_bytes;
@@ -44,8 +47,11 @@ void DevicePool::Unpin(uint32_t slot) {
   absl::MutexLock lock(&mu_);
   Slot& s = slots_[slot];
   --s.pins;
-  // A stale entry waits for its last reader before the slot is reused.
-  if (s.pins == 0 && s.state == State::kReady && !s.mapped) FreeLocked(slot);
+  // A stale entry waits for its last reader before the slot is reused; a
+  // fill abandoned without Commit (its copy was cancelled) is freed.
+  if (s.pins == 0 && ((s.state == State::kReady && !s.mapped) || s.state == State::kFilling)) {
+    FreeLocked(slot);
+  }
 }
 
 void DevicePool::FreeLocked(uint32_t slot) {

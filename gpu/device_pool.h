@@ -42,8 +42,8 @@ class DevicePool final : public GpuTier {
   ~DevicePool() override;
 
   int device() const override { return device_; }
-  std::optional<Entry> Find(const NamespaceId& ns, const BlockKey& key,
-                            uint64_t checksum) override ABSL_LOCKS_EXCLUDED(mu_);
+  std::optional<Entry> Find(const NamespaceId& ns, const BlockKey& key, uint64_t checksum) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   std::optional<Entry> Reserve(const NamespaceId& ns, const BlockKey& key, uint64_t checksum,
                                uint64_t size) override ABSL_LOCKS_EXCLUDED(mu_);
   void Commit(const Entry& reserved, bool copied) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -58,8 +58,8 @@ class DevicePool final : public GpuTier {
     uint64_t checksum = 0;
     uint64_t size = 0;
     uint32_t pins = 0;
-    uint64_t used = 0;      // LRU tick
-    bool mapped = false;    // in index_ (a stale entry is unmapped, then freed)
+    uint64_t used = 0;    // LRU tick
+    bool mapped = false;  // in index_ (a stale entry is unmapped, then freed)
   };
   struct NsKey {
     NamespaceId ns;

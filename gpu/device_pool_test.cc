@@ -41,7 +41,7 @@ TEST_F(DevicePoolTest, ServesCommittedBlocksWithTheirChecksum) {
   EXPECT_FALSE(pool_->Find(ns_, Key(1), 1).has_value());
   std::optional<GpuTier::Entry> filling = pool_->Reserve(ns_, Key(1), 1, 512);
   ASSERT_TRUE(filling.has_value());
-  EXPECT_FALSE(pool_->Find(ns_, Key(1), 1).has_value());  // not before Commit
+  EXPECT_FALSE(pool_->Find(ns_, Key(1), 1).has_value());          // not before Commit
   EXPECT_FALSE(pool_->Reserve(ns_, Key(1), 1, 512).has_value());  // already being filled
   std::memset(filling->data, 7, 512);
   pool_->Commit(*filling, true);
@@ -76,8 +76,8 @@ TEST_F(DevicePoolTest, EvictsLeastRecentlyUsedButNeverAPinnedSlot) {
   Promote(3);
   std::optional<GpuTier::Entry> pinned = pool_->Find(ns_, Key(1), 1);  // 1 is now most recent
   ASSERT_TRUE(pinned.has_value());
-  EXPECT_TRUE(pool_->Find(ns_, Key(3), 3).has_value());                 // then 3
-  Promote(4);  // evicts 2, the least recently used
+  EXPECT_TRUE(pool_->Find(ns_, Key(3), 3).has_value());  // then 3
+  Promote(4);                                            // evicts 2, the least recently used
   EXPECT_FALSE(pool_->Find(ns_, Key(2), 2).has_value());
   EXPECT_TRUE(pool_->Find(ns_, Key(3), 3).has_value());
   Promote(5);  // 1 is older than 3 and 4 now, but pinned: 3 or 4 goes
@@ -102,8 +102,9 @@ TEST_F(DevicePoolTest, FailedFillsFreeTheSlotAndBadSizesAreRefused) {
   EXPECT_FALSE(pool_->Reserve(ns_, Key(2), 2, 0).has_value());
   EXPECT_EQ(DevicePool::Create(0, 100, 0, std::make_unique<HostDeviceAllocator>()).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(DevicePool::Create(0, 100, 200, std::make_unique<HostDeviceAllocator>()).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      DevicePool::Create(0, 100, 200, std::make_unique<HostDeviceAllocator>()).status().code(),
+      absl::StatusCode::kInvalidArgument);
   // Without CUDA (or a GPU) the real allocator says so.
   auto real = DevicePool::Create(0, 1 << 20, 1 << 16, CudaDeviceAllocator());
   if (!real.ok()) {
@@ -177,9 +178,56 @@ TEST(GpuTierLoadTest, LoadsPromoteThenHitAndNeverServeStaleBytes) {
   out.clear();
   ASSERT_TRUE(
       LoadIntoRegion(*cache, ns, dst, blocks, sink, go, &engine, nullptr, empty->get()).ok());
+  ASSERT_EQ(out.size(), 3u);
   for (const BlockOutcome& b : out) EXPECT_FALSE(b.status.ok());
   EXPECT_EQ((*empty)->stats().resident_blocks, 0u);
   EXPECT_EQ((*empty)->stats().promotions, 0u);
+}
+
+// A Load abandoned mid-group (its caller went away) leaves no slot stuck
+// half-filled: the same blocks promote on the next Load.
+TEST(GpuTierLoadTest, CancelledLoadsLeakNoSlots) {
+  SystemClock clock;
+  BlockCacheOptions o;
+  o.host_bytes = 8 << 20;
+  o.slab_bytes = 1 << 20;
+  o.max_block_bytes = 64 << 10;
+  std::unique_ptr<BlockCache> cache = *BlockCache::Create(o, &clock);
+  const NamespaceId ns =
+      cache->OpenNamespace({"m", KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1}, "", ""})->id;
+  constexpr uint64_t kBlock = 32 << 10;
+  auto pool = DevicePool::Create(0, 2 * kBlock, kBlock, std::make_unique<HostDeviceAllocator>());
+  ASSERT_TRUE(pool.ok());
+  FakeDeviceEngine engine;
+  std::vector<uint8_t> mem(2 * kBlock, 5), dst_mem(2 * kBlock);
+  DeviceRegion src(0, {{mem.data(), mem.size()}}, "src", nullptr);
+  DeviceRegion dst(0, {{dst_mem.data(), dst_mem.size()}}, "dst", nullptr);
+  const std::vector<RegionBlock> blocks = {{Key(0), BlockKey(), 0, kBlock, {}},
+                                           {Key(1), Key(0), kBlock, kBlock, {}}};
+  std::vector<BlockOutcome> out;
+  auto sink = [&](const BlockOutcome& b) {
+    out.push_back(b);
+    return true;
+  };
+  ASSERT_TRUE(SaveFromRegion(
+                  *cache, ns, src, blocks, sink, [] { return true; }, &engine)
+                  .ok());
+  int asked = 0;
+  const KeepGoing stop_at_second = [&] { return ++asked < 2; };
+  out.clear();
+  EXPECT_EQ(
+      LoadIntoRegion(*cache, ns, dst, blocks, sink, stop_at_second, &engine, nullptr, pool->get())
+          .code(),
+      absl::StatusCode::kCancelled);
+  EXPECT_TRUE(out.empty());  // nothing reported loaded
+  // Both slots are free again: both blocks promote now.
+  out.clear();
+  ASSERT_TRUE(LoadIntoRegion(
+                  *cache, ns, dst, blocks, sink, [] { return true; }, &engine, nullptr, pool->get())
+                  .ok());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ((*pool)->stats().promotions, 2u);
+  EXPECT_EQ((*pool)->stats().resident_blocks, 2u);
 }
 
 }  // namespace

@@ -9,7 +9,9 @@ namespace kvtier {
 
 DeviceRegion::DeviceRegion(int device, std::vector<Tensor> tensors, std::string what,
                            std::function<void()> release)
-    : device_(device), tensors_(std::move(tensors)), what_(std::move(what)),
+    : device_(device),
+      tensors_(std::move(tensors)),
+      what_(std::move(what)),
       release_(std::move(release)) {
   for (const Tensor& t : tensors_) {
     starts_.push_back(size_);
@@ -27,10 +29,9 @@ absl::StatusOr<uint8_t*> DeviceRegion::Address(uint64_t offset, uint64_t size) {
   const size_t i = std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin() - 1;
   const uint64_t in = offset - starts_[i];
   if (size > tensors_[i].size - in) {
-    return absl::InvalidArgumentError(absl::StrCat("bytes [", offset, ", +", size,
-                                                   ") straddle tensors ", i, " and ", i + 1,
-                                                   " of the region (tensor ", i, " ends at ",
-                                                   starts_[i] + tensors_[i].size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bytes [", offset, ", +", size, ") straddle tensors ", i, " and ", i + 1,
+        " of the region (tensor ", i, " ends at ", starts_[i] + tensors_[i].size, ")"));
   }
   return tensors_[i].base + in;
 }

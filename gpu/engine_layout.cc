@@ -38,9 +38,8 @@ absl::Status CheckBlocks(const EngineLayout& layout, absl::Span<void* const> ten
   absl::flat_hash_set<int64_t> seen;
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (blocks[i] < 0 || blocks[i] >= layout.shape().num_blocks) {
-      return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "] = ", blocks[i],
-                                                     " is outside [0, ",
-                                                     layout.shape().num_blocks, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blocks[", i, "] = ", blocks[i], " is outside [0, ", layout.shape().num_blocks, ")"));
     }
     if (unique && !seen.insert(blocks[i]).second) {
       return absl::InvalidArgumentError(
@@ -72,18 +71,18 @@ absl::StatusOr<EngineLayout> EngineLayout::Create(EngineLayoutKind kind, const K
       s.head_dim <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "layers, blocks, block tokens, KV heads and head dim must all be positive (got ",
-        s.num_layers, ", ", s.num_blocks, ", ", s.block_tokens, ", ", s.kv_heads, ", ",
-        s.head_dim, ")"));
+        s.num_layers, ", ", s.num_blocks, ", ", s.block_tokens, ", ", s.kv_heads, ", ", s.head_dim,
+        ")"));
   }
   if (s.dtype_bytes != 1 && s.dtype_bytes != 2 && s.dtype_bytes != 4) {
     return absl::InvalidArgumentError(
         absl::StrCat("element size must be 1, 2 or 4 bytes, not ", s.dtype_bytes));
   }
   // Every tensor of every layout holds 2*N*T*H*D elements times L / tensors.
-  const uint64_t all = Mul(Mul(Mul(Mul(Mul(Mul(2, s.num_layers), s.num_blocks), s.block_tokens),
-                                   s.kv_heads),
-                               s.head_dim),
-                           s.dtype_bytes);
+  const uint64_t all =
+      Mul(Mul(Mul(Mul(Mul(Mul(2, s.num_layers), s.num_blocks), s.block_tokens), s.kv_heads),
+              s.head_dim),
+          s.dtype_bytes);
   if (all == 0) {
     return absl::InvalidArgumentError("the KV tensors would exceed 2^62 bytes");
   }
@@ -163,8 +162,8 @@ absl::StatusOr<std::vector<CopyOp>> PlanGather(const EngineLayout& layout,
   for (int64_t b : blocks) {
     for (int c = 0; c < layout.chunks_per_block(); ++c) {
       const ChunkPlace p = layout.Chunk(b, c);
-      ops.push_back({out, static_cast<const uint8_t*>(tensors[p.tensor]) + p.offset,
-                     layout.chunk_bytes()});
+      ops.push_back(
+          {out, static_cast<const uint8_t*>(tensors[p.tensor]) + p.offset, layout.chunk_bytes()});
       out += layout.chunk_bytes();
     }
   }
@@ -173,8 +172,7 @@ absl::StatusOr<std::vector<CopyOp>> PlanGather(const EngineLayout& layout,
 
 absl::StatusOr<std::vector<CopyOp>> PlanScatter(const EngineLayout& layout,
                                                 absl::Span<void* const> tensors,
-                                                absl::Span<const int64_t> blocks,
-                                                const void* src) {
+                                                absl::Span<const int64_t> blocks, const void* src) {
   if (absl::Status s = CheckBlocks(layout, tensors, blocks, true); !s.ok()) return s;
   if (src == nullptr && !blocks.empty()) return absl::InvalidArgumentError("src is null");
   std::vector<CopyOp> ops;
@@ -183,8 +181,8 @@ absl::StatusOr<std::vector<CopyOp>> PlanScatter(const EngineLayout& layout,
   for (int64_t b : blocks) {
     for (int c = 0; c < layout.chunks_per_block(); ++c) {
       const ChunkPlace p = layout.Chunk(b, c);
-      ops.push_back({static_cast<uint8_t*>(tensors[p.tensor]) + p.offset, in,
-                     layout.chunk_bytes()});
+      ops.push_back(
+          {static_cast<uint8_t*>(tensors[p.tensor]) + p.offset, in, layout.chunk_bytes()});
       in += layout.chunk_bytes();
     }
   }

@@ -153,15 +153,16 @@ TEST(EngineLayoutTest, BadShapesAndRequestsAreInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(EngineLayout::Create(EngineLayoutKind::kVllmNhd, {1, 1, 1, 1, 1, 3}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(EngineLayout::Create(EngineLayoutKind::kCrossLayer, {1 << 20, int64_t{1} << 40, 1 << 10,
-                                                         64, 128, 4})
+  EXPECT_EQ(EngineLayout::Create(EngineLayoutKind::kCrossLayer,
+                                 {1 << 20, int64_t{1} << 40, 1 << 10, 64, 128, 4})
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseEngineLayoutKind("vllm").status().code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(ParseEngineLayoutKind("sglang-page-first").ok());
 
-  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {2, 4, 2, 1, 2, 2});
+  absl::StatusOr<EngineLayout> layout =
+      EngineLayout::Create(EngineLayoutKind::kVllmNhd, {2, 4, 2, 1, 2, 2});
   ASSERT_TRUE(layout.ok());
   std::vector<uint8_t> t0(layout->tensor_bytes()), t1(layout->tensor_bytes()),
       buf(4 * layout->block_bytes());

@@ -4,8 +4,10 @@
 
 namespace kvtier {
 
-absl::StatusOr<std::unique_ptr<Fp8BlockTransform>> Fp8BlockTransform::Create(
-    EngineLayoutKind kind, const KvShape& shape, KvDtype dtype, int group) {
+absl::StatusOr<std::unique_ptr<Fp8BlockTransform>> Fp8BlockTransform::Create(EngineLayoutKind kind,
+                                                                             const KvShape& shape,
+                                                                             KvDtype dtype,
+                                                                             int group) {
   absl::StatusOr<EngineLayout> layout = EngineLayout::Create(kind, shape);
   if (!layout.ok()) return layout.status();
   const Fp8Format format{dtype, group, 0};

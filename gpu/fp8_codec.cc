@@ -13,7 +13,8 @@ absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name) {
   if (name == "bf16") return KvDtype::kBf16;
   if (name == "fp16") return KvDtype::kFp16;
   if (name == "f32") return KvDtype::kF32;
-  return absl::InvalidArgumentError(absl::StrCat("unknown KV dtype '", name, "' (bf16, fp16, f32)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown KV dtype '", name, "' (bf16, fp16, f32)"));
 }
 
 std::string KvDtypeName(KvDtype dtype) {
@@ -33,10 +34,9 @@ int KvDtypeBytes(KvDtype dtype) { return dtype == KvDtype::kF32 ? 4 : 2; }
 absl::StatusOr<fp8::Geometry> MakeFp8Geometry(const EngineLayout& layout, const Fp8Format& f) {
   const KvShape& s = layout.shape();
   if (KvDtypeBytes(f.dtype) != s.dtype_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("dtype ", KvDtypeName(f.dtype), " has ",
-                                                   KvDtypeBytes(f.dtype),
-                                                   "-byte elements; the layout has ",
-                                                   s.dtype_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype ", KvDtypeName(f.dtype), " has ", KvDtypeBytes(f.dtype),
+                     "-byte elements; the layout has ", s.dtype_bytes));
   }
   if (f.k_group_tokens < 1 || f.k_group_tokens > s.block_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("the K scale group (", f.k_group_tokens,
@@ -44,8 +44,8 @@ absl::StatusOr<fp8::Geometry> MakeFp8Geometry(const EngineLayout& layout, const 
                                                    "], the block's tokens"));
   }
   if (f.valid_tokens < 0 || f.valid_tokens > s.block_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("valid tokens ", f.valid_tokens,
-                                                   " outside [0, ", s.block_tokens, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("valid tokens ", f.valid_tokens, " outside [0, ", s.block_tokens, "]"));
   }
   fp8::Geometry g{};
   g.layers = s.num_layers;
@@ -73,8 +73,7 @@ absl::StatusOr<fp8::Geometry> MakeFp8Geometry(const EngineLayout& layout, const 
 }
 
 absl::StatusOr<Fp8Stats> EncodeFp8Block(const EngineLayout& layout, const Fp8Format& format,
-                                        absl::Span<const uint8_t> block,
-                                        absl::Span<uint8_t> out) {
+                                        absl::Span<const uint8_t> block, absl::Span<uint8_t> out) {
   absl::StatusOr<fp8::Geometry> geo = MakeFp8Geometry(layout, format);
   if (!geo.ok()) return geo.status();
   const fp8::Geometry& g = *geo;
@@ -153,9 +152,8 @@ absl::StatusOr<Fp8Format> DecodeFp8Block(const EngineLayout& layout,
                                          absl::Span<const uint8_t> encoded,
                                          absl::Span<uint8_t> block) {
   if (encoded.size() < fp8::kHeaderBytes) {
-    return absl::DataLossError(
-        absl::StrCat("an fp8 block needs a ", fp8::kHeaderBytes, "-byte header; got ",
-                     encoded.size(), " bytes"));
+    return absl::DataLossError(absl::StrCat("an fp8 block needs a ", fp8::kHeaderBytes,
+                                            "-byte header; got ", encoded.size(), " bytes"));
   }
   uint32_t magic, valid, group;
   uint16_t version;
@@ -174,13 +172,13 @@ absl::StatusOr<Fp8Format> DecodeFp8Block(const EngineLayout& layout,
   if (f.valid_tokens == 0) return absl::DataLossError("an fp8 block with 0 tokens");
   absl::StatusOr<fp8::Geometry> geo = MakeFp8Geometry(layout, f);
   if (!geo.ok()) {
-    return absl::DataLossError(absl::StrCat("fp8 block does not fit the layout: ",
-                                            geo.status().message()));
+    return absl::DataLossError(
+        absl::StrCat("fp8 block does not fit the layout: ", geo.status().message()));
   }
   const fp8::Geometry& g = *geo;
   if (encoded.size() != g.encoded_bytes) {
-    return absl::DataLossError(absl::StrCat("fp8 block of ", encoded.size(), " bytes; its header says ",
-                                            g.encoded_bytes));
+    return absl::DataLossError(
+        absl::StrCat("fp8 block of ", encoded.size(), " bytes; its header says ", g.encoded_bytes));
   }
   if (block.size() != layout.block_bytes()) {
     return absl::InvalidArgumentError(
@@ -199,8 +197,9 @@ absl::StatusOr<Fp8Format> DecodeFp8Block(const EngineLayout& layout,
       const uint32_t grp = t / g.group;
       for (uint32_t c = 0; c < g.channels; ++c) {
         const float s = scale_at(g.scale_offset(l, 0) + 4 * (uint64_t(grp) * g.channels + c));
-        fp8::StoreElement(out, g, g.element(l, 0, t, c),
-                          fp8::Dequantize(e[g.code_offset(l, 0) + uint64_t(t) * g.channels + c], s));
+        fp8::StoreElement(
+            out, g, g.element(l, 0, t, c),
+            fp8::Dequantize(e[g.code_offset(l, 0) + uint64_t(t) * g.channels + c], s));
       }
     }
     for (uint32_t t = g.k_coded_tokens(); t < g.valid; ++t) {
@@ -214,8 +213,9 @@ absl::StatusOr<Fp8Format> DecodeFp8Block(const EngineLayout& layout,
     for (uint32_t t = 0; t < g.valid; ++t) {
       const float s = scale_at(g.scale_offset(l, 1) + 4 * uint64_t(t));
       for (uint32_t c = 0; c < g.channels; ++c) {
-        fp8::StoreElement(out, g, g.element(l, 1, t, c),
-                          fp8::Dequantize(e[g.code_offset(l, 1) + uint64_t(t) * g.channels + c], s));
+        fp8::StoreElement(
+            out, g, g.element(l, 1, t, c),
+            fp8::Dequantize(e[g.code_offset(l, 1) + uint64_t(t) * g.channels + c], s));
       }
     }
   }

@@ -21,8 +21,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "gpu/fp8_geometry.h"
 #include "gpu/engine_layout.h"
+#include "gpu/fp8_geometry.h"
 
 namespace kvtier {
 

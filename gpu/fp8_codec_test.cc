@@ -64,7 +64,7 @@ TEST(Fp8ScalarTest, RoundsToNearestEvenLikeABruteForceSearch) {
   // Ties, by hand: 1.0625 is halfway between 1 (m=0) and 1.125 (m=1): even, 1.
   bool clipped;
   EXPECT_EQ(fp8::FloatToE4m3(1.0625f, &clipped), 0x38);
-  EXPECT_EQ(fp8::FloatToE4m3(1.1875f, &clipped), 0x3a);  // 1.125|1.25 -> 1.25
+  EXPECT_EQ(fp8::FloatToE4m3(1.1875f, &clipped), 0x3a);                // 1.125|1.25 -> 1.25
   EXPECT_EQ(fp8::FloatToE4m3(std::ldexp(1.0f, -10), &clipped), 0x00);  // half of 2^-9
   EXPECT_EQ(fp8::FloatToE4m3(std::ldexp(3.0f, -10), &clipped), 0x02);  // 1.5 * 2^-9 -> 2
   EXPECT_EQ(fp8::FloatToE4m3(464.0f, &clipped), 0x7e);
@@ -129,8 +129,8 @@ std::vector<uint8_t> MakeBlock(const EngineLayout& layout, F f) {
   return block;
 }
 
-float BlockValue(const EngineLayout& layout, const std::vector<uint8_t>& block, int l, int kv, int t,
-                 int c) {
+float BlockValue(const EngineLayout& layout, const std::vector<uint8_t>& block, int l, int kv,
+                 int t, int c) {
   const TileView tile = layout.Tile(l, kv);
   const int hd = layout.shape().head_dim;
   const uint64_t i = tile.offset + t * tile.token_stride + (c / hd) * tile.head_stride + c % hd;
@@ -144,7 +144,8 @@ float Wave(int l, int kv, int t, int c) {
 }
 
 TEST(Fp8CodecTest, RoundTripIsWithinFp8PrecisionAndHalvesTheBytes) {
-  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {2, 4, 16, 2, 64, 2});
+  absl::StatusOr<EngineLayout> layout =
+      EngineLayout::Create(EngineLayoutKind::kVllmNhd, {2, 4, 16, 2, 64, 2});
   ASSERT_TRUE(layout.ok());
   const Fp8Format format{KvDtype::kBf16, 16, 0};
   absl::StatusOr<fp8::Geometry> geo = MakeFp8Geometry(*layout, format);
@@ -191,7 +192,8 @@ TEST(Fp8CodecTest, RoundTripIsWithinFp8PrecisionAndHalvesTheBytes) {
 }
 
 TEST(Fp8CodecTest, PerChannelKScalesProtectSmallChannelsFromOutliers) {
-  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {1, 1, 16, 1, 16, 2});
+  absl::StatusOr<EngineLayout> layout =
+      EngineLayout::Create(EngineLayoutKind::kVllmNhd, {1, 1, 16, 1, 16, 2});
   ASSERT_TRUE(layout.ok());
   // Channel 0 is an outlier (1000x); channel 5 holds small values.
   auto f = [](int, int, int t, int c) {
@@ -216,7 +218,8 @@ TEST(Fp8CodecTest, PerChannelKScalesProtectSmallChannelsFromOutliers) {
 }
 
 TEST(Fp8CodecTest, PartialGroupStaysInTheOriginalDtypeAndTheRestIsZero) {
-  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmHnd, {2, 1, 16, 2, 8, 2});
+  absl::StatusOr<EngineLayout> layout =
+      EngineLayout::Create(EngineLayoutKind::kVllmHnd, {2, 1, 16, 2, 8, 2});
   ASSERT_TRUE(layout.ok());
   // 13 valid tokens, groups of 4: K tokens 0-11 coded, token 12 raw.
   const Fp8Format format{KvDtype::kBf16, 4, 13};
@@ -241,20 +244,23 @@ TEST(Fp8CodecTest, PartialGroupStaysInTheOriginalDtypeAndTheRestIsZero) {
 
 TEST(Fp8CodecTest, EncodingIsTheSameWhateverTheEngineLayout) {
   std::vector<std::vector<uint8_t>> encodings;
-  for (EngineLayoutKind kind : {EngineLayoutKind::kVllmNhd, EngineLayoutKind::kVllmHnd,
-                            EngineLayoutKind::kCrossLayer, EngineLayoutKind::kSglangPageFirst}) {
+  for (EngineLayoutKind kind :
+       {EngineLayoutKind::kVllmNhd, EngineLayoutKind::kVllmHnd, EngineLayoutKind::kCrossLayer,
+        EngineLayoutKind::kSglangPageFirst}) {
     absl::StatusOr<EngineLayout> layout = EngineLayout::Create(kind, {3, 2, 8, 2, 4, 2});
     ASSERT_TRUE(layout.ok());
     const Fp8Format format{KvDtype::kBf16, 4, 0};
     std::vector<uint8_t> encoded(MakeFp8Geometry(*layout, format)->encoded_bytes);
-    ASSERT_TRUE(EncodeFp8Block(*layout, format, MakeBlock(*layout, Wave), absl::MakeSpan(encoded)).ok());
+    ASSERT_TRUE(
+        EncodeFp8Block(*layout, format, MakeBlock(*layout, Wave), absl::MakeSpan(encoded)).ok());
     encodings.push_back(encoded);
   }
   for (size_t i = 1; i < encodings.size(); ++i) EXPECT_EQ(encodings[i], encodings[0]) << i;
 }
 
 TEST(Fp8CodecTest, NonFiniteValuesAreCountedAsClipped) {
-  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {1, 1, 4, 1, 4, 4});
+  absl::StatusOr<EngineLayout> layout =
+      EngineLayout::Create(EngineLayoutKind::kVllmNhd, {1, 1, 4, 1, 4, 4});
   ASSERT_TRUE(layout.ok());
   std::vector<float> values(layout->block_bytes() / 4, 1.0f);
   values[3] = std::numeric_limits<float>::infinity();  // K
@@ -274,10 +280,21 @@ TEST(Fp8CodecTest, NonFiniteValuesAreCountedAsClipped) {
   std::memcpy(v, decoded.data(), sizeof v);
   EXPECT_FLOAT_EQ(v[0], 1.0f);
   EXPECT_FLOAT_EQ(v[21], 1.0f);
+  // A NaN stays a NaN (of its sign), and not by float arithmetic, which
+  // would differ between CPU and GPU.
+  EXPECT_TRUE(std::isnan(v[20]));
+  bool clipped = false;
+  EXPECT_EQ(fp8::Quantize(-std::nanf(""), 1.0f, &clipped), 0xff);
+  EXPECT_TRUE(clipped);
+  uint32_t bits;
+  const float neg_nan = fp8::Dequantize(0xff, 3.0f);
+  std::memcpy(&bits, &neg_nan, 4);
+  EXPECT_EQ(bits, 0xffc00000u);
 }
 
 TEST(Fp8CodecTest, BadInputIsRefused) {
-  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {1, 1, 8, 1, 4, 2});
+  absl::StatusOr<EngineLayout> layout =
+      EngineLayout::Create(EngineLayoutKind::kVllmNhd, {1, 1, 8, 1, 4, 2});
   ASSERT_TRUE(layout.ok());
   EXPECT_EQ(MakeFp8Geometry(*layout, {KvDtype::kF32, 4, 0}).status().code(),
             absl::StatusCode::kInvalidArgument);  // 4-byte dtype, 2-byte layout
@@ -302,7 +319,8 @@ TEST(Fp8CodecTest, BadInputIsRefused) {
   bad_magic[0] ^= 1;
   EXPECT_EQ(DecodeFp8Block(*layout, bad_magic, absl::MakeSpan(decoded)).status().code(),
             absl::StatusCode::kDataLoss);
-  absl::StatusOr<EngineLayout> other = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {2, 1, 8, 1, 4, 2});
+  absl::StatusOr<EngineLayout> other =
+      EngineLayout::Create(EngineLayoutKind::kVllmNhd, {2, 1, 8, 1, 4, 2});
   ASSERT_TRUE(other.ok());
   std::vector<uint8_t> other_block(other->block_bytes());
   EXPECT_EQ(DecodeFp8Block(*other, encoded, absl::MakeSpan(other_block)).status().code(),

@@ -3,8 +3,7 @@
 
 namespace kvtier {
 
-absl::StatusOr<Fp8Stats> EncodeFp8OnDevice(int, const fp8::Geometry&, const void*, void*,
-                                           size_t) {
+absl::StatusOr<Fp8Stats> EncodeFp8OnDevice(int, const fp8::Geometry&, const void*, void*, size_t) {
   return absl::FailedPreconditionError("fp8 on the GPU: this build has no CUDA");
 }
 

@@ -112,7 +112,7 @@ KVTIER_HD uint16_t FloatToFp16(float f) {
   const uint32_t u = FloatBits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000);
   const uint32_t mag = u & 0x7fffffffu;
-  if (mag > 0x7f800000u) return sign | 0x7e00;  // NaN
+  if (mag > 0x7f800000u) return sign | 0x7e00;   // NaN
   if (mag >= 0x477ff000u) return sign | 0x7c00;  // rounds past 65504: inf
   const int exp = static_cast<int>(mag >> 23) - 127;
   if (exp < -14) {

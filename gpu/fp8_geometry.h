@@ -33,7 +33,7 @@ enum Dtype : uint8_t { kBf16 = 0, kFp16 = 1, kF32 = 2 };
 struct Geometry {
   // Shape.
   uint32_t layers, tokens, heads, head_dim, channels;  // channels = heads*head_dim
-  uint32_t valid, group, full_groups;                 // n, G, n / G
+  uint32_t valid, group, full_groups;                  // n, G, n / G
   uint8_t dtype;
   uint32_t elem_bytes;
   // Tile (layer l, kv) of the plain block starts at element
@@ -62,8 +62,8 @@ struct Geometry {
   }
   // Element index in the plain block of (layer, kv, token, channel).
   KVTIER_HD uint64_t element(uint32_t l, int kv, uint32_t t, uint32_t c) const {
-    return tile_base[kv] + l * tile_layer_stride + t * token_stride +
-           (c / head_dim) * head_stride + (c % head_dim);
+    return tile_base[kv] + l * tile_layer_stride + t * token_stride + (c / head_dim) * head_stride +
+           (c % head_dim);
   }
 };
 
@@ -97,11 +97,23 @@ KVTIER_HD float ScaleFor(float amax) {
   return s > 0.0f && IsFinite(s) ? s : 1.0f;
 }
 
+// NaNs are handled with integer operations: float arithmetic on a NaN gives
+// the canonical NaN on GPUs but passes the input NaN through on x86, and the
+// two codecs must agree to the bit.
 KVTIER_HD uint8_t Quantize(float x, float scale, bool* clipped) {
+  const uint32_t bits = FloatBits(x);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) {
+    *clipped = true;
+    return static_cast<uint8_t>(((bits >> 24) & 0x80) | 0x7f);
+  }
   return FloatToE4m3(x / scale, clipped);
 }
 
-KVTIER_HD float Dequantize(uint8_t code, float scale) { return E4m3ToFloat(code) * scale; }
+KVTIER_HD float Dequantize(uint8_t code, float scale) {
+  if ((code & 0x7f) == 0x7f)
+    return BitsFloat((static_cast<uint32_t>(code & 0x80) << 24) | 0x7fc00000u);
+  return E4m3ToFloat(code) * scale;
+}
 
 }  // namespace kvtier::fp8
 

@@ -14,9 +14,9 @@
 #include "kvtier/v1/admin.grpc.pb.h"
 #include "server/lookup_planner.h"
 #include "server/storage_encoding.h"
+#include "storage/block_cache.h"
 #include "storage/copy_engine.h"
 #include "storage/gpu_tier.h"
-#include "storage/block_cache.h"
 
 namespace kvtier {
 

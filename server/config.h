@@ -78,7 +78,7 @@ struct DaemonConfig {
   // memory) when this build has CUDA and the GPU is usable, "off", or a size.
   std::string gpu_tier = "auto";
   uint64_t gpu_tier_slot_bytes = uint64_t{4} << 20;  // one block per slot
-  uint32_t gpu_device = 0;  // the GPU the copy engine and the tier use
+  uint32_t gpu_device = 0;                           // the GPU the copy engine and the tier use
 
   // Fetch-or-recompute planner (docs/planner.md).
   std::string costmodel_gpu = "auto";  // catalog GPU, or auto = the detected one

@@ -39,8 +39,8 @@ absl::StatusOr<std::unique_ptr<GpuTier>> MakeGpuTier(const DaemonConfig& config,
   if (config.gpu_tier == "off") return absl::FailedPreconditionError("gpu.tier is off");
   const CopyEngineCapabilities caps = engine.Capabilities();
   if (!caps.device_memory) {
-    return absl::FailedPreconditionError(absl::StrCat("the copy engine is ", caps.name, ": ",
-                                                      caps.detail));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the copy engine is ", caps.name, ": ", caps.detail));
   }
   const int device = static_cast<int>(config.gpu_device);
   uint64_t bytes = 0;
@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<GpuTier>> MakeGpuTier(const DaemonConfig& config,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config,
-                                                     DaemonSeams seams) {
+                                                      DaemonSeams seams) {
   if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
   std::unique_ptr<Daemon> d(new Daemon());
 
@@ -182,8 +182,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.RegisterService(d->kvcache_service_.get());
   d->admin_service_ =
       std::make_unique<AdminService>(d->cache_.get(), d->planner_.get(), d->gpus_, absl::Now(),
-                                     &d->transforms_, copy, d->gpu_tier_.get(),
-                                     d->gpu_tier_note_);
+                                     &d->transforms_, copy, d->gpu_tier_.get(), d->gpu_tier_note_);
   builder.RegisterService(d->admin_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || port == 0) {

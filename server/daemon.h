@@ -67,7 +67,7 @@ class Daemon {
   GpuInventory gpus_;
   std::unique_ptr<LookupPlanner> planner_;
   std::unique_ptr<CopyEngine> copy_engine_;
-  bool arena_pinned_ = false;  // the host arena is registered with copy_engine_
+  bool arena_pinned_ = false;          // the host arena is registered with copy_engine_
   std::unique_ptr<GpuTier> gpu_tier_;  // may be null
   std::string gpu_tier_note_;          // why it is null
   NamespaceTransforms transforms_;

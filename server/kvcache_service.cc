@@ -34,16 +34,22 @@ grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext*,
   if (!model.ok()) return Finish("OpenNamespace", model.status());
   absl::StatusOr<std::shared_ptr<BlockTransform>> transform = TransformFor(*spec);
   if (!transform.ok()) return Finish("OpenNamespace", transform.status());
+  std::shared_ptr<BlockTransform> t = *std::move(transform);
+  if (t != nullptr && t->stored_bytes() > t->plain_bytes()) {
+    return Finish("OpenNamespace", absl::InvalidArgumentError(absl::StrCat(
+                                       "encoding: ", t->Describe(), " would store ",
+                                       t->stored_bytes(), " bytes per ", t->plain_bytes(),
+                                       "-byte block; use a larger k_group_tokens")));
+  }
+  // The transform is known before the namespace opens, so no Get or Load
+  // can see its stored blocks undecoded (a re-opened namespace may already
+  // hold blocks recovered from NVMe).
+  if (t != nullptr) t = transforms_->Set(NamespaceId::Of(*spec), std::move(t));
   absl::StatusOr<OpenNamespaceResult> r = cache_->OpenNamespace(*spec);
   if (!r.ok()) return Finish("OpenNamespace", r.status());
   const NamespacePlanning planning = planner_->Attach(r->id, *spec, *std::move(model));
-  uint64_t stored_bytes = r->block_bytes;
-  if (*transform != nullptr) {
-    const std::shared_ptr<BlockTransform> t = transforms_->Set(r->id, *std::move(transform));
-    response->set_encoding(t->Describe());
-    stored_bytes = t->stored_bytes();
-  }
-  response->set_stored_block_bytes(stored_bytes);
+  response->set_stored_block_bytes(t != nullptr ? t->stored_bytes() : r->block_bytes);
+  if (t != nullptr) response->set_encoding(t->Describe());
   response->set_namespace_id(r->id.ToHex());
   response->set_block_bytes(r->block_bytes);
   response->set_created(r->created);
@@ -104,9 +110,9 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context,
   auto flush = [&]() -> absl::Status {
     if (!pending.has_value()) return absl::OkStatus();
     if (pending->data.size() != transform->plain_bytes()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "block ", pending->key.ToHex(), " got ", pending->data.size(), " of its ",
-          transform->plain_bytes(), " bytes"));
+      return absl::InvalidArgumentError(absl::StrCat("block ", pending->key.ToHex(), " got ",
+                                                     pending->data.size(), " of its ",
+                                                     transform->plain_bytes(), " bytes"));
     }
     absl::Status s = transform->Encode(
         absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(pending->data.data()),
@@ -159,8 +165,7 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context,
         if (absl::Status s = flush(); !s.ok()) return s;
         pending = Pending{*key, *parent, {}};
         pending->data.reserve(transform->plain_bytes());
-      } else if (absl::Status s = batch->StartBlock(*key, *parent, chunk.block_bytes());
-                 !s.ok()) {
+      } else if (absl::Status s = batch->StartBlock(*key, *parent, chunk.block_bytes()); !s.ok()) {
         return s;
       }
     } else if (!chunk.parent_key().empty() || chunk.block_bytes() != 0) {
@@ -173,9 +178,9 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context,
         return absl::InvalidArgumentError(absl::StrCat("chunk ", index, " has data but no block"));
       }
       if (pending->data.size() + data.size() > transform->plain_bytes()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "chunk ", index, ": block ", pending->key.ToHex(), " overflows its ",
-            transform->plain_bytes(), " bytes"));
+        return absl::InvalidArgumentError(absl::StrCat("chunk ", index, ": block ",
+                                                       pending->key.ToHex(), " overflows its ",
+                                                       transform->plain_bytes(), " bytes"));
       }
       pending->data.append(data);
     } else if (absl::Status s = batch->Append(absl::Span<const uint8_t>(
@@ -224,8 +229,8 @@ grpc::Status KvCacheService::Get(grpc::ServerContext*, const v1::GetRequest* req
     if (transform != nullptr) {
       // Verified by Read; a block that does not decode is not served.
       if (absl::Status s = transform->Decode(bytes, absl::MakeSpan(decoded)); !s.ok()) {
-        return Finish("Get", absl::DataLossError(
-                                 absl::StrCat("block ", h.key().ToHex(), ": ", s.message())));
+        return Finish(
+            "Get", absl::DataLossError(absl::StrCat("block ", h.key().ToHex(), ": ", s.message())));
       }
       bytes = decoded;
     }
@@ -283,12 +288,36 @@ grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext*,
     absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> shm = SharedMemoryRegion::Open(
         r.shared_memory().path(), r.shared_memory().size_bytes(), regions_->shm_dir());
     if (!shm.ok()) return Finish("RegisterMemory", shm.status());
+    // The owner must be the engine that maps the file: a pid from another
+    // pid namespace would name some unrelated process.
+    if (request->owner_pid() != 0 && !(*shm)->IsMappedBy(static_cast<int>(request->owner_pid()))) {
+      return Finish("RegisterMemory", absl::InvalidArgumentError(absl::StrCat(
+                                          "owner_pid ", request->owner_pid(), " does not map ",
+                                          r.shared_memory().path(),
+                                          "; give the engine's pid as the daemon sees it, or 0")));
+    }
     region = *std::move(shm);
   } else if (r.has_cuda_ipc()) {
     CudaIpcSpec spec;
     spec.device = r.cuda_ipc().device();
     for (const v1::CudaIpcTensor& t : r.cuda_ipc().tensors()) {
       spec.tensors.push_back({t.handle(), t.offset(), t.size_bytes()});
+    }
+    if (absl::Status s = ValidateCudaIpcSpec(spec); !s.ok()) return Finish("RegisterMemory", s);
+    // Only memory the copy engine can reach is worth importing.
+    const CopyEngineCapabilities caps =
+        copy_engine_ != nullptr ? copy_engine_->Capabilities() : CopyEngineCapabilities{};
+    if (!caps.device_memory) {
+      return Finish("RegisterMemory",
+                    absl::FailedPreconditionError(absl::StrCat(
+                        "GPU memory cannot be registered: the copy engine is ",
+                        caps.name.empty() ? "missing" : caps.name, " (", caps.detail, ")")));
+    }
+    if (spec.device != caps.device) {
+      return Finish("RegisterMemory",
+                    absl::InvalidArgumentError(absl::StrCat("cuda_ipc.device ", spec.device,
+                                                            ": this daemon copies on GPU ",
+                                                            caps.device, " (gpu.device)")));
     }
     absl::StatusOr<std::unique_ptr<MemoryRegion>> ipc =
         open_cuda_ipc_ ? open_cuda_ipc_(spec)
@@ -381,9 +410,9 @@ grpc::Status KvCacheService::RegionTransfer(
   const KeepGoing keep_going = [context] { return !context->IsCancelled(); };
   const std::shared_ptr<BlockTransform> transform = transforms_->Find(*ns);
   return Finish(rpc, save ? SaveFromRegion(*cache_, *ns, **region, blocks, sink, keep_going,
-                                          copy_engine_, transform.get())
+                                           copy_engine_, transform.get())
                           : LoadIntoRegion(*cache_, *ns, **region, blocks, sink, keep_going,
-                                          copy_engine_, transform.get(), gpu_tier_));
+                                           copy_engine_, transform.get(), gpu_tier_));
 }
 
 grpc::Status KvCacheService::Save(grpc::ServerContext* context, const v1::SaveRequest* request,

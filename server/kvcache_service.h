@@ -7,7 +7,6 @@
 #define KVTIER_SERVER_KVCACHE_SERVICE_H_
 
 #include <cstdint>
-
 #include <functional>
 #include <memory>
 #include <utility>
@@ -38,8 +37,7 @@ class KvCacheService final : public v1::KvCache::Service {
   // `gpu_tier` (may be null) serves Loads into GPU regions of its device.
   KvCacheService(BlockCache* cache, LookupPlanner* planner, RegionTable* regions,
                  uint64_t get_chunk_bytes, uint64_t max_chunk_bytes, CopyEngine* copy_engine,
-                 CudaIpcOpener open_cuda_ipc, NamespaceTransforms* transforms,
-                 GpuTier* gpu_tier)
+                 CudaIpcOpener open_cuda_ipc, NamespaceTransforms* transforms, GpuTier* gpu_tier)
       : cache_(cache),
         planner_(planner),
         regions_(regions),

@@ -1,8 +1,7 @@
 #include "server/proto_convert.h"
 
-#include "server/storage_encoding.h"
-
 #include "absl/strings/str_cat.h"
+#include "server/storage_encoding.h"
 
 namespace kvtier {
 

@@ -49,7 +49,8 @@ absl::StatusOr<std::string> CanonicalEncoding(const v1::StorageEncoding& encodin
   const std::string engine_layout =
       encoding.engine_layout().empty() ? "vllm-nhd" : encoding.engine_layout();
   if (absl::StatusOr<EngineLayoutKind> k = ParseEngineLayoutKind(engine_layout); !k.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("encoding.engine_layout: ", k.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("encoding.engine_layout: ", k.status().message()));
   }
   const uint32_t group = encoding.k_group_tokens() == 0
                              ? std::min<uint32_t>(16, layout.tokens_per_block)
@@ -68,16 +69,17 @@ absl::StatusOr<std::shared_ptr<BlockTransform>> TransformFor(const NamespaceSpec
   uint32_t group = 0;
   if (parts.size() != 3 || parts[0] != kFp8 || parts[2].size() < 2 || parts[2][0] != 'g' ||
       !absl::SimpleAtoi(parts[2].substr(1), &group)) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown storage encoding '", spec.encoding, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown storage encoding '", spec.encoding, "'"));
   }
   absl::StatusOr<EngineLayoutKind> kind = ParseEngineLayoutKind(parts[1]);
   if (!kind.ok()) return kind.status();
   absl::StatusOr<KvDtype> dtype = CodecDtype(spec.layout.dtype);
   if (!dtype.ok()) return dtype.status();
   const KvLayout& l = spec.layout;
-  const KvShape shape{static_cast<int>(l.num_layers),   1,
+  const KvShape shape{static_cast<int>(l.num_layers),       1,
                       static_cast<int>(l.tokens_per_block), static_cast<int>(l.num_kv_heads),
-                      static_cast<int>(l.head_dim),     KvDtypeBytes(*dtype)};
+                      static_cast<int>(l.head_dim),         KvDtypeBytes(*dtype)};
   absl::StatusOr<std::unique_ptr<Fp8BlockTransform>> t =
       Fp8BlockTransform::Create(*kind, shape, *dtype, static_cast<int>(group));
   if (!t.ok()) return t.status();

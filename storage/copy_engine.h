@@ -57,6 +57,7 @@ struct CopyEngineCapabilities {
   int worker_threads = 0;  // CPU backend: memcpy threads
   // Why device memory is not available, when it is not ("no GPU (...)").
   std::string detail;
+  int device = -1;  // the GPU whose memory it reaches; -1 for none
 };
 
 using CopyDone = std::function<void(absl::Status)>;

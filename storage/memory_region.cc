@@ -25,8 +25,7 @@ bool Exited(int pidfd) {
 
 }  // namespace
 
-absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> region,
-                                             int owner_pid) {
+absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> region, int owner_pid) {
   int pidfd = -1;
   if (owner_pid < 0) {
     return absl::InvalidArgumentError(absl::StrCat("owner_pid ", owner_pid, " is negative"));
@@ -34,9 +33,8 @@ absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> regio
   if (owner_pid > 0) {
     pidfd = static_cast<int>(syscall(SYS_pidfd_open, owner_pid, 0));
     if (pidfd < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("owner_pid ", owner_pid,
-                                                     ": no such process (", std::strerror(errno),
-                                                     ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("owner_pid ", owner_pid, ": no such process (", std::strerror(errno), ")"));
     }
   }
   absl::MutexLock lock(&mu_);
@@ -65,9 +63,8 @@ absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> regio
 
 absl::Status CheckRegionRange(uint64_t offset, uint64_t size, uint64_t region_size) {
   if (size > region_size || offset > region_size - size) {
-    return absl::InvalidArgumentError(absl::StrCat("bytes [", offset, ", +", size,
-                                                   ") are outside the region of ", region_size,
-                                                   " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bytes [", offset, ", +", size, ") are outside the region of ", region_size, " bytes"));
   }
   return absl::OkStatus();
 }

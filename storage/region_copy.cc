@@ -134,8 +134,8 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     if (stage) {
       // Gather the group's pieces: out of GPU memory in one batch, or by
       // memcpy from host memory.
-      CopyBatch gather{device ? MemoryKind::kDevice : MemoryKind::kHost, MemoryKind::kHost,
-                       region.device(), {}};
+      CopyBatch gather{
+          device ? MemoryKind::kDevice : MemoryKind::kHost, MemoryKind::kHost, region.device(), {}};
       uint64_t at = 0;
       for (size_t i = next; i < end; ++i) at += blocks[i].TotalSize();
       staging.resize(at);
@@ -176,7 +176,8 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       } else {
         group = (*batch)->StartBlock(b.key, b.parent, b.TotalSize());
         for (const RegionRange& r : b.Ranges()) {  // gather the pieces in order
-          if (group.ok()) group = (*batch)->Append(absl::MakeConstSpan(host_base + r.offset, r.size));
+          if (group.ok())
+            group = (*batch)->Append(absl::MakeConstSpan(host_base + r.offset, r.size));
         }
       }
       if (!group.ok()) failed_at = i;
@@ -275,10 +276,10 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     if (transform != nullptr) {
       decoded.emplace_back(transform->plain_bytes());
       if (absl::Status s = transform->Decode(src, absl::MakeSpan(decoded.back())); !s.ok()) {
-        return BlockOutcome{static_cast<uint32_t>(i),
-                            absl::DataLossError(absl::StrCat("block ", blocks[i].key.ToHex(),
-                                                             ": ", s.message())),
-                            0};
+        return BlockOutcome{
+            static_cast<uint32_t>(i),
+            absl::DataLossError(absl::StrCat("block ", blocks[i].key.ToHex(), ": ", s.message())),
+            0};
       }
       src = decoded.back();
     }
@@ -314,9 +315,9 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       }
       if (!same) {
         o.bytes = 0;
-        o.status = absl::AbortedError(absl::StrCat(
-            "block ", blocks[i].key.ToHex(),
-            ": the region changed while the block was copied into it; load it again"));
+        o.status = absl::AbortedError(
+            absl::StrCat("block ", blocks[i].key.ToHex(),
+                         ": the region changed while the block was copied into it; load it again"));
       }
     } else {
       // Copy and verify in one pass: scatter the block over its pieces in
@@ -352,8 +353,9 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     return o;
   };
   std::vector<BlockKey> keys;
-  for (size_t next = 0; next < blocks.size(); next += kRegionCopyGroup) {
-    const size_t end = std::min(blocks.size(), next + kRegionCopyGroup);
+  for (size_t next = 0, end = 0; next < blocks.size(); next = end) {
+    // Decoded blocks are held until their group is copied: bound them.
+    end = GroupEnd(blocks, next, transform != nullptr);
     keys.clear();
     for (size_t i = next; i < end; ++i) keys.push_back(blocks[i].key);
     // Host copies verify as they go, device copies verify the source (unless

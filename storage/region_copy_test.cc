@@ -10,9 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
-
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -611,7 +610,8 @@ TEST_F(RegionCopyTest, TransformsTakeWholeBlocksAndRefuseWhatDoesNotDecode) {
     EXPECT_EQ(o.status.code(), absl::StatusCode::kDataLoss) << o.status;
     EXPECT_EQ(o.bytes, 0u);
   }
-  EXPECT_TRUE(std::all_of(dst.bytes().begin(), dst.bytes().end(), [](uint8_t b) { return b == 0; }));
+  EXPECT_TRUE(
+      std::all_of(dst.bytes().begin(), dst.bytes().end(), [](uint8_t b) { return b == 0; }));
 }
 
 }  // namespace

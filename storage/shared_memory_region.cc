@@ -5,15 +5,20 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace kvtier {
 namespace {
@@ -110,7 +115,26 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Open(
     return absl::InternalError(absl::StrCat("mmap '", path, "': ", std::strerror(errno)));
   }
   return std::unique_ptr<SharedMemoryRegion>(
-      new SharedMemoryRegion(path, static_cast<uint8_t*>(p), size));
+      new SharedMemoryRegion(path, static_cast<uint8_t*>(p), size, st.st_dev, st.st_ino));
+}
+
+bool SharedMemoryRegion::IsMappedBy(int pid) const {
+  // /proc/PID/maps lines: "start-end perms offset major:minor inode path".
+  std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() < 5) continue;
+    uint64_t inode = 0;
+    if (!absl::SimpleAtoi(f[4], &inode) || inode != ino_) continue;
+    std::vector<absl::string_view> dev = absl::StrSplit(f[3], ':');
+    uint32_t major = 0, minor = 0;
+    if (dev.size() == 2 && absl::SimpleHexAtoi(dev[0], &major) &&
+        absl::SimpleHexAtoi(dev[1], &minor) && makedev(major, minor) == dev_) {
+      return true;
+    }
+  }
+  return false;
 }
 
 SharedMemoryRegion::~SharedMemoryRegion() { ::munmap(data_, size_); }

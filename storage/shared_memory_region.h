@@ -18,6 +18,8 @@
 #ifndef KVTIER_STORAGE_SHARED_MEMORY_REGION_H_
 #define KVTIER_STORAGE_SHARED_MEMORY_REGION_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,13 +47,17 @@ class SharedMemoryRegion final : public MemoryRegion {
   uint64_t size() const override { return size_; }
   absl::StatusOr<uint8_t*> Address(uint64_t offset, uint64_t size) override;
   std::string Describe() const override;
+  // Whether process `pid` (as this daemon sees it) maps this file.
+  bool IsMappedBy(int pid) const;
 
  private:
-  SharedMemoryRegion(std::string path, uint8_t* data, uint64_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
+  SharedMemoryRegion(std::string path, uint8_t* data, uint64_t size, dev_t dev, ino_t ino)
+      : path_(std::move(path)), data_(data), size_(size), dev_(dev), ino_(ino) {}
   const std::string path_;
   uint8_t* const data_;
   const uint64_t size_;
+  const dev_t dev_;
+  const ino_t ino_;
 };
 
 }  // namespace kvtier

@@ -15,7 +15,7 @@ namespace kvtier {
 class FakeDeviceEngine final : public CopyEngine {
  public:
   CopyEngineCapabilities Capabilities() const override {
-    return {"fake-device", true, 1, 0, "host memory posing as a GPU"};
+    return {"fake-device", true, 1, 0, "host memory posing as a GPU", 0};
   }
   absl::Status Submit(CopyBatch batch, CopyDone done) override {
     if (absl::Status s = ValidateCopyBatch(batch); !s.ok()) return s;

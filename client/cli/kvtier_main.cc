@@ -170,9 +170,8 @@ int Status(const Globals& g) {
                     ? "off (" + r.gpu().tier_note() + ")"
                     : absl::StrCat(HumanBytes(r.gpu().tier_resident_bytes()), " of ",
                                    HumanBytes(r.gpu().tier_capacity_bytes()), ", ",
-                                   r.gpu().tier_resident_blocks(), " blocks, ",
-                                   r.gpu().tier_hits(), " hits, ", r.gpu().tier_promotions(),
-                                   " promotions"))
+                                   r.gpu().tier_resident_blocks(), " blocks, ", r.gpu().tier_hits(),
+                                   " hits, ", r.gpu().tier_promotions(), " promotions"))
             << "\n"
             << "  namespaces: " << r.namespaces() << "\n"
             << "  blocks:     " << r.blocks() << " (" << HumanBytes(r.bytes()) << ")\n"

@@ -162,8 +162,8 @@ absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o)
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
   if (absl::Status s = FromGrpc(impl_->stub_->OpenNamespace(&ctx, req, &resp)); !s.ok()) return s;
-  return OpenedNamespace{resp.namespace_id(), resp.block_bytes(),  resp.created(),
-                         resp.plans_enabled(), resp.plans_note(),   resp.encoding(),
+  return OpenedNamespace{resp.namespace_id(),      resp.block_bytes(), resp.created(),
+                         resp.plans_enabled(),     resp.plans_note(),  resp.encoding(),
                          resp.stored_block_bytes()};
 }
 

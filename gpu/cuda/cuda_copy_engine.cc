@@ -18,7 +18,8 @@ absl::StatusOr<std::unique_ptr<CudaCopyEngine>> CudaCopyEngine::Create(int devic
         absl::StrCat("GPU ", device, " does not exist (", count, " found)"));
   }
   cudaDeviceProp prop{};
-  if (absl::Status s = CudaStatus(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  if (absl::Status s =
+          CudaStatus(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
       !s.ok()) {
     return s;
   }
@@ -61,6 +62,7 @@ CopyEngineCapabilities CudaCopyEngine::Capabilities() const {
   CopyEngineCapabilities c;
   c.name = "cuda";
   c.device_memory = true;
+  c.device = device_;
   cudaGetDeviceCount(&c.device_count);
   c.worker_threads = host_->Capabilities().worker_threads;
   c.detail = absl::StrCat("GPU ", device_name_,
@@ -87,8 +89,9 @@ absl::Status CudaCopyEngine::Submit(CopyBatch batch, CopyDone done) {
   Lane& lane = LaneFor(batch);
   auto p = std::make_unique<Pending>();
   p->done = std::move(done);
-  if (absl::Status s = CudaStatus(cudaEventCreateWithFlags(&p->event, cudaEventDisableTiming),
-                                  "cudaEventCreateWithFlags");
+  if (absl::Status s = CudaStatus(
+          cudaEventCreateWithFlags(&p->event, cudaEventDisableTiming | cudaEventBlockingSync),
+          "cudaEventCreateWithFlags");
       !s.ok()) {
     return s;
   }
@@ -104,8 +107,8 @@ absl::Status CudaCopyEngine::Submit(CopyBatch batch, CopyDone done) {
   } else if (device_to_device) {
     p->descs.reserve(ops.size());
     for (const CopyOp& op : ops) {
-      p->descs.push_back({reinterpret_cast<uint64_t>(op.dst), reinterpret_cast<uint64_t>(op.src),
-                          op.bytes});
+      p->descs.push_back(
+          {reinterpret_cast<uint64_t>(op.dst), reinterpret_cast<uint64_t>(op.src), op.bytes});
     }
     const size_t bytes = p->descs.size() * sizeof(DeviceCopyDesc);
     err = cudaMallocAsync(reinterpret_cast<void**>(&p->device_descs), bytes, lane.stream);
@@ -134,8 +137,7 @@ absl::Status CudaCopyEngine::Submit(CopyBatch batch, CopyDone done) {
       cudaGetLastError();
       err = cudaSuccess;
       for (size_t i = 0; i < ops.size() && err == cudaSuccess; ++i) {
-        err = cudaMemcpyAsync(ops[i].dst, ops[i].src, ops[i].bytes, cudaMemcpyDefault,
-                              lane.stream);
+        err = cudaMemcpyAsync(ops[i].dst, ops[i].src, ops[i].bytes, cudaMemcpyDefault, lane.stream);
         if (err != cudaSuccess && i > 0) {
           // Earlier copies are queued: the batch completes with the error.
           p->submit_error = CudaStatus(err, absl::StrCat("cudaMemcpyAsync of ops[", i, "]"));

@@ -16,7 +16,7 @@ class CudaAllocator final : public DeviceAllocator {
     }
     void* p = nullptr;
     if (absl::Status s = CudaStatus(cudaMalloc(&p, bytes), absl::StrCat("cudaMalloc of ", bytes,
-                                                                       " bytes for the GPU tier"));
+                                                                        " bytes for the GPU tier"));
         !s.ok()) {
       return s;
     }

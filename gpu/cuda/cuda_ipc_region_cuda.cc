@@ -21,10 +21,10 @@ using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 absl::StatusOr<uint64_t> AllocationSize(void* base) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  if (absl::Status s = CudaStatus(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn,
-                                                                   12000, cudaEnableDefault,
-                                                                   &found),
-                                  "cudaGetDriverEntryPointByVersion");
+  if (absl::Status s =
+          CudaStatus(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
+                                                      cudaEnableDefault, &found),
+                     "cudaGetDriverEntryPointByVersion");
       !s.ok()) {
     return s;
   }
@@ -66,8 +66,7 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> OpenCudaIpcRegion(const CudaIpcSpe
     static_assert(sizeof handle == kCudaIpcHandleBytes);
     std::memcpy(&handle, t.handle.data(), sizeof handle);
     void* base = nullptr;
-    const cudaError_t err =
-        cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess);
+    const cudaError_t err = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess);
     if (err != cudaSuccess) {
       close_all(opened);
       return CudaStatus(err, absl::StrCat("cudaIpcOpenMemHandle of cuda_ipc.tensors[", i, "]"));
@@ -82,16 +81,15 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> OpenCudaIpcRegion(const CudaIpcSpe
     }
     if (t.offset + t.size > *alloc_size) {
       close_all(opened);
-      return absl::InvalidArgumentError(absl::StrCat("cuda_ipc.tensors[", i, "]: bytes [",
-                                                     t.offset, ", +", t.size,
-                                                     ") exceed the allocation of ",
+      return absl::InvalidArgumentError(absl::StrCat("cuda_ipc.tensors[", i, "]: bytes [", t.offset,
+                                                     ", +", t.size, ") exceed the allocation of ",
                                                      *alloc_size, " bytes"));
     }
     tensors.push_back({static_cast<uint8_t*>(base) + t.offset, t.size});
   }
-  return std::unique_ptr<MemoryRegion>(new DeviceRegion(
-      spec.device, std::move(tensors), "CUDA IPC memory",
-      [opened = std::move(opened), close_all]() { close_all(opened); }));
+  return std::unique_ptr<MemoryRegion>(
+      new DeviceRegion(spec.device, std::move(tensors), "CUDA IPC memory",
+                       [opened = std::move(opened), close_all]() { close_all(opened); }));
 }
 
 }  // namespace kvtier

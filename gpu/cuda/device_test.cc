@@ -14,10 +14,10 @@
 #include "gpu/cuda/cuda_copy_engine.h"
 #include "gpu/device_pool.h"
 #include "gpu/device_region.h"
+#include "gpu/engine_layout.h"
 #include "gpu/fp8_codec.h"
 #include "gpu/fp8_device.h"
 #include "gpu/gpu_probe.h"
-#include "gpu/engine_layout.h"
 #include "storage/block_cache.h"
 #include "storage/clock.h"
 #include "storage/region_copy.h"
@@ -60,7 +60,8 @@ TEST_F(GpuDeviceTest, GatherAndScatterThroughTheDeviceInEveryDirection) {
   auto engine = CudaCopyEngine::Create(0);
   ASSERT_TRUE(engine.ok()) << engine.status();
   // Llama-8B-like vLLM layout, 4 layers to keep it small: 8 chunks of 32 KiB.
-  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(EngineLayoutKind::kVllmNhd, {4, 32, 16, 8, 128, 2});
+  absl::StatusOr<EngineLayout> layout =
+      EngineLayout::Create(EngineLayoutKind::kVllmNhd, {4, 32, 16, 8, 128, 2});
   ASSERT_TRUE(layout.ok());
   std::vector<std::vector<uint8_t>> host_tensors;
   std::vector<std::unique_ptr<DeviceBuffer>> dev_tensors;
@@ -70,8 +71,8 @@ TEST_F(GpuDeviceTest, GatherAndScatterThroughTheDeviceInEveryDirection) {
     dev_tensors.push_back(std::make_unique<DeviceBuffer>(layout->tensor_bytes()));
     host_bases.push_back(host_tensors.back().data());
     dev_bases.push_back(dev_tensors.back()->p);
-    ASSERT_EQ(cudaMemcpy(dev_tensors.back()->p, host_tensors.back().data(),
-                         layout->tensor_bytes(), cudaMemcpyHostToDevice),
+    ASSERT_EQ(cudaMemcpy(dev_tensors.back()->p, host_tensors.back().data(), layout->tensor_bytes(),
+                         cudaMemcpyHostToDevice),
               cudaSuccess);
   }
   const std::vector<int64_t> blocks = {5, 0, 31, 7};
@@ -80,10 +81,10 @@ TEST_F(GpuDeviceTest, GatherAndScatterThroughTheDeviceInEveryDirection) {
   std::vector<uint8_t> want(bytes);
   auto cpu = CpuCopyEngine::Create(1);
   ASSERT_TRUE(cpu.ok());
-  ASSERT_TRUE(
-      (*cpu)->CopySync({MemoryKind::kHost, MemoryKind::kHost, 0,
-                        *PlanGather(*layout, host_bases, blocks, want.data())})
-          .ok());
+  ASSERT_TRUE((*cpu)
+                  ->CopySync({MemoryKind::kHost, MemoryKind::kHost, 0,
+                              *PlanGather(*layout, host_bases, blocks, want.data())})
+                  .ok());
   // device tensors -> host (pinned) in one batch.
   std::vector<uint8_t> host_out(bytes);
   ASSERT_TRUE((*engine)->RegisterHost(host_out.data(), bytes).ok());
@@ -99,8 +100,7 @@ TEST_F(GpuDeviceTest, GatherAndScatterThroughTheDeviceInEveryDirection) {
                               *PlanGather(*layout, dev_bases, blocks, staging.p)})
                   .ok());
   std::vector<uint8_t> from_staging(bytes);
-  ASSERT_EQ(cudaMemcpy(from_staging.data(), staging.p, bytes, cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(from_staging.data(), staging.p, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(from_staging, want);
   // host -> device tensors (scatter to other block ids), read back.
   const std::vector<int64_t> targets = {1, 2, 3, 4};
@@ -121,8 +121,8 @@ TEST_F(GpuDeviceTest, GatherAndScatterThroughTheDeviceInEveryDirection) {
 }
 
 void ExpectKernelsMatchReference(EngineLayoutKind kind, KvDtype dtype, int group, int valid) {
-  SCOPED_TRACE(EngineLayoutKindName(kind) + " " + KvDtypeName(dtype) + " G=" + std::to_string(group) +
-               " n=" + std::to_string(valid));
+  SCOPED_TRACE(EngineLayoutKindName(kind) + " " + KvDtypeName(dtype) +
+               " G=" + std::to_string(group) + " n=" + std::to_string(valid));
   absl::StatusOr<EngineLayout> layout =
       EngineLayout::Create(kind, {3, 1, 16, 4, 64, KvDtypeBytes(dtype)});
   ASSERT_TRUE(layout.ok());
@@ -140,6 +140,7 @@ void ExpectKernelsMatchReference(EngineLayoutKind kind, KvDtype dtype, int group
     float x = normal(rng) * (i % 97 == 0 ? 300.0f : 1.0f) * (i % 13 == 0 ? 1e-6f : 1.0f);
     if (i == 77) x = std::numeric_limits<float>::infinity();
     if (i == 1234) x = std::nanf("");
+    if (i == 2345) x = -std::nanf("");
     if (dtype == KvDtype::kF32) {
       std::memcpy(plain.data() + 4 * i, &x, 4);
     } else {
@@ -175,8 +176,9 @@ void ExpectKernelsMatchReference(EngineLayoutKind kind, KvDtype dtype, int group
 }
 
 TEST_F(GpuDeviceTest, Fp8KernelsMatchTheCpuReferenceBitForBit) {
-  for (EngineLayoutKind kind : {EngineLayoutKind::kVllmNhd, EngineLayoutKind::kVllmHnd,
-                            EngineLayoutKind::kCrossLayer, EngineLayoutKind::kSglangPageFirst}) {
+  for (EngineLayoutKind kind :
+       {EngineLayoutKind::kVllmNhd, EngineLayoutKind::kVllmHnd, EngineLayoutKind::kCrossLayer,
+        EngineLayoutKind::kSglangPageFirst}) {
     ExpectKernelsMatchReference(kind, KvDtype::kBf16, 16, 0);
   }
   ExpectKernelsMatchReference(EngineLayoutKind::kVllmNhd, KvDtype::kFp16, 4, 13);
@@ -209,8 +211,10 @@ TEST_F(GpuDeviceTest, RegionCopiesThroughTheGpuTier) {
   std::vector<RegionBlock> blocks;
   for (int i = 0; i < 4; ++i) {
     blocks.push_back({*BlockKey::Create(absl::StrCat("g", i)),
-                      i ? *BlockKey::Create(absl::StrCat("g", i - 1)) : BlockKey(), i * kBlock,
-                      kBlock, {}});
+                      i ? *BlockKey::Create(absl::StrCat("g", i - 1)) : BlockKey(),
+                      i * kBlock,
+                      kBlock,
+                      {}});
   }
   int ok = 0;
   auto sink = [&](const BlockOutcome& b) {
@@ -223,13 +227,12 @@ TEST_F(GpuDeviceTest, RegionCopiesThroughTheGpuTier) {
   for (int round = 0; round < 2; ++round) {
     ok = 0;
     ASSERT_EQ(cudaMemset(dst_mem.p, 0, bytes.size()), cudaSuccess);
-    ASSERT_TRUE(LoadIntoRegion(*cache, ns, dst, blocks, sink, go, engine->get(), nullptr,
-                               pool->get())
-                    .ok());
+    ASSERT_TRUE(
+        LoadIntoRegion(*cache, ns, dst, blocks, sink, go, engine->get(), nullptr, pool->get())
+            .ok());
     EXPECT_EQ(ok, 4) << "round " << round;
     std::vector<uint8_t> back(bytes.size());
-    ASSERT_EQ(cudaMemcpy(back.data(), dst_mem.p, back.size(), cudaMemcpyDeviceToHost),
-              cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(back.data(), dst_mem.p, back.size(), cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(back, bytes) << "round " << round;
   }
   EXPECT_EQ((*pool)->stats().promotions, 4u);

@@ -29,11 +29,15 @@ absl::StatusOr<Fp8Stats> EncodeFp8OnDevice(int device, const fp8::Geometry& g, c
   Fp8Stats stats;
   if (count == 0) return stats;
   unsigned long long* clipped = nullptr;
-  if (absl::Status s = CudaStatus(cudaMalloc(reinterpret_cast<void**>(&clipped), sizeof *clipped), "cudaMalloc"); !s.ok()) {
+  if (absl::Status s =
+          CudaStatus(cudaMalloc(reinterpret_cast<void**>(&clipped), sizeof *clipped), "cudaMalloc");
+      !s.ok()) {
     return s;
   }
   absl::Status s = CudaStatus(cudaMemset(clipped, 0, sizeof *clipped), "cudaMemset");
-  if (s.ok()) s = CudaStatus(LaunchFp8Encode(g, plain, encoded, count, clipped, nullptr), "fp8 encode launch");
+  if (s.ok())
+    s = CudaStatus(LaunchFp8Encode(g, plain, encoded, count, clipped, nullptr),
+                   "fp8 encode launch");
   if (s.ok()) s = CudaStatus(cudaDeviceSynchronize(), "fp8 encode");
   unsigned long long host_clipped = 0;
   if (s.ok()) {
@@ -47,14 +51,14 @@ absl::StatusOr<Fp8Stats> EncodeFp8OnDevice(int device, const fp8::Geometry& g, c
   return stats;
 }
 
-absl::Status DecodeFp8OnDevice(int device, const fp8::Geometry& g, const void* encoded,
-                               void* plain, size_t count) {
+absl::Status DecodeFp8OnDevice(int device, const fp8::Geometry& g, const void* encoded, void* plain,
+                               size_t count) {
   if (absl::Status s = CheckDevice(device); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
   if (g.valid < g.tokens) {
     // Tokens past the valid ones decode to zero.
-    if (absl::Status s = CudaStatus(
-            cudaMemset(plain, 0, g.block_elements * g.elem_bytes * count), "cudaMemset");
+    if (absl::Status s =
+            CudaStatus(cudaMemset(plain, 0, g.block_elements * g.elem_bytes * count), "cudaMemset");
         !s.ok()) {
       return s;
     }

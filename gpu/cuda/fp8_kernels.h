@@ -15,10 +15,10 @@
 namespace kvtier {
 
 // `clipped` is a device counter the kernel adds its clipped values to.
-cudaError_t LaunchFp8Encode(const fp8::Geometry& g, const void* plain, void* encoded,
-                            size_t count, unsigned long long* clipped, cudaStream_t stream);
-cudaError_t LaunchFp8Decode(const fp8::Geometry& g, const void* encoded, void* plain,
-                            size_t count, cudaStream_t stream);
+cudaError_t LaunchFp8Encode(const fp8::Geometry& g, const void* plain, void* encoded, size_t count,
+                            unsigned long long* clipped, cudaStream_t stream);
+cudaError_t LaunchFp8Decode(const fp8::Geometry& g, const void* encoded, void* plain, size_t count,
+                            cudaStream_t stream);
 
 }  // namespace kvtier
 

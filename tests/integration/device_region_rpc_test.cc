@@ -17,8 +17,8 @@
 #include "gpu/cuda_ipc_region.h"
 #include "gpu/device_pool.h"
 #include "gpu/device_region.h"
-#include "gpu/test_device_allocator.h"
 #include "gpu/gpu_probe.h"
+#include "gpu/test_device_allocator.h"
 #include "kvtier/v1/admin.grpc.pb.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/config.h"
@@ -30,7 +30,7 @@ namespace kvtier {
 namespace {
 
 constexpr int kLayers = 4;
-constexpr uint64_t kChunk = 16 * 1024;          // one layer's K or V of a block
+constexpr uint64_t kChunk = 16 * 1024;             // one layer's K or V of a block
 constexpr uint64_t kBlock = 2 * kLayers * kChunk;  // 128 KiB
 constexpr int kEngineBlocks = 8;
 constexpr uint64_t kTensor = 2 * kEngineBlocks * kChunk;  // [2, blocks, chunk]
@@ -50,12 +50,13 @@ class DeviceRegionRpcTest : public ::testing::Test {
       engine_ = engine.get();
       seams.copy_engine = std::move(engine);
       // A GPU tier of 8 block slots in "device" memory.
-      auto pool = DevicePool::Create(0, 8 * kBlock, kBlock, std::make_unique<HostDeviceAllocator>());
+      auto pool =
+          DevicePool::Create(0, 8 * kBlock, kBlock, std::make_unique<HostDeviceAllocator>());
       ASSERT_TRUE(pool.ok()) << pool.status();
       seams.gpu_tier = *std::move(pool);
       // The handle's first byte names the test tensor it shares.
-      seams.open_cuda_ipc = [this](const CudaIpcSpec& spec)
-          -> absl::StatusOr<std::unique_ptr<MemoryRegion>> {
+      seams.open_cuda_ipc =
+          [this](const CudaIpcSpec& spec) -> absl::StatusOr<std::unique_ptr<MemoryRegion>> {
         if (absl::Status s = ValidateCudaIpcSpec(spec); !s.ok()) return s;
         std::vector<DeviceRegion::Tensor> tensors;
         for (const CudaIpcTensorSpec& t : spec.tensors) {

@@ -105,8 +105,7 @@ TEST_F(Fp8NamespaceRpcTest, PutGetSaveLoadDecodeWithinFp8Precision) {
   EXPECT_EQ(ns->block_bytes, kBlock);
   EXPECT_NE(ns->encoding.find("fp8-e4m3"), std::string::npos) << ns->encoding;
   // codes + K scales per channel per 16 tokens + V scales per token + header
-  EXPECT_EQ(ns->stored_block_bytes,
-            16 + kValues + 4 * kLayers * (kHeads * kDim + kTokens));
+  EXPECT_EQ(ns->stored_block_bytes, 16 + kValues + 4 * kLayers * (kHeads * kDim + kTokens));
   auto plain = client_->OpenNamespace(Options(""));
   ASSERT_TRUE(plain.ok());
   EXPECT_NE(plain->id, ns->id);  // the encoding is part of the identity
@@ -140,8 +139,8 @@ TEST_F(Fp8NamespaceRpcTest, PutGetSaveLoadDecodeWithinFp8Precision) {
   ASSERT_TRUE(client_->Load(ns->id, *id, load, collect).ok());
   ASSERT_EQ(outcomes.size(), 1u);
   EXPECT_TRUE(outcomes[0].ok()) << outcomes[0];
-  ExpectClose(b2, std::string(reinterpret_cast<const char*>((*region)->data()) + 2 * kBlock,
-                              kBlock));
+  ExpectClose(b2,
+              std::string(reinterpret_cast<const char*>((*region)->data()) + 2 * kBlock, kBlock));
 
   const v1::NamespaceStatus st = Status(ns->id);
   EXPECT_NE(st.encoding().find("fp8"), std::string::npos);

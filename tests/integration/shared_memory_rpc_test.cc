@@ -399,6 +399,12 @@ TEST_F(SharedMemoryRpcTest, RegionOfADeadEngineIsDropped) {
   std::string other;
   EXPECT_EQ(Register(path_, kRegion, &other, static_cast<uint32_t>(engine)).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  // Nor can a running process that does not map the file (e.g. a pid from
+  // another pid namespace naming an unrelated process): pid 1 here.
+  grpc::Status unrelated = Register(path_, kRegion, &other, 1);
+  EXPECT_EQ(unrelated.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(unrelated.error_message().find("does not map"), std::string::npos)
+      << unrelated.error_message();
 }
 
 }  // namespace
