@@ -73,6 +73,7 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext*, const v1::LookupReques
     info->set_key(std::string(b.key.bytes()));
     info->set_size_bytes(b.size);
     info->set_tier(b.on_host ? v1::TIER_KIND_HOST : v1::TIER_KIND_NVME);
+    info->set_persisted(b.persisted);
   }
   if (std::optional<costmodel::CutPlan> plan =
           planner_->Plan(req->ns, r->blocks, request->prompt_tokens());

@@ -351,7 +351,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
   for (BlockRecord* rec : matched) {
     index_.Touch(rec);
     ++rec->uses;
-    result.blocks.push_back(MatchedBlock{rec->key, rec->size, rec->in_host});
+    result.blocks.push_back(MatchedBlock{rec->key, rec->size, rec->in_host, rec->on_nvme});
   }
   counters_.lookup_keys += keys.size();
   counters_.lookup_hits += matched.size();

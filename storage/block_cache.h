@@ -113,6 +113,8 @@ struct MatchedBlock {
   BlockKey key;
   uint64_t size = 0;
   bool on_host = true;  // false: held only on NVMe (a read promotes it)
+  // On NVMe with its catalog record committed: survives a daemon crash.
+  bool persisted = false;
 };
 
 struct LookupResult {

@@ -182,7 +182,10 @@ absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
   if (absl::Status s = FromGrpc(impl_->stub_->Lookup(&ctx, req, &resp)); !s.ok()) return s;
   LookupResult r;
   r.matched = resp.matched();
-  for (const v1::BlockInfo& b : resp.blocks()) r.tiers.push_back(TierName(b.tier()));
+  for (const v1::BlockInfo& b : resp.blocks()) {
+    r.tiers.push_back(TierName(b.tier()));
+    r.persisted.push_back(b.persisted());
+  }
   r.lease_id = resp.lease_id();
   if (resp.has_plan()) {
     r.plan = FetchPlan{resp.plan().fetch_blocks(), resp.plan().fetch_seconds(),
@@ -199,6 +202,19 @@ absl::StatusOr<uint32_t> Client::Release(const std::string& lease_id) {
   impl_->Prepare(&ctx);
   if (absl::Status s = FromGrpc(impl_->stub_->Release(&ctx, req, &resp)); !s.ok()) return s;
   return resp.blocks_released();
+}
+
+absl::StatusOr<uint32_t> Client::Delete(const std::string& ns, absl::Span<const std::string> keys,
+                                        bool recursive) {
+  v1::DeleteRequest req;
+  req.set_namespace_id(ns);
+  for (const std::string& k : keys) req.add_keys(k);
+  req.set_recursive(recursive);
+  v1::DeleteResponse resp;
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx);
+  if (absl::Status s = FromGrpc(impl_->stub_->Delete(&ctx, req, &resp)); !s.ok()) return s;
+  return resp.blocks_deleted();
 }
 
 absl::Status Client::Put(const std::string& ns, absl::Span<const std::string> keys,

@@ -85,6 +85,7 @@ struct FetchPlan {
 struct LookupResult {
   uint32_t matched = 0;
   std::vector<std::string> tiers;  // per matched block: "host", "nvme", ...
+  std::vector<bool> persisted;     // per matched block: survives a daemon crash
   std::string lease_id;            // empty without a lease
   std::optional<FetchPlan> plan;
 };
@@ -121,6 +122,10 @@ class Client {
   absl::StatusOr<LookupResult> Lookup(const std::string& ns, absl::Span<const std::string> keys,
                                       const LookupOptions& options = {});
   absl::StatusOr<uint32_t> Release(const std::string& lease_id);
+  // Removes `keys` (with their descendants when `recursive`); returns how
+  // many blocks went.
+  absl::StatusOr<uint32_t> Delete(const std::string& ns, absl::Span<const std::string> keys,
+                                  bool recursive = false);
 
   // Stores blocks from messages: keys[i] (parent keys[i-1], the first has
   // `parent_key`) with data[i]. All or nothing.
