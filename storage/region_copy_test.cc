@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "storage/clock.h"
+#include "storage/faulty_copy_engine.h"
 #include "storage/shared_memory_region.h"
 #include "storage/test_bytes.h"
 #include "storage/test_copy_engine.h"
@@ -612,6 +613,66 @@ TEST_F(RegionCopyTest, TransformsTakeWholeBlocksAndRefuseWhatDoesNotDecode) {
   }
   EXPECT_TRUE(
       std::all_of(dst.bytes().begin(), dst.bytes().end(), [](uint8_t b) { return b == 0; }));
+}
+
+// The GPU data path under injected copy faults (refused batches, failed
+// completions, latency spikes): no false OK, every OK block byte-exact, the
+// same seed gives the same faults, and all is well once faults stop.
+TEST_F(RegionCopyTest, DeviceCopiesUnderInjectedFaults) {
+  auto run = [&](uint64_t seed, int first_key, CopyFaultCounts* counts) {
+    FakeDeviceEngine device;
+    FaultInjectingCopyEngine engine(&device, {0.2, 0.3, 0.2, absl::Milliseconds(1), seed});
+    int ok = 0, failed = 0;
+    for (int round = 0; round < 20; ++round) {
+      const int first = first_key + round * 4;
+      VectorRegion src(4 * kBlock, MemoryKind::kDevice), dst(4 * kBlock, MemoryKind::kDevice);
+      FillPattern(src.bytes(), first);
+      std::vector<RegionBlock> blocks;
+      for (int i = 0; i < 4; ++i) {
+        blocks.push_back(
+            {Key(first + i), i ? Key(first + i - 1) : BlockKey(), i * kBlock, kBlock, {}});
+      }
+      absl::Status s;
+      std::vector<BlockOutcome> saved = Run(true, src, blocks, &s, &engine);
+      EXPECT_TRUE(s.ok()) << s;
+      std::vector<BlockOutcome> loaded = Run(false, dst, blocks, &s, &engine);
+      EXPECT_TRUE(s.ok()) << s;
+      EXPECT_EQ(loaded.size(), 4u);
+      for (const BlockOutcome& o : loaded) {
+        if (!o.status.ok()) {
+          ++failed;
+          EXPECT_EQ(o.bytes, 0u);
+          continue;
+        }
+        ++ok;
+        // An OK block was saved OK and its bytes are exact.
+        EXPECT_TRUE(saved[o.index].status.ok());
+        EXPECT_EQ(std::memcmp(dst.bytes().data() + o.index * kBlock,
+                              src.bytes().data() + o.index * kBlock, kBlock),
+                  0)
+            << "block " << first + static_cast<int>(o.index);
+      }
+    }
+    EXPECT_GT(ok, 0);
+    EXPECT_GT(failed, 0);
+    *counts = engine.counts();
+    // Faults stop: everything works again.
+    engine.SetPlan({});
+    VectorRegion src(kBlock, MemoryKind::kDevice), dst(kBlock, MemoryKind::kDevice);
+    FillPattern(src.bytes(), 999);
+    const std::vector<RegionBlock> one = {{Key(first_key + 1000), BlockKey(), 0, kBlock, {}}};
+    absl::Status s;
+    EXPECT_TRUE(Run(true, src, one, &s, &engine)[0].status.ok());
+    EXPECT_TRUE(Run(false, dst, one, &s, &engine)[0].status.ok());
+    EXPECT_EQ(std::memcmp(dst.bytes().data(), src.bytes().data(), kBlock), 0);
+  };
+  CopyFaultCounts a, b;
+  run(7, 10000, &a);
+  run(7, 20000, &b);  // same seed, same faults
+  EXPECT_EQ(a.refused, b.refused);
+  EXPECT_EQ(a.failed_completions, b.failed_completions);
+  EXPECT_EQ(a.latency_spikes, b.latency_spikes);
+  EXPECT_GT(a.refused + a.failed_completions, 0u);
 }
 
 }  // namespace
