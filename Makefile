@@ -34,13 +34,14 @@ bench: build
 	./$(BUILD_DIR)/bench/shm_save_load
 	bash bench/put_get_vs_redis.sh $(BUILD_DIR)
 
-# Every test (unit and integration) under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The unit and integration tests under AddressSanitizer + UndefinedBehaviorSanitizer
+# (the `slow` crash-oracle and soak runs are left to `make test`).
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DKVTIER_SANITIZE=address,undefined -DKVTIER_WITH_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE slow
 
 SOURCES = $(shell git ls-files '*.cc' '*.h')
 

@@ -40,6 +40,7 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   response->set_blocks(snap.blocks);
   response->set_bytes(snap.bytes);
   response->set_active_leases(snap.active_leases);
+  response->set_registered_regions(static_cast<uint32_t>(regions_->size()));
   response->set_stranded_blocks(snap.stranded_blocks);
   response->set_stranded_bytes(snap.stranded_bytes);
   const PlannerSnapshot planner = planner_->Snapshot();

@@ -17,6 +17,7 @@
 #include "storage/block_cache.h"
 #include "storage/copy_engine.h"
 #include "storage/gpu_tier.h"
+#include "storage/memory_region.h"
 
 namespace kvtier {
 
@@ -25,7 +26,7 @@ class AdminService final : public v1::Admin::Service {
   AdminService(BlockCache* cache, const LookupPlanner* planner, GpuInventory gpus,
                absl::Time started, const NamespaceTransforms* transforms,
                CopyEngineCapabilities copy_engine, const GpuTier* gpu_tier,
-               std::string gpu_tier_note)
+               std::string gpu_tier_note, const RegionTable* regions)
       : cache_(cache),
         planner_(planner),
         gpus_(std::move(gpus)),
@@ -33,7 +34,8 @@ class AdminService final : public v1::Admin::Service {
         transforms_(transforms),
         copy_engine_(std::move(copy_engine)),
         gpu_tier_(gpu_tier),
-        gpu_tier_note_(std::move(gpu_tier_note)) {}
+        gpu_tier_note_(std::move(gpu_tier_note)),
+        regions_(regions) {}
 
   // The address is known only once the server has bound it.
   void set_listen_address(std::string address) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -60,6 +62,7 @@ class AdminService final : public v1::Admin::Service {
   const CopyEngineCapabilities copy_engine_;
   const GpuTier* const gpu_tier_;
   const std::string gpu_tier_note_;
+  const RegionTable* const regions_;
   absl::Mutex mu_;
   std::string listen_address_ ABSL_GUARDED_BY(mu_);
 };

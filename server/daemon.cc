@@ -180,9 +180,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(d->kvcache_service_.get());
-  d->admin_service_ =
-      std::make_unique<AdminService>(d->cache_.get(), d->planner_.get(), d->gpus_, absl::Now(),
-                                     &d->transforms_, copy, d->gpu_tier_.get(), d->gpu_tier_note_);
+  d->admin_service_ = std::make_unique<AdminService>(
+      d->cache_.get(), d->planner_.get(), d->gpus_, absl::Now(), &d->transforms_, copy,
+      d->gpu_tier_.get(), d->gpu_tier_note_, d->regions_.get());
   builder.RegisterService(d->admin_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || port == 0) {
