@@ -104,6 +104,7 @@ class PythonClientTest(unittest.TestCase):
         hit = self.client.lookup(self.ns.id, keys + [b"py-c"], take_lease=True)
         self.assertEqual(hit.matched, 2)
         self.assertEqual(hit.tiers, ["host", "host"])
+        self.assertEqual(len(hit.persisted), 2)
         self.assertIsNone(hit.fetch_blocks)
         self.assertEqual(self.client.release(hit.lease_id), 2)
         with self.assertRaises(KvtierError) as e:

@@ -53,6 +53,7 @@ class LookupResult:
     lease_id: str
     fetch_blocks: Optional[int]  # the plan's cut; None without a plan
     plan: Optional[kvcache_pb2.FetchPlan] = None
+    persisted: List[bool] = field(default_factory=list)  # per block: survives a daemon crash
 
 
 @dataclass
@@ -176,7 +177,7 @@ class Client:
         has_plan = r.HasField("plan")
         return LookupResult(r.matched, [_TIERS.get(b.tier, "unknown") for b in r.blocks],
                             r.lease_id, r.plan.fetch_blocks if has_plan else None,
-                            r.plan if has_plan else None)
+                            r.plan if has_plan else None, [b.persisted for b in r.blocks])
 
     def release(self, lease_id: str) -> int:
         return self._call(self._stub.Release,
