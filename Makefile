@@ -38,7 +38,8 @@ bench: build
 # (the `slow` crash-oracle and soak runs are left to `make test`).
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DKVTIER_SANITIZE=address,undefined -DKVTIER_WITH_CUDA=OFF $(CMAKE_FLAGS)
+	  -DKVTIER_SANITIZE=address,undefined -DKVTIER_WITH_CUDA=OFF -DKVTIER_BUILD_BENCH=OFF \
+	  $(CMAKE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE slow

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/gpu_tier.h"
+#include "storage/namespaced_key.h"
 
 namespace kvtier {
 
@@ -61,17 +62,7 @@ class DevicePool final : public GpuTier {
     uint64_t used = 0;    // LRU tick
     bool mapped = false;  // in index_ (a stale entry is unmapped, then freed)
   };
-  struct NsKey {
-    NamespaceId ns;
-    BlockKey key;
-    friend bool operator==(const NsKey& a, const NsKey& b) {
-      return a.ns == b.ns && a.key == b.key;
-    }
-    template <typename H>
-    friend H AbslHashValue(H h, const NsKey& k) {
-      return H::combine(std::move(h), k.ns, k.key);
-    }
-  };
+  using NsKey = NamespacedKey;
 
   DevicePool(int device, uint8_t* base, uint64_t slot_bytes, size_t slots,
              std::unique_ptr<DeviceAllocator> alloc);

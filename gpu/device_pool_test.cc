@@ -115,19 +115,37 @@ TEST_F(DevicePoolTest, FailedFillsFreeTheSlotAndBadSizesAreRefused) {
 // The tier in the data path: a Load into GPU memory copies from the host
 // and promotes; the next Load of the same blocks is device to device; a
 // block stored again with other bytes is never served from the old copy.
-TEST(GpuTierLoadTest, LoadsPromoteThenHitAndNeverServeStaleBytes) {
-  SystemClock clock;
-  BlockCacheOptions o;
-  o.host_bytes = 8 << 20;
-  o.slab_bytes = 1 << 20;
-  o.max_block_bytes = 64 << 10;
-  std::unique_ptr<BlockCache> cache = *BlockCache::Create(o, &clock);
-  const NamespaceId ns =
-      cache->OpenNamespace({"m", KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1}, "", ""})->id;
-  constexpr uint64_t kBlock = 32 << 10;
-  auto pool = DevicePool::Create(0, 4 * kBlock, kBlock, std::make_unique<HostDeviceAllocator>());
-  ASSERT_TRUE(pool.ok());
-  FakeDeviceEngine engine;
+// A BlockCache with one namespace of 32 KiB blocks, a "device" engine and
+// helpers, for the GPU tier in the data path.
+class GpuTierLoadTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kBlock = 32 << 10;
+  void SetUp() override {
+    BlockCacheOptions o;
+    o.host_bytes = 8 << 20;
+    o.slab_bytes = 1 << 20;
+    o.max_block_bytes = 64 << 10;
+    cache_ = *BlockCache::Create(o, &clock_);
+    ns_ = cache_->OpenNamespace({"m", KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1}, "", ""})->id;
+  }
+  std::unique_ptr<DevicePool> Pool(int slots) {
+    auto pool =
+        DevicePool::Create(0, slots * kBlock, kBlock, std::make_unique<HostDeviceAllocator>());
+    EXPECT_TRUE(pool.ok()) << pool.status();
+    return pool.ok() ? *std::move(pool) : nullptr;
+  }
+  SystemClock clock_;
+  std::unique_ptr<BlockCache> cache_;
+  NamespaceId ns_;
+  FakeDeviceEngine engine_;
+};
+
+TEST_F(GpuTierLoadTest, LoadsPromoteThenHitAndNeverServeStaleBytes) {
+  BlockCache* cache = cache_.get();
+  const NamespaceId ns = ns_;
+  FakeDeviceEngine& engine = engine_;
+  std::unique_ptr<DevicePool> pool = Pool(4);
+  ASSERT_NE(pool, nullptr);
   std::vector<uint8_t> src_mem(3 * kBlock), dst_mem(3 * kBlock);
   for (size_t i = 0; i < src_mem.size(); ++i) src_mem[i] = static_cast<uint8_t>(i * 7 + 1);
   DeviceRegion src(0, {{src_mem.data(), src_mem.size()}}, "src", nullptr);
@@ -147,18 +165,18 @@ TEST(GpuTierLoadTest, LoadsPromoteThenHitAndNeverServeStaleBytes) {
     out.clear();
     std::fill(dst_mem.begin(), dst_mem.end(), 0);
     ASSERT_TRUE(
-        LoadIntoRegion(*cache, ns, dst, blocks, sink, go, &engine, nullptr, pool->get()).ok());
+        LoadIntoRegion(*cache, ns, dst, blocks, sink, go, &engine, nullptr, pool.get()).ok());
     ASSERT_EQ(out.size(), 3u);
     for (const BlockOutcome& b : out) EXPECT_TRUE(b.status.ok()) << b.status;
   };
   load();
   EXPECT_EQ(dst_mem, src_mem);
-  EXPECT_EQ((*pool)->stats().promotions, 3u);
-  EXPECT_EQ((*pool)->stats().hits, 0u);
+  EXPECT_EQ(pool->stats().promotions, 3u);
+  EXPECT_EQ(pool->stats().hits, 0u);
   const int batches = engine.batches.load();
   load();
   EXPECT_EQ(dst_mem, src_mem);
-  EXPECT_EQ((*pool)->stats().hits, 3u);
+  EXPECT_EQ(pool->stats().hits, 3u);
   EXPECT_EQ(engine.batches.load(), batches + 1);  // one device-to-device batch
 
   // Block 2 deleted and stored again with other bytes: the tier's copy is
@@ -170,35 +188,28 @@ TEST(GpuTierLoadTest, LoadsPromoteThenHitAndNeverServeStaleBytes) {
   ASSERT_TRUE(SaveFromRegion(*cache, ns, src, {blocks[2]}, sink, go, &engine).ok());
   load();
   EXPECT_EQ(dst_mem, src_mem);
-  EXPECT_EQ((*pool)->stats().stale, 1u);
+  EXPECT_EQ(pool->stats().stale, 1u);
 
   // A failed host-to-device batch promotes nothing.
-  auto empty = DevicePool::Create(0, 4 * kBlock, kBlock, std::make_unique<HostDeviceAllocator>());
+  std::unique_ptr<DevicePool> empty = Pool(4);
   engine.fail = true;
   out.clear();
   ASSERT_TRUE(
-      LoadIntoRegion(*cache, ns, dst, blocks, sink, go, &engine, nullptr, empty->get()).ok());
+      LoadIntoRegion(*cache, ns, dst, blocks, sink, go, &engine, nullptr, empty.get()).ok());
   ASSERT_EQ(out.size(), 3u);
   for (const BlockOutcome& b : out) EXPECT_FALSE(b.status.ok());
-  EXPECT_EQ((*empty)->stats().resident_blocks, 0u);
-  EXPECT_EQ((*empty)->stats().promotions, 0u);
+  EXPECT_EQ(empty->stats().resident_blocks, 0u);
+  EXPECT_EQ(empty->stats().promotions, 0u);
 }
 
 // A Load abandoned mid-group (its caller went away) leaves no slot stuck
 // half-filled: the same blocks promote on the next Load.
-TEST(GpuTierLoadTest, CancelledLoadsLeakNoSlots) {
-  SystemClock clock;
-  BlockCacheOptions o;
-  o.host_bytes = 8 << 20;
-  o.slab_bytes = 1 << 20;
-  o.max_block_bytes = 64 << 10;
-  std::unique_ptr<BlockCache> cache = *BlockCache::Create(o, &clock);
-  const NamespaceId ns =
-      cache->OpenNamespace({"m", KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1}, "", ""})->id;
-  constexpr uint64_t kBlock = 32 << 10;
-  auto pool = DevicePool::Create(0, 2 * kBlock, kBlock, std::make_unique<HostDeviceAllocator>());
-  ASSERT_TRUE(pool.ok());
-  FakeDeviceEngine engine;
+TEST_F(GpuTierLoadTest, CancelledLoadsLeakNoSlots) {
+  BlockCache* cache = cache_.get();
+  const NamespaceId ns = ns_;
+  FakeDeviceEngine& engine = engine_;
+  std::unique_ptr<DevicePool> pool = Pool(2);
+  ASSERT_NE(pool, nullptr);
   std::vector<uint8_t> mem(2 * kBlock, 5), dst_mem(2 * kBlock);
   DeviceRegion src(0, {{mem.data(), mem.size()}}, "src", nullptr);
   DeviceRegion dst(0, {{dst_mem.data(), dst_mem.size()}}, "dst", nullptr);
@@ -216,18 +227,18 @@ TEST(GpuTierLoadTest, CancelledLoadsLeakNoSlots) {
   const KeepGoing stop_at_second = [&] { return ++asked < 2; };
   out.clear();
   EXPECT_EQ(
-      LoadIntoRegion(*cache, ns, dst, blocks, sink, stop_at_second, &engine, nullptr, pool->get())
+      LoadIntoRegion(*cache, ns, dst, blocks, sink, stop_at_second, &engine, nullptr, pool.get())
           .code(),
       absl::StatusCode::kCancelled);
   EXPECT_TRUE(out.empty());  // nothing reported loaded
   // Both slots are free again: both blocks promote now.
   out.clear();
   ASSERT_TRUE(LoadIntoRegion(
-                  *cache, ns, dst, blocks, sink, [] { return true; }, &engine, nullptr, pool->get())
+                  *cache, ns, dst, blocks, sink, [] { return true; }, &engine, nullptr, pool.get())
                   .ok());
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ((*pool)->stats().promotions, 2u);
-  EXPECT_EQ((*pool)->stats().resident_blocks, 2u);
+  EXPECT_EQ(pool->stats().promotions, 2u);
+  EXPECT_EQ(pool->stats().resident_blocks, 2u);
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "storage/block_key.h"
 #include "storage/namespace_spec.h"
+#include "storage/namespaced_key.h"
 #include "storage/nvme_store.h"
 #include "storage/slab_allocator.h"
 
@@ -145,17 +146,7 @@ class PrefixIndex {
   }
 
  private:
-  struct FullKey {
-    NamespaceId ns;
-    BlockKey key;
-    friend bool operator==(const FullKey& a, const FullKey& b) {
-      return a.ns == b.ns && a.key == b.key;
-    }
-    template <typename H>
-    friend H AbslHashValue(H h, const FullKey& k) {
-      return H::combine(std::move(h), k.ns, k.key);
-    }
-  };
+  using FullKey = NamespacedKey;
 
   void UpdateEvictable(BlockRecord* record);
   void SetCandidates(BlockRecord* record, uint8_t want);

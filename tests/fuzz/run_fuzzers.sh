@@ -16,22 +16,33 @@ CXX="clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize
 ABSL=$(pkg-config --libs absl_status absl_statusor absl_strings absl_str_format absl_synchronization)
 COSTMODEL=("$ROOT"/costmodel/{attention_roofline,block_sharing,catalog,deployment,fetch_plan,hf_config,kv_footprint,kv_quant,memory_budget,model_spec,pd_link,preemption,tier_value}.cc)
 
-build() {  # name sources... -- libs...
+# Each source is compiled once (into $OUT/obj, two at a time), then linked
+# into the targets that need it.
+compile() {
+  mkdir -p "$OUT/obj"
+  printf '%s\n' "$@" | sort -u | xargs -P 2 -I{} sh -c \
+    'o="$0/obj/$(echo "$1" | sed "s|/|_|g").o"; [ "$o" -nt "$1" ] || $2 -c "$1" -o "$o"' \
+    "$OUT" {} "$CXX"
+}
+objs() { for f in "$@"; do echo "$OUT/obj/$(echo "$f" | sed 's|/|_|g').o"; done; }
+link() {  # name sources... -- libs...
   local name=$1; shift
-  local srcs=() libs=()
+  local srcs=()
   while [[ $1 != -- ]]; do srcs+=("$1"); shift; done; shift
-  libs=("$@")
-  echo "=== building $name"
-  # shellcheck disable=SC2086
-  $CXX "${srcs[@]}" -o "$OUT/$name" "${libs[@]}" $ABSL
+  echo "=== linking $name"
+  # shellcheck disable=SC2046,SC2086
+  $CXX $(objs "${srcs[@]}") -o "$OUT/$name" "$@" $ABSL
 }
 
-build planner_fuzz "${COSTMODEL[@]}" "$ROOT"/client/planner/planner_reports.cc \
-  "$ROOT"/tests/fuzz/planner_fuzz.cc --
-build storage_fuzz "$ROOT"/storage/{slot_header,checksum,catalog,block_key,namespace_spec}.cc \
-  "$ROOT"/tests/fuzz/storage_fuzz.cc -- -lrocksdb -lxxhash
-build config_fuzz "$ROOT"/server/config.cc "${COSTMODEL[@]}" "$ROOT"/tests/fuzz/config_fuzz.cc \
-  -- -lyaml-cpp -lspdlog -lfmt
+PLANNER=("${COSTMODEL[@]}" "$ROOT"/client/planner/planner_reports.cc "$ROOT"/tests/fuzz/planner_fuzz.cc)
+STORAGE=("$ROOT"/storage/{slot_header,checksum,catalog,block_key,namespace_spec}.cc
+         "$ROOT"/tests/fuzz/storage_fuzz.cc)
+CONFIG=("$ROOT"/server/config.cc "${COSTMODEL[@]}" "$ROOT"/tests/fuzz/config_fuzz.cc)
+echo "=== compiling"
+compile "${PLANNER[@]}" "${STORAGE[@]}" "${CONFIG[@]}"
+link planner_fuzz "${PLANNER[@]}" --
+link storage_fuzz "${STORAGE[@]}" -- -lrocksdb -lxxhash
+link config_fuzz "${CONFIG[@]}" -- -lyaml-cpp -lspdlog -lfmt
 
 status=0
 for t in planner storage config; do
