@@ -32,6 +32,8 @@ bench: build
 	./$(BUILD_DIR)/bench/lookup_plan
 	./$(BUILD_DIR)/bench/lookup_rpc
 	./$(BUILD_DIR)/bench/shm_save_load
+	./$(BUILD_DIR)/bench/gather_scatter
+	@if [ -x ./$(BUILD_DIR)/bench/gpu_copy ]; then ./$(BUILD_DIR)/bench/gpu_copy; fi
 	bash bench/put_get_vs_redis.sh $(BUILD_DIR)
 
 # The unit and integration tests under AddressSanitizer + UndefinedBehaviorSanitizer
