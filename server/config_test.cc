@@ -82,6 +82,30 @@ TEST(ConfigTest, MalformedYamlAndBadValuesAreErrors) {
   EXPECT_EQ(ApplyYamlFile("/nonexistent/kvtier.yaml", &c).code(), absl::StatusCode::kNotFound);
 }
 
+// Regression (tests/fuzz/config_fuzz found it): a value with carriage
+// returns applied, then printed as YAML that read back differently. Control
+// characters are refused, naming the key; other odd but printable values
+// round-trip.
+TEST(ConfigTest, ControlCharactersAreRefusedAndOddValuesRoundTrip) {
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  const absl::Status s =
+      ApplyYaml("nvme:\n  dirs: /dcostmodecostmodel.gpu\r\r\r\r\r\r\r\r\r\r", &c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("nvme.dirs"), std::string::npos) << s;
+  EXPECT_EQ(ApplyYaml("server:\n  listen: \"a\\tb\"\n", &c).code(),
+            absl::StatusCode::kInvalidArgument);
+  for (const char* odd : {"' leading space'", "'trailing space '", "'a: b'", "'#x'", "\"q'uote\"",
+                          "'{x}'", "'- y'"}) {
+    DaemonConfig d = DefaultConfig(16 * kGiB);
+    ASSERT_TRUE(ApplyYaml(absl::StrCat("nvme:\n  dirs: ", odd, "\n"), &d).ok()) << odd;
+    const std::string printed = ConfigToYaml(d);
+    DaemonConfig e = DefaultConfig(64 * kGiB);
+    ASSERT_TRUE(ApplyYaml(printed, &e).ok()) << printed;
+    EXPECT_EQ(e.nvme_dirs, d.nvme_dirs) << odd;
+    EXPECT_EQ(ConfigToYaml(e), printed) << odd;
+  }
+}
+
 TEST(ConfigTest, ValidationCatchesInconsistentSizes) {
   DaemonConfig c = DefaultConfig(16 * kGiB);
   c.max_block_bytes = c.host_slab_bytes + 1;
