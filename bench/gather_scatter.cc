@@ -12,23 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "bench/best_seconds.h"
 #include "gpu/cpu_copy_engine.h"
 #include "gpu/engine_layout.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using kvtier::bench::BestSeconds;
 
-template <typename F>
-double BestSeconds(int rounds, F f) {
-  double best = 1e30;
-  for (int r = 0; r < rounds; ++r) {
-    const auto a = Clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - a).count());
-  }
-  return best;
-}
+using Clock = std::chrono::steady_clock;
 
 }  // namespace
 

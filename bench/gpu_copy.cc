@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/best_seconds.h"
 #include "gpu/cuda/cuda_copy_engine.h"
 #include "gpu/engine_layout.h"
 #include "gpu/fp8_codec.h"
@@ -28,6 +29,8 @@
 
 namespace {
 
+using kvtier::bench::BestSeconds;
+
 using Clock = std::chrono::steady_clock;
 
 void Check(cudaError_t e, const char* what) {
@@ -35,18 +38,6 @@ void Check(cudaError_t e, const char* what) {
     std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
     std::exit(1);
   }
-}
-
-template <typename F>
-double BestSeconds(int rounds, F f) {
-  f();  // warm up
-  double best = 1e30;
-  for (int r = 0; r < rounds; ++r) {
-    const auto a = Clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - a).count());
-  }
-  return best;
 }
 
 struct Row {
@@ -106,18 +97,29 @@ int main(int argc, char** argv) {
   host = std::malloc(2 * bytes);
   if (!e.RegisterHost(host, 2 * bytes).ok()) return 1;
 
-  const double contig_h2d = BestSeconds(rounds, [&] {
-    Check(cudaMemcpyAsync(dev_contig, host_contig, bytes, cudaMemcpyHostToDevice, stream), "h2d");
-    Check(cudaStreamSynchronize(stream), "sync");
-  });
-  const double contig_d2h = BestSeconds(rounds, [&] {
-    Check(cudaMemcpyAsync(host_contig, dev_contig, bytes, cudaMemcpyDeviceToHost, stream), "d2h");
-    Check(cudaStreamSynchronize(stream), "sync");
-  });
-  const double contig_d2d = BestSeconds(rounds, [&] {
-    Check(cudaMemcpyAsync(dev, dev_contig, bytes, cudaMemcpyDeviceToDevice, stream), "d2d");
-    Check(cudaStreamSynchronize(stream), "sync");
-  });
+  const double contig_h2d = BestSeconds(
+      rounds,
+      [&] {
+        Check(cudaMemcpyAsync(dev_contig, host_contig, bytes, cudaMemcpyHostToDevice, stream),
+              "h2d");
+        Check(cudaStreamSynchronize(stream), "sync");
+      },
+      /*warm_up=*/true);
+  const double contig_d2h = BestSeconds(
+      rounds,
+      [&] {
+        Check(cudaMemcpyAsync(host_contig, dev_contig, bytes, cudaMemcpyDeviceToHost, stream),
+              "d2h");
+        Check(cudaStreamSynchronize(stream), "sync");
+      },
+      /*warm_up=*/true);
+  const double contig_d2d = BestSeconds(
+      rounds,
+      [&] {
+        Check(cudaMemcpyAsync(dev, dev_contig, bytes, cudaMemcpyDeviceToDevice, stream), "d2d");
+        Check(cudaStreamSynchronize(stream), "sync");
+      },
+      /*warm_up=*/true);
 
   // Whole blocks, every other slot on both sides.
   CopyBatch h2d{MemoryKind::kHost, MemoryKind::kDevice, 0, {}},
@@ -128,9 +130,13 @@ int main(int argc, char** argv) {
     h2d.ops.push_back({d, h, block_bytes});
     d2h.ops.push_back({h, d, block_bytes});
   }
-  report("block copies host->device (2 MiB blocks)", bytes, BestSeconds(rounds, [&] { sync(h2d); }),
+  report("block copies host->device (2 MiB blocks)", bytes,
+         BestSeconds(
+             rounds, [&] { sync(h2d); }, /*warm_up=*/true),
          contig_h2d);
-  report("block copies device->host (2 MiB blocks)", bytes, BestSeconds(rounds, [&] { sync(d2h); }),
+  report("block copies device->host (2 MiB blocks)", bytes,
+         BestSeconds(
+             rounds, [&] { sync(d2h); }, /*warm_up=*/true),
          contig_d2h);
 
   // Gather/scatter from per-layer device tensors.
@@ -151,13 +157,21 @@ int main(int argc, char** argv) {
   const CopyBatch scatter_d2d{MemoryKind::kDevice, MemoryKind::kDevice, 0,
                               *PlanScatter(*layout, tensors, ids, dev)};
   report("gather 2x32 chunks of 32 KiB, device->host", bytes,
-         BestSeconds(rounds, [&] { sync(gather_d2h); }), contig_d2h);
+         BestSeconds(
+             rounds, [&] { sync(gather_d2h); }, /*warm_up=*/true),
+         contig_d2h);
   report("scatter 2x32 chunks of 32 KiB, host->device", bytes,
-         BestSeconds(rounds, [&] { sync(scatter_h2d); }), contig_h2d);
+         BestSeconds(
+             rounds, [&] { sync(scatter_h2d); }, /*warm_up=*/true),
+         contig_h2d);
   report("gather, device->device (copy kernel)", bytes,
-         BestSeconds(rounds, [&] { sync(gather_d2d); }), contig_d2d);
+         BestSeconds(
+             rounds, [&] { sync(gather_d2d); }, /*warm_up=*/true),
+         contig_d2d);
   report("scatter, device->device (copy kernel)", bytes,
-         BestSeconds(rounds, [&] { sync(scatter_d2d); }), contig_d2d);
+         BestSeconds(
+             rounds, [&] { sync(scatter_d2d); }, /*warm_up=*/true),
+         contig_d2d);
 
   // fp8: bytes read + written against a device-to-device copy's (2 x bytes).
   absl::StatusOr<fp8::Geometry> geo = MakeFp8Geometry(*layout, Fp8Format{KvDtype::kBf16, 16, 0});
@@ -166,12 +180,18 @@ int main(int argc, char** argv) {
   Check(cudaMemset(dev, 0x3c, bytes), "cudaMemset");  // bf16 ~1.0-ish values
   const double hbm_s = contig_d2d;
   const double moved = double(bytes) + double(geo->encoded_bytes) * blocks;
-  const double enc_s = BestSeconds(rounds, [&] {
-    if (!EncodeFp8OnDevice(0, *geo, dev, enc, blocks).ok()) std::exit(1);
-  });
-  const double dec_s = BestSeconds(rounds, [&] {
-    if (!DecodeFp8OnDevice(0, *geo, enc, dev, blocks).ok()) std::exit(1);
-  });
+  const double enc_s = BestSeconds(
+      rounds,
+      [&] {
+        if (!EncodeFp8OnDevice(0, *geo, dev, enc, blocks).ok()) std::exit(1);
+      },
+      /*warm_up=*/true);
+  const double dec_s = BestSeconds(
+      rounds,
+      [&] {
+        if (!DecodeFp8OnDevice(0, *geo, enc, dev, blocks).ok()) std::exit(1);
+      },
+      /*warm_up=*/true);
   rows.push_back({"fp8 encode (read+write)", moved / enc_s / 1e9, 2.0 * bytes / hbm_s / 1e9});
   rows.push_back({"fp8 decode (read+write)", moved / dec_s / 1e9, 2.0 * bytes / hbm_s / 1e9});
   for (size_t i = rows.size() - 2; i < rows.size(); ++i) {
