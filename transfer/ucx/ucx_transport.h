@@ -1,0 +1,85 @@
+// UcxTransport: the Transport over UCX's ucp layer. One ucp context and one
+// worker per transport, driven by a progress thread that sleeps on the
+// worker's event descriptor (so a target of remote puts and gets, which
+// needs progress for TCP and shared-memory transports, uses no CPU while
+// idle). Exposed memory is mapped once with ucp_mem_map and its rkey packed
+// for peers; each connection is an endpoint with peer error handling plus the
+// peer's unpacked rkey.
+//
+// Transports come from UCX's environment (UCX_TLS, UCX_NET_DEVICES), read at
+// Create. GPU memory support is detected from the context's memory types.
+//
+// Thread-safety: as Transport. Operations may be issued from any thread (the
+// worker runs in UCS_THREAD_MODE_MULTI); completions run on the progress
+// thread.
+#ifndef KVTIER_TRANSFER_UCX_UCX_TRANSPORT_H_
+#define KVTIER_TRANSFER_UCX_UCX_TRANSPORT_H_
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/transport.h"
+#include "transfer/transport_factory.h"
+
+namespace kvtier {
+
+class UcxTransport final : public Transport {
+ public:
+  // UNAVAILABLE when UCX cannot initialize (no usable transport).
+  static absl::StatusOr<std::unique_ptr<UcxTransport>> Create(const TransportOptions& options);
+  ~UcxTransport() override;
+  UcxTransport(const UcxTransport&) = delete;
+  UcxTransport& operator=(const UcxTransport&) = delete;
+
+  TransportCapabilities Capabilities() const override { return capabilities_; }
+  std::string LocalAddress() const override { return address_; }
+  absl::StatusOr<ExposedMemory> Expose(absl::Span<uint8_t> memory) override;
+  absl::StatusOr<uint64_t> Connect(absl::string_view peer_address,
+                                   const ExposedMemory& remote) override;
+  void Disconnect(uint64_t connection) override;
+  std::vector<absl::Status> Execute(uint64_t connection, RmaKind kind, absl::Span<const RmaOp> ops,
+                                    absl::Time deadline) override;
+  ConnectionInfo Describe(uint64_t connection) override;
+
+ private:
+  struct Connection;
+  struct Batch;
+
+  UcxTransport() = default;
+  void ProgressLoop();
+  std::shared_ptr<Connection> Find(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Force-closes the connection's endpoint (failing its in-flight requests)
+  // and waits for the close to finish.
+  void Close(Connection& conn, const std::string& why);
+  void Wake();
+
+  TransportOptions options_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int event_fd_ = -1;
+  int epoll_fd_ = -1;
+  std::string address_;
+  TransportCapabilities capabilities_;
+  std::atomic<bool> stop_{false};
+  std::thread progress_;
+
+  absl::Mutex mu_;
+  ucp_mem_h exposed_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<ucp_mem_h> retired_ ABSL_GUARDED_BY(mu_);  // replaced exposures
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_TRANSFER_UCX_UCX_TRANSPORT_H_
