@@ -905,6 +905,45 @@ absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<absl::Span<uint8_t>> BlockCache::PutBatch::StartLanding(const BlockKey& key,
+                                                                     const BlockKey& parent,
+                                                                     uint64_t size,
+                                                                     uint64_t checksum) {
+  if (absl::Status st = StartBlock(key, parent, size); !st.ok()) return st;
+  Staged& s = staged_.back();
+  s.filled = s.size;
+  s.landing = true;
+  if (!s.slot.has_value()) return absl::Span<uint8_t>();
+  s.checksum = checksum;
+  return absl::Span<uint8_t>(cache_->SlotData(*s.slot), s.size);
+}
+
+size_t BlockCache::PutBatch::KeepVerifiedPrefix(size_t received) {
+  if (dead_ || done_) return 0;
+  size_t keep = std::min(received, staged_.size());
+  for (size_t i = 0; i < keep; ++i) {
+    const Staged& s = staged_[i];
+    if (!s.landing || !s.slot.has_value()) continue;
+    // The slot belongs to this batch alone until Commit: no lock needed.
+    const uint64_t got = Checksum64({cache_->SlotData(*s.slot), s.size});
+    if (got != s.checksum) {
+      spdlog::warn("received block {} does not match its checksum; it and the {} after it are "
+                   "not stored",
+                   s.key.ToHex(), staged_.size() - i - 1);
+      keep = i;
+      break;
+    }
+  }
+  if (keep == staged_.size()) return keep;
+  absl::MutexLock lock(&cache_->mu_);
+  for (size_t i = keep; i < staged_.size(); ++i) {
+    if (staged_[i].slot.has_value()) cache_->allocator_->Free(*staged_[i].slot);
+    staged_index_.erase(staged_[i].key);
+  }
+  staged_.resize(keep);
+  return keep;
+}
+
 absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
   if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
   if (staged_.empty()) return Fail(absl::InvalidArgumentError("Put carried no blocks"));

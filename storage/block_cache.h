@@ -437,6 +437,22 @@ class BlockCache::PutBatch {
   absl::Status StartBlock(const BlockKey& key, const BlockKey& parent, uint64_t size);
   // INVALID_ARGUMENT if no block is open or data overruns the block.
   absl::Status Append(absl::Span<const uint8_t> data);
+
+  // Names a block whose bytes another party writes straight into its slot
+  // (a peer's remote put, or this daemon's remote get) instead of Append.
+  // `checksum` is the XXH3-64 the sender recorded for the bytes. Returns the
+  // slot to fill, or an empty span when the block is already cached (nothing
+  // to receive). Errors as StartBlock. A landing block is not trusted until
+  // KeepVerifiedPrefix has checked it.
+  absl::StatusOr<absl::Span<uint8_t>> StartLanding(const BlockKey& key, const BlockKey& parent,
+                                                   uint64_t size, uint64_t checksum);
+  // Blocks [0, received) have landed. Verifies each landing block's bytes
+  // against its checksum, in order, and keeps only the blocks before the
+  // first mismatch (and before `received`): the rest leave the batch and
+  // their slots are freed, so Commit never indexes an unverified byte.
+  // Returns how many blocks remain (0: nothing to commit).
+  size_t KeepVerifiedPrefix(size_t received);
+  size_t blocks() const { return staged_.size(); }
   // INVALID_ARGUMENT if empty or the last block is incomplete; ABORTED if a
   // concurrent change (a parent dropped, a conflicting put) breaks the batch.
   absl::StatusOr<PutResult> Commit();
@@ -450,6 +466,7 @@ class BlockCache::PutBatch {
     uint64_t filled = 0;
     std::optional<SlabAllocator::Slot> slot;  // nullopt: already cached
     uint64_t checksum = 0;
+    bool landing = false;  // filled by StartLanding's caller, not Append
   };
   PutBatch(BlockCache* cache, const NamespaceId& ns, uint64_t block_bytes)
       : cache_(cache), ns_(ns), block_bytes_(block_bytes) {}

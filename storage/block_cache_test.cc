@@ -2,13 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "storage/checksum.h"
 #include "storage/test_bytes.h"
 
 namespace kvtier {
@@ -82,6 +85,70 @@ class BlockCacheTest : public ::testing::Test {
   std::unique_ptr<BlockCache> cache_;
   NamespaceId ns_;
 };
+
+// Landing: bytes written straight into reserved slots (as a peer transfer
+// does) are indexed only once verified, and only as a verified prefix.
+TEST_F(BlockCacheTest, LandedBlocksAreIndexedOnlyAsTheirVerifiedPrefix) {
+  ASSERT_TRUE(Put(ns_, {"a"}).ok());  // already cached: nothing to receive
+  const CacheSnapshot before = cache_->Snapshot();
+  auto batch = cache_->BeginPut(ns_);
+  ASSERT_TRUE(batch.ok());
+  std::vector<std::string> chain = {"a", "b", "c", "d"};
+  std::string parent;
+  for (const std::string& k : chain) {
+    std::vector<uint8_t> data = Content(ns_.ToHex(), k, 64 * kKiB);
+    absl::StatusOr<absl::Span<uint8_t>> slot =
+        (*batch)->StartLanding(Key(k), parent.empty() ? BlockKey() : Key(parent), data.size(),
+                               Checksum64(data));
+    ASSERT_TRUE(slot.ok()) << slot.status();
+    if (k == "a") {
+      EXPECT_TRUE(slot->empty());
+    } else {
+      ASSERT_EQ(slot->size(), data.size());
+      std::memcpy(slot->data(), data.data(), data.size());
+      if (k == "c") (*slot)[100] ^= 1;  // damaged on the way
+    }
+    parent = k;
+  }
+  // Before commit nothing of it is visible.
+  EXPECT_EQ(Matched(ns_, chain), 1u);
+  EXPECT_EQ((*batch)->KeepVerifiedPrefix(4), 2u);  // a, b; c failed, d follows it
+  ASSERT_TRUE((*batch)->Commit().ok());
+  EXPECT_EQ(Matched(ns_, chain), 2u);
+  auto handles = cache_->Read(ns_, Keys({"b"}));
+  ASSERT_TRUE(handles.ok()) << handles.status();
+  std::vector<uint8_t> want = Content(ns_.ToHex(), "b", 64 * kKiB);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), (*handles)[0].bytes().begin()));
+  handles->clear();
+  // The slots of c and d went back: usage grew by exactly one block.
+  EXPECT_EQ(cache_->Snapshot().host.stored_bytes, before.host.stored_bytes + 64 * kKiB);
+}
+
+TEST_F(BlockCacheTest, LandingThatDidNotArriveStoresNothing) {
+  const CacheSnapshot before = cache_->Snapshot();
+  {
+    auto batch = cache_->BeginPut(ns_);
+    ASSERT_TRUE(batch.ok());
+    std::vector<uint8_t> data = Content(ns_.ToHex(), "x", 64 * kKiB);
+    auto slot = (*batch)->StartLanding(Key("x"), BlockKey(), data.size(), Checksum64(data));
+    ASSERT_TRUE(slot.ok());
+    // Even bytes that happen to be right do not count when the transfer
+    // did not report them received.
+    std::memcpy(slot->data(), data.data(), data.size());
+    EXPECT_EQ((*batch)->KeepVerifiedPrefix(0), 0u);
+    EXPECT_EQ((*batch)->blocks(), 0u);
+    EXPECT_FALSE((*batch)->Commit().ok());
+  }
+  {
+    // Abandoned without a verify: the batch frees its slots.
+    auto batch = cache_->BeginPut(ns_);
+    ASSERT_TRUE(batch.ok());
+    ASSERT_TRUE((*batch)->StartLanding(Key("y"), BlockKey(), 1000, 0).ok());
+  }
+  EXPECT_EQ(Matched(ns_, {"x"}), 0u);
+  EXPECT_EQ(Matched(ns_, {"y"}), 0u);
+  EXPECT_EQ(cache_->Snapshot().host.used_bytes, before.host.used_bytes);
+}
 
 TEST_F(BlockCacheTest, PutThenReadReturnsTheSameBytes) {
   ASSERT_TRUE(Put(ns_, {"a", "b", "c"}).ok());
