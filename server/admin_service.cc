@@ -40,6 +40,16 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   response->set_blocks(snap.blocks);
   response->set_bytes(snap.bytes);
   response->set_active_leases(snap.active_leases);
+  {
+    const PeerTransferInfo info = peer_transfer_->Info();
+    v1::TransferInfo* t = response->mutable_transfer();
+    t->set_available(info.available);
+    t->set_detail(info.detail);
+    t->set_role(PeerRoleName(info.role));
+    t->set_transport(info.transport.name);
+    t->set_transports(info.transport.transports);
+    t->set_detects_peer_failure(info.transport.detects_peer_failure);
+  }
   response->set_registered_regions(static_cast<uint32_t>(regions_->size()));
   response->set_stranded_blocks(snap.stranded_blocks);
   response->set_stranded_bytes(snap.stranded_bytes);
@@ -188,6 +198,29 @@ grpc::Status AdminService::GetWear(grpc::ServerContext*, const v1::GetWearReques
   }
   response->set_admitting(admitting);
   response->set_reason(reason);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListPeers(grpc::ServerContext*, const v1::ListPeersRequest*,
+                                     v1::ListPeersResponse* response) {
+  for (const PeerStats& p : peer_transfer_->Peers()) {
+    v1::PeerStatus* out = response->add_peers();
+    out->set_address(p.address);
+    out->set_daemon_id(p.daemon_id);
+    out->set_role(p.role);
+    out->set_lanes(p.lanes);
+    out->set_connected(p.connected);
+    out->set_bytes_sent(p.bytes_sent);
+    out->set_bytes_received(p.bytes_received);
+    out->set_blocks_sent(p.blocks_sent);
+    out->set_blocks_received(p.blocks_received);
+    out->set_transfers(p.transfers);
+    out->set_failed_transfers(p.failed_transfers);
+    const double moved = static_cast<double>(p.bytes_sent + p.bytes_received);
+    out->set_observed_bytes_per_second(p.transport_seconds > 0 ? moved / p.transport_seconds : 0);
+    out->set_last_error(p.last_error);
+    out->set_connects(p.connects);
+  }
   return grpc::Status::OK;
 }
 

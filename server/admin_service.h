@@ -13,6 +13,7 @@
 #include "gpu/gpu_probe.h"
 #include "kvtier/v1/admin.grpc.pb.h"
 #include "server/lookup_planner.h"
+#include "server/peer_transfer.h"
 #include "server/storage_encoding.h"
 #include "storage/block_cache.h"
 #include "storage/copy_engine.h"
@@ -26,7 +27,7 @@ class AdminService final : public v1::Admin::Service {
   AdminService(BlockCache* cache, const LookupPlanner* planner, GpuInventory gpus,
                absl::Time started, const NamespaceTransforms* transforms,
                CopyEngineCapabilities copy_engine, const GpuTier* gpu_tier,
-               std::string gpu_tier_note, const RegionTable* regions)
+               std::string gpu_tier_note, const RegionTable* regions, PeerTransfer* peer_transfer)
       : cache_(cache),
         planner_(planner),
         gpus_(std::move(gpus)),
@@ -35,7 +36,8 @@ class AdminService final : public v1::Admin::Service {
         copy_engine_(std::move(copy_engine)),
         gpu_tier_(gpu_tier),
         gpu_tier_note_(std::move(gpu_tier_note)),
-        regions_(regions) {}
+        regions_(regions),
+        peer_transfer_(peer_transfer) {}
 
   // The address is known only once the server has bound it.
   void set_listen_address(std::string address) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -52,6 +54,8 @@ class AdminService final : public v1::Admin::Service {
                               v1::ListNamespacesResponse* response) override;
   grpc::Status GetWear(grpc::ServerContext* context, const v1::GetWearRequest* request,
                        v1::GetWearResponse* response) override;
+  grpc::Status ListPeers(grpc::ServerContext* context, const v1::ListPeersRequest* request,
+                         v1::ListPeersResponse* response) override;
 
  private:
   BlockCache* const cache_;
@@ -63,6 +67,7 @@ class AdminService final : public v1::Admin::Service {
   const GpuTier* const gpu_tier_;
   const std::string gpu_tier_note_;
   const RegionTable* const regions_;
+  PeerTransfer* const peer_transfer_;
   absl::Mutex mu_;
   std::string listen_address_ ABSL_GUARDED_BY(mu_);
 };

@@ -134,6 +134,11 @@ const std::vector<KeySpec>& Keys() {
       Field("gpu.tier", &DaemonConfig::gpu_tier, ParseString),
       Field("gpu.tier_slot_bytes", &DaemonConfig::gpu_tier_slot_bytes, ParseBytes),
       Field("gpu.device", &DaemonConfig::gpu_device, ParseU32),
+      Field("peer.transport", &DaemonConfig::peer_transport, ParseString),
+      Field("peer.role", &DaemonConfig::peer_role, ParseString),
+      Field("peer.timeout_ms", &DaemonConfig::peer_timeout_ms, ParseU32),
+      Field("peer.detect_failure", &DaemonConfig::peer_detect_failure, ParseBool),
+      Field("peer.max_pending", &DaemonConfig::peer_max_pending, ParseU32),
       Field("costmodel.gpu", &DaemonConfig::costmodel_gpu, ParseString),
       Field("costmodel.mfu", &DaemonConfig::costmodel_mfu, ParseFraction),
       Field("costmodel.compute_dtype", &DaemonConfig::costmodel_compute_dtype, ParseString),
@@ -338,6 +343,16 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
     }
   }
   if (c.gpu_tier_slot_bytes == 0) return bad("gpu.tier_slot_bytes must be > 0");
+  if (c.peer_transport != "auto" && c.peer_transport != "ucx" && c.peer_transport != "off") {
+    return bad("peer.transport must be auto, ucx or off");
+  }
+  if (c.peer_role != "prefill" && c.peer_role != "decode" && c.peer_role != "both") {
+    return bad("peer.role must be prefill, decode or both");
+  }
+  if (c.peer_timeout_ms == 0 || c.peer_timeout_ms > 600'000) {
+    return bad("peer.timeout_ms must be in 1..600000");
+  }
+  if (c.peer_max_pending == 0) return bad("peer.max_pending must be > 0");
   if (!(c.costmodel_mfu > 0)) return bad("costmodel.mfu must be in (0, 1]");
   if (c.costmodel_compute_dtype != "bf16" && c.costmodel_compute_dtype != "fp8") {
     return bad("costmodel.compute_dtype must be bf16 or fp8");

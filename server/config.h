@@ -80,6 +80,14 @@ struct DaemonConfig {
   uint64_t gpu_tier_slot_bytes = uint64_t{4} << 20;  // one block per slot
   uint32_t gpu_device = 0;                           // the GPU the copy engine and the tier use
 
+  // Prefill-to-decode transfer (docs/operations.md). transport: auto (UCX
+  // when built with it), ucx (fail to start without it) or off.
+  std::string peer_transport = "auto";
+  std::string peer_role = "both";  // prefill, decode or both
+  uint32_t peer_timeout_ms = 10'000;
+  bool peer_detect_failure = true;  // false lets UCX use shared memory between daemons
+  uint32_t peer_max_pending = 1024;
+
   // Fetch-or-recompute planner (docs/planner.md).
   std::string costmodel_gpu = "auto";  // catalog GPU, or auto = the detected one
   double costmodel_mfu = 0.5;

@@ -13,6 +13,8 @@
 #include "gpu/copy_engine_factory.h"
 #include "gpu/cuda_ipc_region.h"
 #include "gpu/device_pool.h"
+#include "server/grpc_peer_channel.h"
+#include "transfer/transport_factory.h"
 #include "spdlog/spdlog.h"
 
 namespace kvtier {
@@ -159,13 +161,56 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   }
   d->regions_ =
       std::make_unique<RegionTable>(config.max_regions, config.max_region_bytes, config.shm_dir);
-  d->reaper_ = std::thread([regions = d->regions_.get(), stop = &d->stop_reaper_] {
-    while (!stop->WaitForNotificationWithTimeout(absl::Seconds(1))) regions->RemoveExitedOwners();
+  {
+    std::unique_ptr<Transport> transport;
+    std::string why;
+    if (config.peer_transport == "off") {
+      why = "peer transfer is off (peer.transport: off)";
+    } else if (seams.transport != nullptr) {
+      transport = std::move(seams.transport);
+    } else {
+      TransportOptions options;
+      options.detect_peer_failure = config.peer_detect_failure;
+      absl::StatusOr<std::unique_ptr<Transport>> t = CreateTransport(options);
+      if (t.ok()) {
+        transport = *std::move(t);
+      } else if (config.peer_transport == "ucx") {
+        return absl::FailedPreconditionError(
+            absl::StrCat("peer.transport is ucx but ", t.status().message()));
+      } else {
+        why = std::string(t.status().message());
+      }
+    }
+    PeerTransferOptions options;
+    options.role = *ParsePeerRole(config.peer_role);  // validated with the config
+    options.timeout = absl::Milliseconds(config.peer_timeout_ms);
+    options.max_pending = config.peer_max_pending;
+    options.max_keys = config.max_keys_per_request;
+    absl::StatusOr<std::unique_ptr<PeerTransfer>> peer = PeerTransfer::Create(
+        d->cache_.get(), std::move(transport), why, MakeGrpcPeerChannel, options);
+    if (!peer.ok()) return peer.status();
+    d->peer_transfer_ = *std::move(peer);
+    const PeerTransferInfo info = d->peer_transfer_->Info();
+    if (info.available) {
+      spdlog::info("peer transfer: {} (transports {}{}), role {}", info.transport.name,
+                   info.transport.transports,
+                   info.transport.detects_peer_failure ? ", peer failure detection" : "",
+                   PeerRoleName(info.role));
+    } else {
+      spdlog::info("peer transfer: unavailable ({})", info.detail);
+    }
+  }
+  d->reaper_ = std::thread([regions = d->regions_.get(), peer = d->peer_transfer_.get(),
+                            stop = &d->stop_reaper_] {
+    while (!stop->WaitForNotificationWithTimeout(absl::Seconds(1))) {
+      regions->RemoveExitedOwners();
+      peer->ExpireStale();
+    }
   });
   d->kvcache_service_ = std::make_unique<KvCacheService>(
       d->cache_.get(), d->planner_.get(), d->regions_.get(), config.get_chunk_bytes,
       config.max_message_bytes - 65536, d->copy_engine_.get(), std::move(seams.open_cuda_ipc),
-      &d->transforms_, d->gpu_tier_.get());
+      &d->transforms_, d->gpu_tier_.get(), d->peer_transfer_.get());
 
   // Both are process-wide switches of gRPC's; they only affect servers built
   // after them, and every kvtierd server wants them.
@@ -182,8 +227,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.RegisterService(d->kvcache_service_.get());
   d->admin_service_ = std::make_unique<AdminService>(
       d->cache_.get(), d->planner_.get(), d->gpus_, absl::Now(), &d->transforms_, copy,
-      d->gpu_tier_.get(), d->gpu_tier_note_, d->regions_.get());
+      d->gpu_tier_.get(), d->gpu_tier_note_, d->regions_.get(), d->peer_transfer_.get());
   builder.RegisterService(d->admin_service_.get());
+  d->peer_service_ = std::make_unique<PeerService>(d->peer_transfer_.get());
+  builder.RegisterService(d->peer_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || port == 0) {
     return absl::UnavailableError(

@@ -21,11 +21,14 @@
 #include "server/config.h"
 #include "server/kvcache_service.h"
 #include "server/lookup_planner.h"
+#include "server/peer_service.h"
+#include "server/peer_transfer.h"
 #include "storage/block_cache.h"
 #include "storage/clock.h"
 #include "storage/copy_engine.h"
 #include "storage/gpu_tier.h"
 #include "storage/memory_region.h"
+#include "storage/transport.h"
 
 namespace kvtier {
 
@@ -37,6 +40,9 @@ struct DaemonSeams {
   std::unique_ptr<CopyEngine> copy_engine;
   CudaIpcOpener open_cuda_ipc;
   std::unique_ptr<GpuTier> gpu_tier;  // replaces the one gpu.tier would make
+  // Replaces the peer transport peer.transport would create (e.g. a
+  // fault-injecting one); ignored when peer.transport is off.
+  std::unique_ptr<Transport> transport;
 };
 
 class Daemon {
@@ -54,6 +60,7 @@ class Daemon {
   const GpuInventory& gpus() const { return gpus_; }
   BlockCache& cache() { return *cache_; }
   LookupPlanner& planner() { return *planner_; }
+  PeerTransfer& peer_transfer() { return *peer_transfer_; }
 
   // Stops accepting calls, lets in-flight calls finish for up to `grace`,
   // then cancels the rest. Idempotent.
@@ -72,12 +79,15 @@ class Daemon {
   std::string gpu_tier_note_;          // why it is null
   NamespaceTransforms transforms_;
   std::unique_ptr<RegionTable> regions_;
+  // After cache_: destroyed first, so peers stop touching the arena first.
+  std::unique_ptr<PeerTransfer> peer_transfer_;
   // Drops regions whose owner process exited, every second.
   absl::Notification stop_reaper_;
   std::thread reaper_;
   std::string listen_address_;
   std::unique_ptr<KvCacheService> kvcache_service_;
   std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<grpc::Server> server_;
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;

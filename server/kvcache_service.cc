@@ -1,5 +1,7 @@
 #include "server/kvcache_service.h"
 
+#include "server/peer_service.h"
+
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -426,6 +428,33 @@ grpc::Status KvCacheService::Load(grpc::ServerContext* context, const v1::LoadRe
                                   grpc::ServerWriter<v1::BlockCompletion>* writer) {
   return RegionTransfer("Load", false, context, request->namespace_id(), request->region_id(),
                         request->blocks(), writer);
+}
+
+grpc::Status KvCacheService::Transfer(grpc::ServerContext*, const v1::TransferRequest* request,
+                                      v1::TransferResponse* response) {
+  absl::StatusOr<NamespaceKeys> nk = NamespaceKeysFromProto(request->namespace_id(), request->keys());
+  if (!nk.ok()) return ToGrpcStatus(nk.status());
+  if (request->timeout_ms() > 600'000) {
+    return ToGrpcStatus(absl::InvalidArgumentError("timeout_ms must be at most 600000"));
+  }
+  const absl::Duration timeout = absl::Milliseconds(request->timeout_ms());
+  absl::StatusOr<TransferOutcome> outcome;
+  switch (request->direction()) {
+    case v1::TRANSFER_DIRECTION_PUSH:
+      outcome = peer_transfer_->Push(nk->ns, nk->keys, request->peer(), timeout);
+      break;
+    case v1::TRANSFER_DIRECTION_PULL:
+      outcome = peer_transfer_->Pull(nk->ns, nk->keys, request->peer(), timeout);
+      break;
+    default:
+      return ToGrpcStatus(absl::InvalidArgumentError("direction must be PUSH or PULL"));
+  }
+  if (!outcome.ok()) return ToGrpcStatus(outcome.status());
+  StatusesToCompletions(outcome->blocks, nk->keys, outcome->sizes, response->mutable_blocks());
+  response->set_bytes_moved(outcome->bytes_moved);
+  response->set_transport_seconds(outcome->transport_seconds);
+  response->set_lanes(outcome->lanes);
+  return grpc::Status::OK;
 }
 
 }  // namespace kvtier

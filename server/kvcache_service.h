@@ -14,6 +14,7 @@
 #include "gpu/cuda_ipc_region.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/lookup_planner.h"
+#include "server/peer_transfer.h"
 #include "server/storage_encoding.h"
 #include "storage/block_cache.h"
 #include "storage/copy_engine.h"
@@ -34,10 +35,12 @@ class KvCacheService final : public v1::KvCache::Service {
   // `copy_engine` moves bytes of GPU regions (nullptr: none);
   // `open_cuda_ipc` imports CUDA IPC memory for RegisterMemory;
   // `transforms` holds the storage encodings of open namespaces;
-  // `gpu_tier` (may be null) serves Loads into GPU regions of its device.
+  // `gpu_tier` (may be null) serves Loads into GPU regions of its device;
+  // `peer_transfer` moves blocks to and from peer daemons (Transfer).
   KvCacheService(BlockCache* cache, LookupPlanner* planner, RegionTable* regions,
                  uint64_t get_chunk_bytes, uint64_t max_chunk_bytes, CopyEngine* copy_engine,
-                 CudaIpcOpener open_cuda_ipc, NamespaceTransforms* transforms, GpuTier* gpu_tier)
+                 CudaIpcOpener open_cuda_ipc, NamespaceTransforms* transforms, GpuTier* gpu_tier,
+                 PeerTransfer* peer_transfer)
       : cache_(cache),
         planner_(planner),
         regions_(regions),
@@ -46,7 +49,8 @@ class KvCacheService final : public v1::KvCache::Service {
         max_chunk_bytes_(max_chunk_bytes),
         copy_engine_(copy_engine),
         open_cuda_ipc_(std::move(open_cuda_ipc)),
-        gpu_tier_(gpu_tier) {}
+        gpu_tier_(gpu_tier),
+        peer_transfer_(peer_transfer) {}
 
   grpc::Status OpenNamespace(grpc::ServerContext* context, const v1::OpenNamespaceRequest* request,
                              v1::OpenNamespaceResponse* response) override;
@@ -70,6 +74,8 @@ class KvCacheService final : public v1::KvCache::Service {
                     grpc::ServerWriter<v1::BlockCompletion>* writer) override;
   grpc::Status Load(grpc::ServerContext* context, const v1::LoadRequest* request,
                     grpc::ServerWriter<v1::BlockCompletion>* writer) override;
+  grpc::Status Transfer(grpc::ServerContext* context, const v1::TransferRequest* request,
+                        v1::TransferResponse* response) override;
 
  private:
   // Save and Load share everything but the copy direction.
@@ -89,6 +95,7 @@ class KvCacheService final : public v1::KvCache::Service {
   CopyEngine* const copy_engine_;
   const CudaIpcOpener open_cuda_ipc_;
   GpuTier* const gpu_tier_;  // may be null
+  PeerTransfer* const peer_transfer_;
 };
 
 }  // namespace kvtier

@@ -807,26 +807,32 @@ absl::Status BlockCache::PutBatch::Fail(absl::Status status) {
 
 absl::Status BlockCache::PutBatch::StartBlock(const BlockKey& key, const BlockKey& parent,
                                               uint64_t size) {
+  absl::Status st = Reserve(key, parent, size);
+  if (!st.ok()) dead_ = true;
+  return st;
+}
+
+absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& parent,
+                                           uint64_t size) {
   if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
   if (!staged_.empty() && staged_.back().filled != staged_.back().size) {
     const Staged& prev = staged_.back();
-    return Fail(
-        absl::InvalidArgumentError(absl::StrCat("block ", prev.key.ToHex(), " ended after ",
-                                                prev.filled, " of its ", prev.size, " bytes")));
+    return absl::InvalidArgumentError(absl::StrCat("block ", prev.key.ToHex(), " ended after ",
+                                                   prev.filled, " of its ", prev.size, " bytes"));
   }
   if (size == 0 || size > block_bytes_) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat("block ", key.ToHex(), " declares ", size,
-                                                        " bytes; blocks in this "
-                                                        "namespace are 1..",
-                                                        block_bytes_, " bytes")));
+    return absl::InvalidArgumentError(absl::StrCat("block ", key.ToHex(), " declares ", size,
+                                                   " bytes; blocks in this "
+                                                   "namespace are 1..",
+                                                   block_bytes_, " bytes"));
   }
   if (key == parent) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("block ", key.ToHex(), " names itself as its parent")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("block ", key.ToHex(), " names itself as its parent"));
   }
   if (staged_index_.contains(key)) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("block ", key.ToHex(), " appears twice in one Put")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("block ", key.ToHex(), " appears twice in one Put"));
   }
   absl::MutexLock lock(&cache_->mu_);
   PrefixIndex& index = cache_->index_;
@@ -838,27 +844,27 @@ absl::Status BlockCache::PutBatch::StartBlock(const BlockKey& key, const BlockKe
   if (!parent.empty() && !staged_index_.contains(parent)) {
     BlockRecord* p = index.Find(ns_, parent);
     if (p == nullptr) {
-      return Fail(absl::FailedPreconditionError(
+      return absl::FailedPreconditionError(
           absl::StrCat("parent ", parent.ToHex(), " of block ", key.ToHex(),
-                       " is not cached and not earlier in this Put")));
+                       " is not cached and not earlier in this Put"));
     }
     pin(p);
   }
   Staged staged{key, parent, size, 0, std::nullopt, 0};
   if (BlockRecord* existing = index.Find(ns_, key); existing != nullptr) {
     if (existing->parent_key != parent) {
-      return Fail(absl::AlreadyExistsError(
+      return absl::AlreadyExistsError(
           absl::StrCat("block ", key.ToHex(), " is cached with parent '",
-                       existing->parent_key.ToHex(), "', not '", parent.ToHex(), "'")));
+                       existing->parent_key.ToHex(), "', not '", parent.ToHex(), "'"));
     }
     if (existing->size != size) {
-      return Fail(absl::AlreadyExistsError(absl::StrCat("block ", key.ToHex(), " is cached with ",
-                                                        existing->size, " bytes, not ", size)));
+      return absl::AlreadyExistsError(absl::StrCat("block ", key.ToHex(), " is cached with ",
+                                                   existing->size, " bytes, not ", size));
     }
     pin(existing);
   } else {
     absl::StatusOr<SlabAllocator::Slot> slot = cache_->AllocateLocked(size);
-    if (!slot.ok()) return Fail(slot.status());
+    if (!slot.ok()) return slot.status();
     staged.slot = *slot;
   }
   staged_index_.emplace(key, staged_.size());
@@ -906,10 +912,13 @@ absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data) {
 }
 
 absl::StatusOr<absl::Span<uint8_t>> BlockCache::PutBatch::StartLanding(const BlockKey& key,
-                                                                     const BlockKey& parent,
-                                                                     uint64_t size,
-                                                                     uint64_t checksum) {
-  if (absl::Status st = StartBlock(key, parent, size); !st.ok()) return st;
+                                                                       const BlockKey& parent,
+                                                                       uint64_t size,
+                                                                       uint64_t checksum) {
+  if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
+  // A refused landing leaves the batch usable: the blocks before it can
+  // still be received and committed.
+  if (absl::Status st = Reserve(key, parent, size); !st.ok()) return st;
   Staged& s = staged_.back();
   s.filled = s.size;
   s.landing = true;
@@ -927,9 +936,10 @@ size_t BlockCache::PutBatch::KeepVerifiedPrefix(size_t received) {
     // The slot belongs to this batch alone until Commit: no lock needed.
     const uint64_t got = Checksum64({cache_->SlotData(*s.slot), s.size});
     if (got != s.checksum) {
-      spdlog::warn("received block {} does not match its checksum; it and the {} after it are "
-                   "not stored",
-                   s.key.ToHex(), staged_.size() - i - 1);
+      spdlog::warn(
+          "received block {} does not match its checksum; it and the {} after it are "
+          "not stored",
+          s.key.ToHex(), staged_.size() - i - 1);
       keep = i;
       break;
     }

@@ -405,6 +405,7 @@ class BlockCache::ReadHandle {
   ~ReadHandle();
 
   const BlockKey& key() const { return record_->key; }
+  const BlockKey& parent() const { return record_->parent_key; }  // empty for a root
   // XXH3-64 of the block's bytes, taken when it was stored.
   uint64_t checksum() const { return record_->checksum; }
   absl::Span<const uint8_t> bytes() const;
@@ -442,7 +443,8 @@ class BlockCache::PutBatch {
   // (a peer's remote put, or this daemon's remote get) instead of Append.
   // `checksum` is the XXH3-64 the sender recorded for the bytes. Returns the
   // slot to fill, or an empty span when the block is already cached (nothing
-  // to receive). Errors as StartBlock. A landing block is not trusted until
+  // to receive). Errors as StartBlock, except that a refused block does not
+  // end the batch (nothing of it was staged). A landing block is not trusted until
   // KeepVerifiedPrefix has checked it.
   absl::StatusOr<absl::Span<uint8_t>> StartLanding(const BlockKey& key, const BlockKey& parent,
                                                    uint64_t size, uint64_t checksum);
@@ -471,6 +473,8 @@ class BlockCache::PutBatch {
   PutBatch(BlockCache* cache, const NamespaceId& ns, uint64_t block_bytes)
       : cache_(cache), ns_(ns), block_bytes_(block_bytes) {}
   absl::Status Fail(absl::Status status);
+  // StartBlock's work, without ending the batch on error.
+  absl::Status Reserve(const BlockKey& key, const BlockKey& parent, uint64_t size);
   void ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache_->mu_);
 
   BlockCache* const cache_;
