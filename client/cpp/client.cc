@@ -101,17 +101,18 @@ class Client::Impl {
       reader = stub_->Load(&ctx, req);
     }
     v1::BlockCompletion c;
-    while (reader->Read(&c)) {
-      BlockCompletion out;
-      out.index = c.index();
-      out.key = c.key();
-      out.status = c.code() == 0
-                       ? absl::OkStatus()
-                       : absl::Status(static_cast<absl::StatusCode>(c.code()), c.message());
-      out.size_bytes = c.size_bytes();
-      on_block(out);
-    }
+    while (reader->Read(&c)) on_block(CompletionFromProto(c));
     return FromGrpc(reader->Finish());
+  }
+
+  static BlockCompletion CompletionFromProto(const v1::BlockCompletion& c) {
+    BlockCompletion out;
+    out.index = c.index();
+    out.key = c.key();
+    out.status = c.code() == 0 ? absl::OkStatus()
+                               : absl::Status(static_cast<absl::StatusCode>(c.code()), c.message());
+    out.size_bytes = c.size_bytes();
+    return out;
   }
 
   std::unique_ptr<v1::KvCache::Stub> stub_;
@@ -215,6 +216,35 @@ absl::StatusOr<uint32_t> Client::Delete(const std::string& ns, absl::Span<const 
   impl_->Prepare(&ctx);
   if (absl::Status s = FromGrpc(impl_->stub_->Delete(&ctx, req, &resp)); !s.ok()) return s;
   return resp.blocks_deleted();
+}
+
+absl::StatusOr<TransferResult> Client::Transfer(const std::string& ns,
+                                                absl::Span<const std::string> keys,
+                                                const std::string& peer,
+                                                TransferDirection direction,
+                                                absl::Duration timeout) {
+  v1::TransferRequest req;
+  req.set_namespace_id(ns);
+  for (const std::string& k : keys) req.add_keys(k);
+  req.set_peer(peer);
+  req.set_direction(direction == TransferDirection::kPush ? v1::TRANSFER_DIRECTION_PUSH
+                                                          : v1::TRANSFER_DIRECTION_PULL);
+  req.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
+  v1::TransferResponse resp;
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx);
+  // The daemon's own deadline for the transfer, plus room for its answer.
+  if (timeout > absl::ZeroDuration()) {
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout + absl::Seconds(10)));
+  }
+  if (absl::Status s = FromGrpc(impl_->stub_->Transfer(&ctx, req, &resp)); !s.ok()) return s;
+  TransferResult out;
+  for (const v1::BlockCompletion& c : resp.blocks())
+    out.blocks.push_back(Impl::CompletionFromProto(c));
+  out.bytes_moved = resp.bytes_moved();
+  out.transport_seconds = resp.transport_seconds();
+  out.lanes = resp.lanes();
+  return out;
 }
 
 absl::Status Client::Put(const std::string& ns, absl::Span<const std::string> keys,

@@ -108,6 +108,17 @@ struct BlockCompletion {
   uint64_t size_bytes = 0;
 };
 
+enum class TransferDirection { kPush, kPull };
+
+struct TransferResult {
+  // One per key: OK = cached on the receiver now; NOT_FOUND = not cached on
+  // the source; anything else = not transferred (recompute it).
+  std::vector<BlockCompletion> blocks;
+  uint64_t bytes_moved = 0;
+  double transport_seconds = 0;
+  std::string lanes;  // e.g. "tcp/lo"
+};
+
 class Client {
  public:
   // address: "host:port" or "unix:/path". Connects lazily; UNAVAILABLE shows
@@ -131,6 +142,13 @@ class Client {
   // `parent_key`) with data[i]. All or nothing.
   absl::Status Put(const std::string& ns, absl::Span<const std::string> keys,
                    absl::Span<const std::string> data, const std::string& parent_key = "");
+  // Moves the cached prefix of `keys` between this daemon and the daemon at
+  // `peer` ("host:port"): kPush sends from this daemon, kPull fetches into
+  // it. timeout 0 = the daemon's peer.timeout. The call's error is for the
+  // request as a whole; per-block outcomes are in the result.
+  absl::StatusOr<TransferResult> Transfer(const std::string& ns, absl::Span<const std::string> keys,
+                                          const std::string& peer, TransferDirection direction,
+                                          absl::Duration timeout = absl::ZeroDuration());
   absl::StatusOr<std::vector<std::string>> Get(const std::string& ns,
                                                absl::Span<const std::string> keys);
 

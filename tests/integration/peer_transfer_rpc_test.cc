@@ -1,0 +1,438 @@
+// Prefill-to-decode transfer between two real daemons over UCX on loopback
+// (UCX_NET_DEVICES=lo, UCX_TLS=tcp): push and pull, byte-exact decode-side
+// Lookup and Get, roles, bad input, injected link faults (failed and torn
+// operations), a peer that is unreachable, stopped or killed with SIGKILL
+// mid-transfer, and reconnection to a restarted peer.
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kvtier/client.h"
+#include "kvtier/v1/admin.grpc.pb.h"
+#include "server/config.h"
+#include "server/daemon.h"
+#include "storage/faulty_transport.h"
+#include "transfer/transport_factory.h"
+
+#ifndef KVTIERD_BINARY
+#error "KVTIERD_BINARY must name the kvtierd executable"
+#endif
+
+namespace kvtier {
+namespace {
+
+using client::Client;
+using client::TransferDirection;
+using client::TransferResult;
+
+constexpr uint64_t kBlock = 64 * 1024;
+
+std::string Bytes(const std::string& tag, size_t n) {
+  std::string out(n, '\0');
+  uint64_t x = std::hash<std::string>()(tag) | 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    out[i] = static_cast<char>(x >> 56);
+  }
+  return out;
+}
+
+std::vector<std::string> Keys(const std::string& prefix, int n) {
+  std::vector<std::string> k;
+  for (int i = 0; i < n; ++i) k.push_back(absl::StrCat(prefix, "-", i));
+  return k;
+}
+
+// Same spec on both daemons, so the same namespace id. 64 KiB blocks:
+// 2 * 2 layers * 2 heads * 128 dim * 32 tokens * 2 bytes.
+client::NamespaceOptions Spec(uint32_t tokens = 32) {
+  client::NamespaceOptions o;
+  o.model_id = "pd-model";
+  o.layout = {2, 2, 128, "bf16", tokens, 0, 1};
+  return o;
+}
+
+DaemonConfig Config(const std::string& role) {
+  DaemonConfig c = DefaultConfig(4ull << 30);
+  c.listen = "127.0.0.1:0";
+  c.host_tier_bytes = 64ull << 20;
+  c.host_slab_bytes = 1ull << 20;
+  c.max_block_bytes = 1ull << 20;
+  c.nvme_dirs = "";
+  c.costmodel_probe_tiers = false;
+  c.costmodel_gpu = "h100-sxm";
+  c.gpu_tier = "off";
+  c.peer_role = role;
+  c.peer_timeout_ms = 5000;
+  return c;
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A kvtierd in its own process, to be stopped or killed.
+class ChildDaemon {
+ public:
+  ChildDaemon(int port, std::string role) : port_(port), role_(std::move(role)) {}
+  ~ChildDaemon() { Kill(); }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+  void Start() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int null = open("/dev/null", O_WRONLY);
+      if (null >= 0) dup2(null, STDOUT_FILENO);
+      const std::string listen = address();
+      execl(KVTIERD_BINARY, KVTIERD_BINARY, "--listen", listen.c_str(), "--host-tier-bytes",
+            "256MiB", "--log-level", "warn", "--set", "nvme.dirs=", "--set",
+            "costmodel.probe_tiers=false", "--set", "gpu.tier=off", "--set",
+            ("peer.role=" + role_).c_str(), "--set", "limits.max_block_bytes=1MiB", "--set",
+            "host_tier.slab_bytes=1MiB", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  void Signal(int sig) const { kill(pid_, sig); }
+  void Kill() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  const int port_;
+  const std::string role_;
+  pid_t pid_ = -1;
+};
+
+class PeerTransferRpcTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    setenv("UCX_NET_DEVICES", "lo", 1);
+    setenv("UCX_TLS", "tcp", 1);
+  }
+
+  void SetUp() override {
+    auto fault =
+        std::make_unique<FaultInjectingTransport>(*CreateTransport({}), TransportFaultPlan{});
+    faults_ = fault.get();
+    DaemonSeams seams;
+    seams.transport = std::move(fault);
+    auto p = Daemon::Start(Config("prefill"), std::move(seams));
+    ASSERT_TRUE(p.ok()) << p.status();
+    prefill_ = std::move(*p);
+    auto decode_fault =
+        std::make_unique<FaultInjectingTransport>(*CreateTransport({}), TransportFaultPlan{});
+    decode_faults_ = decode_fault.get();
+    DaemonSeams decode_seams;
+    decode_seams.transport = std::move(decode_fault);
+    auto d = Daemon::Start(Config("decode"), std::move(decode_seams));
+    ASSERT_TRUE(d.ok()) << d.status();
+    decode_ = std::move(*d);
+    pc_ = *Client::Connect(prefill_->listen_address());
+    dc_ = *Client::Connect(decode_->listen_address());
+    auto pns = pc_->OpenNamespace(Spec());
+    ASSERT_TRUE(pns.ok()) << pns.status();
+    auto dns = dc_->OpenNamespace(Spec());
+    ASSERT_TRUE(dns.ok()) << dns.status();
+    ASSERT_EQ(pns->id, dns->id);
+    ns_ = pns->id;
+  }
+
+  std::vector<std::string> PutChain(Client& c, const std::vector<std::string>& keys) {
+    std::vector<std::string> data;
+    for (const std::string& k : keys) data.push_back(Bytes(ns_ + k, kBlock));
+    EXPECT_TRUE(c.Put(ns_, keys, data).ok());
+    return data;
+  }
+
+  size_t Matched(Client& c, const std::vector<std::string>& keys) {
+    auto r = c.Lookup(ns_, keys);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->matched : 0;
+  }
+
+  // Every block the decode side serves is byte-exact, and it serves exactly
+  // `n` leading blocks.
+  void ExpectDecodeHasExactly(const std::vector<std::string>& keys, size_t n) {
+    EXPECT_EQ(Matched(*dc_, keys), n);
+    if (n == 0) return;
+    std::vector<std::string> head(keys.begin(), keys.begin() + n);
+    auto got = dc_->Get(ns_, head);
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ((*got)[i], Bytes(ns_ + keys[i], kBlock)) << i;
+  }
+
+  static size_t LeadingOk(const TransferResult& r) {
+    size_t n = 0;
+    while (n < r.blocks.size() && r.blocks[n].status.ok()) ++n;
+    return n;
+  }
+
+  v1::ListPeersResponse Peers(Daemon& d) {
+    auto admin = v1::Admin::NewStub(
+        grpc::CreateChannel(d.listen_address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    v1::ListPeersResponse r;
+    EXPECT_TRUE(admin->ListPeers(&ctx, v1::ListPeersRequest(), &r).ok());
+    return r;
+  }
+
+  FaultInjectingTransport* faults_ = nullptr;         // the prefill daemon's
+  FaultInjectingTransport* decode_faults_ = nullptr;  // the decode daemon's
+  std::unique_ptr<Daemon> prefill_, decode_;
+  std::unique_ptr<Client> pc_, dc_;
+  std::string ns_;
+};
+
+TEST_F(PeerTransferRpcTest, PushLandsEveryBlockByteExactOnTheDecodeSide) {
+  const std::vector<std::string> keys = Keys("push", 12);
+  PutChain(*pc_, std::vector<std::string>(keys.begin(), keys.begin() + 10));
+  ExpectDecodeHasExactly(keys, 0);
+
+  auto r = pc_->Transfer(ns_, keys, decode_->listen_address(), TransferDirection::kPush);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->blocks.size(), 12u);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(r->blocks[i].status.ok()) << r->blocks[i].status;
+  EXPECT_EQ(r->blocks[10].status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(r->blocks[11].status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(r->bytes_moved, 10 * kBlock);
+  EXPECT_EQ(r->lanes, "tcp/lo");
+  ExpectDecodeHasExactly(keys, 10);
+
+  // A second push moves nothing: the receiver has every block.
+  r = pc_->Transfer(ns_, keys, decode_->listen_address(), TransferDirection::kPush);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(LeadingOk(*r), 10u);
+  EXPECT_EQ(r->bytes_moved, 0u);
+
+  v1::ListPeersResponse peers = Peers(*prefill_);
+  ASSERT_EQ(peers.peers_size(), 1);
+  const v1::PeerStatus& p = peers.peers(0);
+  EXPECT_EQ(p.address(), decode_->listen_address());
+  EXPECT_EQ(p.role(), "decode");
+  EXPECT_TRUE(p.connected());
+  EXPECT_EQ(p.lanes(), "tcp/lo");
+  EXPECT_EQ(p.bytes_sent(), 10 * kBlock);
+  EXPECT_EQ(p.blocks_sent(), 20u);  // 10 sent + 10 already there
+  EXPECT_EQ(p.transfers(), 2u);
+  EXPECT_EQ(p.failed_transfers(), 0u);
+  EXPECT_GT(p.observed_bytes_per_second(), 0);
+  EXPECT_EQ(p.connects(), 1u);
+}
+
+TEST_F(PeerTransferRpcTest, PullFetchesTheCachedPrefixOnly) {
+  const std::vector<std::string> keys = Keys("pull", 8);
+  PutChain(*pc_, std::vector<std::string>(keys.begin(), keys.begin() + 5));
+  auto r = dc_->Transfer(ns_, keys, prefill_->listen_address(), TransferDirection::kPull);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(LeadingOk(*r), 5u);
+  for (int i = 5; i < 8; ++i) EXPECT_EQ(r->blocks[i].status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(r->bytes_moved, 5 * kBlock);
+  ExpectDecodeHasExactly(keys, 5);
+  // The source's pins went back with ReleaseExport: it can delete them.
+  EXPECT_EQ(prefill_->peer_transfer().pending(), 0u);
+  EXPECT_TRUE(pc_->Delete(ns_, {keys[4]}, false).ok());
+  v1::ListPeersResponse peers = Peers(*decode_);
+  ASSERT_EQ(peers.peers_size(), 1);
+  EXPECT_EQ(peers.peers(0).bytes_received(), 5 * kBlock);
+  EXPECT_EQ(peers.peers(0).role(), "prefill");
+}
+
+TEST_F(PeerTransferRpcTest, RolesAndBadInputAreRefusedAndChangeNothing) {
+  const std::vector<std::string> keys = Keys("bad", 3);
+  PutChain(*pc_, keys);
+  PutChain(*dc_, {"decode-own"});
+  // A decode daemon does not send; a prefill daemon does not receive.
+  auto r = dc_->Transfer(ns_, {"decode-own"}, prefill_->listen_address(), TransferDirection::kPush);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  r = pc_->Transfer(ns_, keys, decode_->listen_address(), TransferDirection::kPull);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  // Pushing to another prefill daemon: refused per block by the receiver.
+  r = pc_->Transfer(ns_, keys, prefill_->listen_address(), TransferDirection::kPush);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const auto& b : r->blocks) EXPECT_EQ(b.status.code(), absl::StatusCode::kFailedPrecondition);
+
+  EXPECT_EQ(pc_->Transfer("00000000000000000000000000000000", keys, decode_->listen_address(),
+                          TransferDirection::kPush)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      pc_->Transfer(ns_, {}, decode_->listen_address(), TransferDirection::kPush).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pc_->Transfer(ns_, keys, "", TransferDirection::kPush).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pc_->Transfer(ns_, {std::string(40, 'k')}, decode_->listen_address(),
+                          TransferDirection::kPush)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // A namespace the decode side has not opened: every block refused there.
+  auto other = pc_->OpenNamespace(Spec(16));
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(pc_->Put(other->id, {"o"}, {Bytes("o", 32 * 1024)}).ok());
+  r = pc_->Transfer(other->id, {"o"}, decode_->listen_address(), TransferDirection::kPush);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->blocks[0].status.code(), absl::StatusCode::kNotFound) << r->blocks[0].status;
+
+  // Nothing of the refused transfers landed anywhere.
+  ExpectDecodeHasExactly(keys, 0);
+  EXPECT_EQ(decode_->peer_transfer().pending(), 0u);
+  EXPECT_EQ(prefill_->peer_transfer().pending(), 0u);
+}
+
+TEST_F(PeerTransferRpcTest, FailedAndTornOperationsNeverLandAndTheLinkRecovers) {
+  const std::vector<std::string> keys = Keys("fault", 10);
+  PutChain(*pc_, keys);
+  // The link dies after 4 block operations: blocks 0..3 land, 4 fails with
+  // the transport's error, the rest are aborted (their parent is missing).
+  faults_->SetPlan({.fail_after_ops = 4});
+  auto r = pc_->Transfer(ns_, keys, decode_->listen_address(), TransferDirection::kPush);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(LeadingOk(*r), 4u);
+  EXPECT_EQ(r->blocks[4].status.code(), absl::StatusCode::kUnavailable) << r->blocks[4].status;
+  for (int i = 5; i < 10; ++i) EXPECT_EQ(r->blocks[i].status.code(), absl::StatusCode::kAborted);
+  ExpectDecodeHasExactly(keys, 4);
+
+  // Every operation torn (half the bytes, reported OK): the receiver's
+  // checksum refuses the first block sent; nothing more lands.
+  faults_->SetPlan({.torn = 1.0});
+  r = pc_->Transfer(ns_, keys, decode_->listen_address(), TransferDirection::kPush);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(LeadingOk(*r), 4u);
+  EXPECT_EQ(r->blocks[4].status.code(), absl::StatusCode::kDataLoss) << r->blocks[4].status;
+  ExpectDecodeHasExactly(keys, 4);
+  // The source's own copy was fine: it still serves it.
+  EXPECT_EQ(Matched(*pc_, keys), 10u);
+
+  // Faults stop: the rest goes through.
+  faults_->SetPlan({});
+  r = pc_->Transfer(ns_, keys, decode_->listen_address(), TransferDirection::kPush);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(LeadingOk(*r), 10u);
+  EXPECT_EQ(r->bytes_moved, 6 * kBlock);
+  ExpectDecodeHasExactly(keys, 10);
+  EXPECT_EQ(Peers(*prefill_).peers(0).failed_transfers(), 2u);
+}
+
+TEST_F(PeerTransferRpcTest, AnUnreachablePeerFailsEveryBlockQuickly) {
+  const std::vector<std::string> keys = Keys("nowhere", 3);
+  PutChain(*pc_, keys);
+  const std::string nowhere = absl::StrCat("127.0.0.1:", FreePort());
+  const absl::Time start = absl::Now();
+  auto r = pc_->Transfer(ns_, keys, nowhere, TransferDirection::kPush, absl::Seconds(2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const auto& b : r->blocks) {
+    EXPECT_TRUE(b.status.code() == absl::StatusCode::kUnavailable ||
+                b.status.code() == absl::StatusCode::kDeadlineExceeded)
+        << b.status;
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(Matched(*pc_, keys), 3u);  // still serving
+}
+
+// The source in its own process, stopped and then killed mid-transfer, and
+// restarted on the same address.
+TEST_F(PeerTransferRpcTest, ASourceStoppedOrKilledMidTransferLeavesOnlyVerifiedBlocks) {
+  const int port = FreePort();
+  auto child = std::make_unique<ChildDaemon>(port, "prefill");
+  child->Start();
+  std::unique_ptr<Client> cc = *Client::Connect(child->address());
+  absl::StatusOr<client::OpenedNamespace> cns;
+  for (int i = 0; i < 300; ++i) {
+    if (cns = cc->OpenNamespace(Spec()); cns.ok()) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(cns.ok()) << cns.status();
+  ASSERT_EQ(cns->id, ns_);
+  const std::vector<std::string> keys = Keys("child", 256);  // 16 MiB
+  PutChain(*cc, keys);
+
+  // Stopped (SIGSTOP): the pull hits its deadline; nothing lands.
+  child->Signal(SIGSTOP);
+  absl::Time start = absl::Now();
+  auto r = dc_->Transfer(ns_, keys, child->address(), TransferDirection::kPull, absl::Seconds(2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(8));
+  EXPECT_EQ(LeadingOk(*r), 0u);
+  EXPECT_FALSE(r->blocks[0].status.ok());
+  ExpectDecodeHasExactly(keys, 0);
+  child->Signal(SIGCONT);
+
+  // Resumed: the same pull works.
+  r = dc_->Transfer(ns_, std::vector<std::string>(keys.begin(), keys.begin() + 8), child->address(),
+                    TransferDirection::kPull);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(LeadingOk(*r), 8u);
+  ExpectDecodeHasExactly(keys, 8);
+
+  // Killed (SIGKILL) after it exported the blocks and before their bytes
+  // moved (the decode side's transport is held up for 1 s first): the pull
+  // ends within its deadline, and the decode side holds exactly the blocks
+  // it had, each byte-exact; the slots reserved for the rest are freed.
+  decode_faults_->SetPlan({.latency_spike = 1.0, .spike = absl::Seconds(1)});
+  std::thread killer([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    child->Kill();
+  });
+  start = absl::Now();
+  r = dc_->Transfer(ns_, keys, child->address(), TransferDirection::kPull, absl::Seconds(5));
+  killer.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(12));
+  decode_faults_->SetPlan({});
+  EXPECT_EQ(LeadingOk(*r), 8u);
+  for (size_t i = 8; i < keys.size(); ++i) EXPECT_FALSE(r->blocks[i].status.ok()) << i;
+  EXPECT_EQ(r->blocks[8].status.code(), absl::StatusCode::kUnavailable) << r->blocks[8].status;
+  ExpectDecodeHasExactly(keys, 8);
+
+  // The decode daemon keeps serving its own traffic.
+  PutChain(*dc_, {"after-kill"});
+  EXPECT_EQ(Matched(*dc_, {"after-kill"}), 1u);
+
+  // The source comes back on the same address (a new process, new UCX
+  // worker): the next pull reconnects and completes.
+  child = std::make_unique<ChildDaemon>(port, "prefill");
+  child->Start();
+  cc = *Client::Connect(child->address());
+  for (int i = 0; i < 300; ++i) {
+    if (cns = cc->OpenNamespace(Spec()); cns.ok()) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(cns.ok()) << cns.status();
+  PutChain(*cc, keys);
+  r = dc_->Transfer(ns_, keys, child->address(), TransferDirection::kPull);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(LeadingOk(*r), 256u) << r->blocks[LeadingOk(*r) % 256].status;
+  ExpectDecodeHasExactly(keys, 256);
+  v1::ListPeersResponse peers = Peers(*decode_);
+  ASSERT_EQ(peers.peers_size(), 1);
+  EXPECT_GE(peers.peers(0).connects(), 2u);
+  EXPECT_TRUE(peers.peers(0).connected());
+}
+
+}  // namespace
+}  // namespace kvtier
