@@ -35,6 +35,7 @@ bench: build
 	./$(BUILD_DIR)/bench/gather_scatter
 	@if [ -x ./$(BUILD_DIR)/bench/gpu_copy ]; then ./$(BUILD_DIR)/bench/gpu_copy; fi
 	bash bench/put_get_vs_redis.sh $(BUILD_DIR)
+	bash bench/peer_transfer_vs_ucx_perftest.sh $(BUILD_DIR)
 
 # The unit and integration tests under AddressSanitizer + UndefinedBehaviorSanitizer
 # (the `slow` crash-oracle and soak runs are left to `make test`).

@@ -2,6 +2,7 @@
 //   kvtier [--addr A] [--json] status | tiers | namespaces
 //   kvtier put FILE [--block-bytes 256KiB]      prints the block keys (hex)
 //   kvtier get KEY... -o FILE [--block-bytes N | --namespace ID]
+//   kvtier peers
 //   kvtier plan kv|budget|fetch|tiers|pd|preempt|mla|quant|fp8|sharing|strand|state
 //     [--model NAME | --model-config FILE] [--gpu NAME] [--tp N] ...  (docs/planner.md)
 // Exit status: 0 success, 1 the daemon returned an error or is unreachable,
@@ -173,6 +174,12 @@ int Status(const Globals& g) {
                                    r.gpu().tier_resident_blocks(), " blocks, ", r.gpu().tier_hits(),
                                    " hits, ", r.gpu().tier_promotions(), " promotions"))
             << "\n"
+            << "  transfer:   "
+            << (r.transfer().available()
+                    ? absl::StrCat(r.transfer().transport(), " (transports ",
+                                   r.transfer().transports(), "), role ", r.transfer().role())
+                    : "unavailable (" + r.transfer().detail() + ")")
+            << "\n"
             << "  namespaces: " << r.namespaces() << "\n"
             << "  blocks:     " << r.blocks() << " (" << HumanBytes(r.bytes()) << ")\n"
             << "  leases:     " << r.active_leases() << " active\n"
@@ -232,6 +239,30 @@ int Tiers(const Globals& g) {
                 << HumanBytes(d.capacity_bytes()) << ", " << HumanBytes(d.bytes_written())
                 << " written, " << HumanBytes(d.bytes_read()) << " read\n";
     }
+  }
+  return 0;
+}
+
+int Peers(const Globals& g) {
+  v1::ListPeersResponse r;
+  bool printed = false;
+  if (int rc = CallAdmin(g, "ListPeers", &v1::Admin::Stub::ListPeers, &r, &printed);
+      rc != 0 || printed) {
+    return rc;
+  }
+  if (r.peers().empty()) std::cout << "no peers yet (peers appear after the first Transfer)\n";
+  for (const v1::PeerStatus& p : r.peers()) {
+    std::cout << p.address() << "  " << (p.role().empty() ? "?" : p.role()) << "  "
+              << (p.connected() ? "connected" : "not connected") << " via "
+              << (p.lanes().empty() ? "-" : p.lanes()) << "\n"
+              << "  sent " << HumanBytes(p.bytes_sent()) << " (" << p.blocks_sent()
+              << " blocks), received " << HumanBytes(p.bytes_received()) << " ("
+              << p.blocks_received() << " blocks), " << p.transfers() << " transfers, "
+              << p.failed_transfers() << " with failures, " << p.connects() << " connects\n"
+              << "  observed bandwidth " << HumanBytes(
+                     static_cast<uint64_t>(p.observed_bytes_per_second()))
+              << "/s\n";
+    if (!p.last_error().empty()) std::cout << "  last error: " << p.last_error() << "\n";
   }
   return 0;
 }
@@ -496,6 +527,7 @@ int Run(int argc, char** argv) {
   auto* tiers = app.add_subcommand("tiers", "capacity and use of each tier");
   auto* namespaces = app.add_subcommand("namespaces", "open namespaces");
   auto* wear = app.add_subcommand("wear", "SSD write budget, wear-out projection and SMART");
+  auto* peers = app.add_subcommand("peers", "peer daemons: transport, bytes moved, bandwidth");
 
   FileNamespace fns;
   uint64_t chunk_bytes = 1 << 20;
@@ -561,6 +593,7 @@ int Run(int argc, char** argv) {
   if (tiers->parsed()) return Tiers(g);
   if (namespaces->parsed()) return Namespaces(g);
   if (wear->parsed()) return Wear(g);
+  if (peers->parsed()) return Peers(g);
   if (put->parsed()) return Put(g, put_path, fns, chunk_bytes);
   if (get->parsed()) return Get(g, get_keys, out_path, fns);
   return 2;
