@@ -143,8 +143,9 @@ int main(int argc, char** argv) {
     lanes = res->lanes;
   }
   // One line for the script: MB/s as ucx_perftest counts them (2^20 bytes).
-  std::printf("peer_transfer lanes=%s block_bytes=%llu blocks=%d e2e_MBps=%.1f transport_MBps=%.1f\n",
-              lanes.c_str(), static_cast<unsigned long long>(block_bytes), blocks,
-              best_e2e / (1 << 20), best_transport / (1 << 20));
+  std::printf(
+      "peer_transfer lanes=%s block_bytes=%llu blocks=%d e2e_MBps=%.1f transport_MBps=%.1f\n",
+      lanes.c_str(), static_cast<unsigned long long>(block_bytes), blocks, best_e2e / (1 << 20),
+      best_transport / (1 << 20));
   return 0;
 }

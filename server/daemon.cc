@@ -14,8 +14,8 @@
 #include "gpu/cuda_ipc_region.h"
 #include "gpu/device_pool.h"
 #include "server/grpc_peer_channel.h"
-#include "transfer/transport_factory.h"
 #include "spdlog/spdlog.h"
+#include "transfer/transport_factory.h"
 
 namespace kvtier {
 namespace {
@@ -200,13 +200,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       spdlog::info("peer transfer: unavailable ({})", info.detail);
     }
   }
-  d->reaper_ = std::thread([regions = d->regions_.get(), peer = d->peer_transfer_.get(),
-                            stop = &d->stop_reaper_] {
-    while (!stop->WaitForNotificationWithTimeout(absl::Seconds(1))) {
-      regions->RemoveExitedOwners();
-      peer->ExpireStale();
-    }
-  });
+  d->reaper_ = std::thread(
+      [regions = d->regions_.get(), peer = d->peer_transfer_.get(), stop = &d->stop_reaper_] {
+        while (!stop->WaitForNotificationWithTimeout(absl::Seconds(1))) {
+          regions->RemoveExitedOwners();
+          peer->ExpireStale();
+        }
+      });
   d->kvcache_service_ = std::make_unique<KvCacheService>(
       d->cache_.get(), d->planner_.get(), d->regions_.get(), config.get_chunk_bytes,
       config.max_message_bytes - 65536, d->copy_engine_.get(), std::move(seams.open_cuda_ipc),

@@ -46,8 +46,8 @@ class GrpcPeerChannel final : public PeerChannel {
     v1::StageRequest req;
     req.set_namespace_id(ns.ToHex());
     for (const PeerBlockInfo& b : blocks) PeerBlockToProto(b, req.add_blocks());
-    req.set_ttl_ms(static_cast<uint32_t>(std::min<int64_t>(absl::ToInt64Milliseconds(ttl),
-                                                           UINT32_MAX)));
+    req.set_ttl_ms(
+        static_cast<uint32_t>(std::min<int64_t>(absl::ToInt64Milliseconds(ttl), UINT32_MAX)));
     v1::StageResponse resp;
     if (grpc::Status s = stub_->Stage(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
     StageResult r;
@@ -55,7 +55,8 @@ class GrpcPeerChannel final : public PeerChannel {
     for (int i = 0; i < resp.blocks_size(); ++i) {
       absl::StatusOr<PeerBlockInfo> b =
           PeerBlockFromProto(resp.blocks(i), absl::StrCat("blocks[", i, "]").c_str());
-      if (!b.ok()) return absl::InternalError(absl::StrCat("peer's Stage answer: ", b.status().message()));
+      if (!b.ok())
+        return absl::InternalError(absl::StrCat("peer's Stage answer: ", b.status().message()));
       r.blocks.push_back(*std::move(b));
     }
     v1::BlockCompletion refused;
@@ -86,8 +87,8 @@ class GrpcPeerChannel final : public PeerChannel {
     v1::ExportRequest req;
     req.set_namespace_id(ns.ToHex());
     for (const BlockKey& k : keys) req.add_keys(std::string(k.bytes()));
-    req.set_ttl_ms(static_cast<uint32_t>(std::min<int64_t>(absl::ToInt64Milliseconds(ttl),
-                                                           UINT32_MAX)));
+    req.set_ttl_ms(
+        static_cast<uint32_t>(std::min<int64_t>(absl::ToInt64Milliseconds(ttl), UINT32_MAX)));
     v1::ExportResponse resp;
     if (grpc::Status s = stub_->Export(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
     ExportResult r;
@@ -95,7 +96,8 @@ class GrpcPeerChannel final : public PeerChannel {
     for (int i = 0; i < resp.blocks_size(); ++i) {
       absl::StatusOr<PeerBlockInfo> b =
           PeerBlockFromProto(resp.blocks(i), absl::StrCat("blocks[", i, "]").c_str());
-      if (!b.ok()) return absl::InternalError(absl::StrCat("peer's Export answer: ", b.status().message()));
+      if (!b.ok())
+        return absl::InternalError(absl::StrCat("peer's Export answer: ", b.status().message()));
       r.blocks.push_back(*std::move(b));
     }
     return r;

@@ -1,7 +1,5 @@
 #include "server/kvcache_service.h"
 
-#include "server/peer_service.h"
-
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -10,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "server/peer_service.h"
 #include "server/proto_convert.h"
 #include "spdlog/spdlog.h"
 #include "storage/region_copy.h"
@@ -432,7 +431,8 @@ grpc::Status KvCacheService::Load(grpc::ServerContext* context, const v1::LoadRe
 
 grpc::Status KvCacheService::Transfer(grpc::ServerContext*, const v1::TransferRequest* request,
                                       v1::TransferResponse* response) {
-  absl::StatusOr<NamespaceKeys> nk = NamespaceKeysFromProto(request->namespace_id(), request->keys());
+  absl::StatusOr<NamespaceKeys> nk =
+      NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!nk.ok()) return ToGrpcStatus(nk.status());
   if (request->timeout_ms() > 600'000) {
     return ToGrpcStatus(absl::InvalidArgumentError("timeout_ms must be at most 600000"));

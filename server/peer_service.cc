@@ -20,7 +20,8 @@ void PeerBlockToProto(const PeerBlockInfo& block, v1::PeerBlock* out) {
 absl::StatusOr<PeerBlockInfo> PeerBlockFromProto(const v1::PeerBlock& block, const char* field) {
   PeerBlockInfo out;
   absl::StatusOr<BlockKey> key = BlockKey::Create(block.key());
-  if (!key.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ".key: ", key.status().message()));
+  if (!key.ok())
+    return absl::InvalidArgumentError(absl::StrCat(field, ".key: ", key.status().message()));
   absl::StatusOr<BlockKey> parent =
       OptionalKeyFromProto(block.parent(), absl::StrCat(field, ".parent").c_str());
   if (!parent.ok()) return parent.status();
@@ -102,7 +103,8 @@ grpc::Status PeerService::Commit(grpc::ServerContext*, const v1::CommitRequest* 
 
 grpc::Status PeerService::Export(grpc::ServerContext*, const v1::ExportRequest* request,
                                  v1::ExportResponse* response) {
-  absl::StatusOr<NamespaceKeys> nk = NamespaceKeysFromProto(request->namespace_id(), request->keys());
+  absl::StatusOr<NamespaceKeys> nk =
+      NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!nk.ok()) return ToGrpcStatus(nk.status());
   absl::StatusOr<ExportResult> exported =
       transfer_->Export(nk->ns, nk->keys, absl::Milliseconds(request->ttl_ms()));

@@ -27,8 +27,7 @@ class PeerService final : public v1::Peer::Service {
                       v1::CommitResponse* response) override;
   grpc::Status Export(grpc::ServerContext* context, const v1::ExportRequest* request,
                       v1::ExportResponse* response) override;
-  grpc::Status ReleaseExport(grpc::ServerContext* context,
-                             const v1::ReleaseExportRequest* request,
+  grpc::Status ReleaseExport(grpc::ServerContext* context, const v1::ReleaseExportRequest* request,
                              v1::ReleaseExportResponse* response) override;
 
  private:

@@ -87,9 +87,8 @@ struct PeerTransfer::ExportEntry {
 absl::StatusOr<std::unique_ptr<PeerTransfer>> PeerTransfer::Create(
     BlockCache* cache, std::unique_ptr<Transport> transport, std::string unavailable_reason,
     PeerChannelFactory channels, PeerTransferOptions options) {
-  std::unique_ptr<PeerTransfer> p(new PeerTransfer(cache, std::move(transport),
-                                                   std::move(unavailable_reason),
-                                                   std::move(channels), options));
+  std::unique_ptr<PeerTransfer> p(new PeerTransfer(
+      cache, std::move(transport), std::move(unavailable_reason), std::move(channels), options));
   if (p->transport_ != nullptr) {
     absl::Span<uint8_t> arena = cache->host_arena();
     absl::StatusOr<ExposedMemory> exposed = p->transport_->Expose(arena);
@@ -236,8 +235,8 @@ std::vector<absl::Status> PeerTransfer::FinishLanding(Landing& landing, size_t r
     if (i < kept) {
       out[i] = absl::OkStatus();
     } else if (i == kept && kept < received) {
-      out[i] = absl::DataLossError(
-          "the bytes received do not match the block's checksum; not stored");
+      out[i] =
+          absl::DataLossError("the bytes received do not match the block's checksum; not stored");
     } else if (i == kept) {
       out[i] = absl::UnavailableError("the block's bytes did not arrive; not stored");
     } else {
@@ -247,8 +246,8 @@ std::vector<absl::Status> PeerTransfer::FinishLanding(Landing& landing, size_t r
   return out;
 }
 
-void PeerTransfer::Record(Peer& peer, bool sent, const TransferOutcome& outcome,
-                          size_t blocks_ok, const absl::Status& error) {
+void PeerTransfer::Record(Peer& peer, bool sent, const TransferOutcome& outcome, size_t blocks_ok,
+                          const absl::Status& error) {
   absl::MutexLock lock(&peers_mu_);
   PeerStats& s = peer.stats;
   s.transfers += 1;
@@ -360,9 +359,9 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Push(const NamespaceId& ns,
   }
   const size_t k = std::min(stage->blocks.size(), m);
   if (k < m) {
-    out.blocks[k] = Annotate(stage->refused.ok() ? absl::InternalError("no reason given")
-                                                 : stage->refused,
-                             "the receiver could not take the block: ");
+    out.blocks[k] =
+        Annotate(stage->refused.ok() ? absl::InternalError("no reason given") : stage->refused,
+                 "the receiver could not take the block: ");
     fail_all(absl::AbortedError("follows a block that was not transferred"), k + 1);
   }
   std::vector<RmaOp> ops;
@@ -377,8 +376,8 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Push(const NamespaceId& ns,
     }
     if (placed.already_cached) continue;
     // Put reads the buffer only; RmaOp's pointer serves both directions.
-    ops.push_back({const_cast<uint8_t*>((*handles)[i].bytes().data()), placed.address,
-                   blocks[i].size});
+    ops.push_back(
+        {const_cast<uint8_t*>((*handles)[i].bytes().data()), placed.address, blocks[i].size});
     op_block.push_back(i);
   }
   Moved moved = Move(*transport_, connection, RmaKind::kPut, ops, op_block, k, deadline);
@@ -389,8 +388,8 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Push(const NamespaceId& ns,
     absl::StatusOr<std::vector<absl::Status>> committed = (*peer)->channel->Commit(
         stage->stage_id, static_cast<uint32_t>(moved.received), CleanupDeadline(deadline));
     if (!committed.ok() || committed->size() != k) {
-      const absl::Status why = committed.ok() ? absl::InternalError("malformed Commit answer")
-                                              : committed.status();
+      const absl::Status why =
+          committed.ok() ? absl::InternalError("malformed Commit answer") : committed.status();
       for (size_t i = 0; i < k; ++i) {
         if (out.blocks[i].ok() || absl::IsNotFound(out.blocks[i])) {
           out.blocks[i] = Annotate(why, "the receiver did not confirm the block: ");
@@ -631,8 +630,8 @@ void PeerTransfer::ExpireStale() {
     });
   }
   if (!stages.empty() || !exports.empty()) {
-    spdlog::warn("dropped {} stages and {} exports that their peers never finished",
-                 stages.size(), exports.size());
+    spdlog::warn("dropped {} stages and {} exports that their peers never finished", stages.size(),
+                 exports.size());
   }
 }
 

@@ -91,9 +91,11 @@ class PeerTransfer {
  public:
   // `transport` null: transfer is unavailable and every call says
   // `unavailable_reason`. Otherwise exposes the cache's host arena through it.
-  static absl::StatusOr<std::unique_ptr<PeerTransfer>> Create(
-      BlockCache* cache, std::unique_ptr<Transport> transport, std::string unavailable_reason,
-      PeerChannelFactory channels, PeerTransferOptions options);
+  static absl::StatusOr<std::unique_ptr<PeerTransfer>> Create(BlockCache* cache,
+                                                              std::unique_ptr<Transport> transport,
+                                                              std::string unavailable_reason,
+                                                              PeerChannelFactory channels,
+                                                              PeerTransferOptions options);
   ~PeerTransfer();
   PeerTransfer(const PeerTransfer&) = delete;
   PeerTransfer& operator=(const PeerTransfer&) = delete;
@@ -111,8 +113,7 @@ class PeerTransfer {
   absl::StatusOr<PeerHello> Hello(const std::string& caller_id);
   absl::StatusOr<StageResult> Stage(const NamespaceId& ns, std::vector<PeerBlockInfo> blocks,
                                     absl::Duration ttl);
-  absl::StatusOr<std::vector<absl::Status>> Commit(const std::string& stage_id,
-                                                   uint32_t received);
+  absl::StatusOr<std::vector<absl::Status>> Commit(const std::string& stage_id, uint32_t received);
   absl::StatusOr<ExportResult> Export(const NamespaceId& ns, absl::Span<const BlockKey> keys,
                                       absl::Duration ttl);
   absl::Status ReleaseExport(const std::string& export_id);

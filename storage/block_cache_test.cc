@@ -97,9 +97,8 @@ TEST_F(BlockCacheTest, LandedBlocksAreIndexedOnlyAsTheirVerifiedPrefix) {
   std::string parent;
   for (const std::string& k : chain) {
     std::vector<uint8_t> data = Content(ns_.ToHex(), k, 64 * kKiB);
-    absl::StatusOr<absl::Span<uint8_t>> slot =
-        (*batch)->StartLanding(Key(k), parent.empty() ? BlockKey() : Key(parent), data.size(),
-                               Checksum64(data));
+    absl::StatusOr<absl::Span<uint8_t>> slot = (*batch)->StartLanding(
+        Key(k), parent.empty() ? BlockKey() : Key(parent), data.size(), Checksum64(data));
     ASSERT_TRUE(slot.ok()) << slot.status();
     if (k == "a") {
       EXPECT_TRUE(slot->empty());

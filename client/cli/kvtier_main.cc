@@ -3,6 +3,7 @@
 //   kvtier put FILE [--block-bytes 256KiB]      prints the block keys (hex)
 //   kvtier get KEY... -o FILE [--block-bytes N | --namespace ID]
 //   kvtier peers
+//   kvtier transfer --peer ADDR [--push | --pull] KEY... [--block-bytes N | --namespace ID]
 //   kvtier plan kv|budget|fetch|tiers|pd|preempt|mla|quant|fp8|sharing|strand|state
 //     [--model NAME | --model-config FILE] [--gpu NAME] [--tp N] ...  (docs/planner.md)
 // Exit status: 0 success, 1 the daemon returned an error or is unreachable,
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/file_blocks.h"
 #include "client/cli/replay.h"
@@ -259,9 +261,8 @@ int Peers(const Globals& g) {
               << " blocks), received " << HumanBytes(p.bytes_received()) << " ("
               << p.blocks_received() << " blocks), " << p.transfers() << " transfers, "
               << p.failed_transfers() << " with failures, " << p.connects() << " connects\n"
-              << "  observed bandwidth " << HumanBytes(
-                     static_cast<uint64_t>(p.observed_bytes_per_second()))
-              << "/s\n";
+              << "  observed bandwidth "
+              << HumanBytes(static_cast<uint64_t>(p.observed_bytes_per_second())) << "/s\n";
     if (!p.last_error().empty()) std::cout << "  last error: " << p.last_error() << "\n";
   }
   return 0;
@@ -428,6 +429,52 @@ int Put(const Globals& g, const std::string& path, const FileNamespace& f, uint6
   return 0;
 }
 
+// `kvtier transfer --peer ADDR (--push | --pull) KEY...`: moves blocks of a
+// `kvtier put` namespace between the daemon at --addr and a peer daemon.
+int Transfer(const Globals& g, const std::vector<std::string>& hex_keys, const std::string& peer,
+             bool pull, const FileNamespace& f) {
+  v1::TransferRequest req;
+  for (const std::string& h : hex_keys) {
+    std::string key;
+    if (!Unhex(h, &key)) return LocalError("'" + h + "' is not a hex key of 1..32 bytes");
+    req.add_keys(key);
+  }
+  req.set_peer(peer);
+  req.set_direction(pull ? v1::TRANSFER_DIRECTION_PULL : v1::TRANSFER_DIRECTION_PUSH);
+  auto stub = v1::KvCache::NewStub(Connect(g));
+  if (!f.namespace_id.empty()) {
+    req.set_namespace_id(f.namespace_id);
+  } else {
+    uint64_t block_bytes = 0;
+    if (int rc = OpenFileNamespace(g, stub.get(), f, req.mutable_namespace_id(), &block_bytes);
+        rc != 0) {
+      return rc;
+    }
+  }
+  grpc::ClientContext ctx;
+  SetDeadline(g, &ctx);
+  v1::TransferResponse resp;
+  if (grpc::Status s = stub->Transfer(&ctx, req, &resp); !s.ok())
+    return RpcFailed(g, "Transfer", s);
+  if (g.json) {
+    PrintJson(resp);
+  } else {
+    for (const v1::BlockCompletion& c : resp.blocks()) {
+      std::cout << Hex(c.key()) << "  "
+                << (c.code() == 0
+                        ? "ok"
+                        : absl::StatusCodeToString(static_cast<absl::StatusCode>(c.code())))
+                << (c.message().empty() ? "" : "  " + c.message()) << "\n";
+    }
+    std::cout << HumanBytes(resp.bytes_moved()) << " moved over " << resp.lanes() << " in "
+              << resp.transport_seconds() << " s\n";
+  }
+  for (const v1::BlockCompletion& c : resp.blocks()) {
+    if (c.code() != 0) return 1;
+  }
+  return 0;
+}
+
 int Get(const Globals& g, const std::vector<std::string>& hex_keys, const std::string& out_path,
         const FileNamespace& f) {
   v1::GetRequest req;
@@ -554,6 +601,24 @@ int Run(int argc, char** argv) {
   get->add_option("--namespace", fns.namespace_id,
                   "namespace id (instead of --block-bytes/--model)");
 
+  std::vector<std::string> transfer_keys;
+  std::string transfer_peer;
+  bool transfer_pull = false;
+  auto* transfer = app.add_subcommand(
+      "transfer", "move blocks of a `put` namespace between this daemon and a peer daemon");
+  transfer->add_option("KEY", transfer_keys, "block keys in hex, in order")->required();
+  transfer->add_option("--peer", transfer_peer, "the other daemon, host:port")->required();
+  bool transfer_push = false;
+  auto* push_flag =
+      transfer->add_flag("--push", transfer_push, "send from --addr to --peer (the default)");
+  transfer->add_flag("--pull", transfer_pull, "fetch from --peer into --addr")->excludes(push_flag);
+  transfer->add_option("--block-bytes", fns.block_bytes, "block size used by put")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  transfer->add_option("--model", fns.model, "model id used by put")->capture_default_str();
+  transfer->add_option("--namespace", fns.namespace_id,
+                       "namespace id (instead of --block-bytes/--model)");
+
   ReplayOptions replay_options;
   auto* replay =
       app.add_subcommand("replay", "drive the daemon like an engine from a Mooncake trace");
@@ -583,7 +648,31 @@ int Run(int argc, char** argv) {
     // --help prints and succeeds; every other parse error is bad usage.
     return app.exit(e) == 0 ? 0 : 2;
   }
-  if (plan->parsed()) return plan->Run(g.json);
+  if (plan->parsed()) {
+    if (plan->wants_measured_links()) {
+      // The links this daemon measured to its peers, judged beside the
+      // catalog's (what the operator has against what the model needs).
+      v1::ListPeersResponse r;
+      bool printed = false;
+      Globals quiet = g;
+      quiet.json = false;
+      if (int rc = CallAdmin(quiet, "ListPeers", &v1::Admin::Stub::ListPeers, &r, &printed);
+          rc != 0) {
+        return rc;
+      }
+      if (r.peers().empty()) {
+        std::fprintf(stderr, "kvtier: the daemon at %s has no peers yet; run a transfer first\n",
+                     g.addr.c_str());
+        return 1;
+      }
+      for (const v1::PeerStatus& p : r.peers()) {
+        if (p.observed_bytes_per_second() <= 0) continue;
+        plan->AddMeasuredLink({absl::StrCat("peer ", p.address(), " (measured, ", p.lanes(), ")"),
+                               p.observed_bytes_per_second(), 0, "measured by kvtierd"});
+      }
+    }
+    return plan->Run(g.json);
+  }
   if (replay->parsed()) {
     replay_options.address = g.addr;
     replay_options.json = g.json;
@@ -596,6 +685,7 @@ int Run(int argc, char** argv) {
   if (peers->parsed()) return Peers(g);
   if (put->parsed()) return Put(g, put_path, fns, chunk_bytes);
   if (get->parsed()) return Get(g, get_keys, out_path, fns);
+  if (transfer->parsed()) return Transfer(g, transfer_keys, transfer_peer, transfer_pull, fns);
   return 2;
 }
 

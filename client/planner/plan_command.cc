@@ -143,6 +143,8 @@ class PlanCommandImpl final : public PlanCommand {
     pd_->add_option("--tokens", tokens_, "prompt tokens")
         ->check(Num(0, 1e8, true))
         ->capture_default_str();
+    pd_->add_flag("--peers", pd_peers_,
+                  "also judge the bandwidth the daemon at --addr measured to each peer");
 
     preempt_ = plan_->add_subcommand("preempt", "recompute, swap or wait (q7)");
     preempt_->add_option("--victim-tokens", preempt_opts_.victim_tokens, "victim's tokens")
@@ -209,6 +211,8 @@ class PlanCommandImpl final : public PlanCommand {
   }
 
   bool parsed() const override { return plan_->parsed(); }
+  bool wants_measured_links() const override { return pd_->parsed() && pd_peers_; }
+  void AddMeasuredLink(costmodel::LinkSpec link) override { measured_.push_back(std::move(link)); }
 
   int Run(bool json) override {
     absl::StatusOr<Report> r = Build();
@@ -357,7 +361,9 @@ class PlanCommandImpl final : public PlanCommand {
     }
     if (pd_->parsed()) {
       if (!(tokens_ > 0)) return absl::InvalidArgumentError("--tokens must be > 0");
-      return PdReport(*d, tokens_, costmodel::CatalogLinks());
+      std::vector<costmodel::LinkSpec> links = costmodel::CatalogLinks();
+      links.insert(links.end(), measured_.begin(), measured_.end());
+      return PdReport(*d, tokens_, links);
     }
     if (preempt_->parsed()) {
       if (!(preempt_opts_.victim_tokens > 0)) {
@@ -423,6 +429,8 @@ class PlanCommandImpl final : public PlanCommand {
   }
 
   CLI::App* plan_;
+  bool pd_peers_ = false;
+  std::vector<costmodel::LinkSpec> measured_;
   CLI::App *kv_, *budget_, *fetch_, *tiers_, *pd_, *preempt_, *mla_, *quant_, *fp8_, *sharing_,
       *strand_, *state_;
   std::string model_, model_config_, gpu_ = "h100-sxm", kv_dtype_ = "bf16", compute_dtype_ = "bf16";

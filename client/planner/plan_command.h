@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "CLI/CLI.hpp"
+#include "costmodel/hardware.h"
 
 namespace kvtier::planner {
 
@@ -19,6 +20,10 @@ class PlanCommand {
   virtual bool parsed() const = 0;
   // Prints the report; 0 on success, 2 for bad input (message on stderr).
   virtual int Run(bool json) = 0;
+  // `plan pd --peers`: the caller adds the links the daemon measured (one
+  // per peer) before Run, and they are judged beside the catalog links.
+  virtual bool wants_measured_links() const = 0;
+  virtual void AddMeasuredLink(costmodel::LinkSpec link) = 0;
 };
 
 // Registers `plan` and its subcommands on `app`.

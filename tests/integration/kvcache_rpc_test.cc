@@ -355,6 +355,53 @@ std::string Flatten(const grpc::ByteBuffer& bb) {
   return out;
 }
 
+// Transfer reports itself unavailable, with the reason, where there is no
+// peer transport: a build without UCX, or peer.transport off.
+TEST_F(KvCacheRpcTest, TransferWithoutATransportIsUnavailableAndSaysWhy) {
+  v1::GetStatusResponse st;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(admin_->GetStatus(&ctx, v1::GetStatusRequest(), &st).ok());
+  }
+  EXPECT_EQ(st.transfer().available(), st.build().with_ucx()) << st.transfer().detail();
+  EXPECT_EQ(st.transfer().role(), "both");
+  auto transfer = [&](v1::KvCache::Stub& stub) {
+    v1::TransferRequest req;
+    req.set_namespace_id(ns_);
+    *req.add_keys() = std::string("a");
+    req.set_peer("127.0.0.1:1");
+    req.set_direction(v1::TRANSFER_DIRECTION_PUSH);
+    grpc::ClientContext ctx;
+    v1::TransferResponse resp;
+    return stub.Transfer(&ctx, req, &resp);
+  };
+  if (!st.build().with_ucx()) {
+    EXPECT_NE(st.transfer().detail().find("without UCX"), std::string::npos);
+    grpc::Status s = transfer(*kv_);
+    EXPECT_EQ(s.error_code(), StatusCode::UNAVAILABLE);
+    EXPECT_NE(s.error_message().find("without UCX"), std::string::npos) << s.error_message();
+  }
+  DaemonConfig c = DefaultConfig(4ull << 30);
+  c.listen = "127.0.0.1:0";
+  c.host_tier_bytes = 16ull << 20;
+  c.host_slab_bytes = 1ull << 20;
+  c.max_block_bytes = 1ull << 20;
+  c.costmodel_probe_tiers = false;
+  c.peer_transport = "off";
+  auto d = Daemon::Start(c);
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto channel = grpc::CreateChannel((*d)->listen_address(), grpc::InsecureChannelCredentials());
+  auto kv = v1::KvCache::NewStub(channel);
+  {
+    grpc::ClientContext ctx;
+    v1::OpenNamespaceResponse resp;
+    ASSERT_TRUE(kv->OpenNamespace(&ctx, OpenRequest("model-a", 64 * kKiB), &resp).ok());
+  }
+  grpc::Status s = transfer(*kv);
+  EXPECT_EQ(s.error_code(), StatusCode::UNAVAILABLE);
+  EXPECT_NE(s.error_message().find("peer.transport: off"), std::string::npos) << s.error_message();
+}
+
 TEST_F(KvCacheRpcTest, HealthCheckReportsServing) {
   grpc::GenericStub generic(channel_);
   grpc::CompletionQueue cq;
@@ -389,6 +436,7 @@ TEST_F(KvCacheRpcTest, ReflectionListsTheServices) {
   const std::string bytes = Flatten(response);
   EXPECT_NE(bytes.find("kvtier.v1.KvCache"), std::string::npos);
   EXPECT_NE(bytes.find("kvtier.v1.Admin"), std::string::npos);
+  EXPECT_NE(bytes.find("kvtier.v1.Peer"), std::string::npos);
   EXPECT_NE(bytes.find("grpc.health.v1.Health"), std::string::npos);
   call->WritesDone(reinterpret_cast<void*>(4));
   Await(&cq);

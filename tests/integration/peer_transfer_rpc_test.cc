@@ -338,6 +338,42 @@ TEST_F(PeerTransferRpcTest, FailedAndTornOperationsNeverLandAndTheLinkRecovers) 
   EXPECT_EQ(Peers(*prefill_).peers(0).failed_transfers(), 2u);
 }
 
+// A peer that stages or exports and never finishes: the slots and pins it
+// holds are let go after their ttl.
+TEST_F(PeerTransferRpcTest, AbandonedStagesAndExportsLapse) {
+  const std::vector<std::string> keys = Keys("lapse", 2);
+  PutChain(*pc_, keys);
+  auto ns = NamespaceId::FromHex(ns_);
+  ASSERT_TRUE(ns.ok());
+  const CacheSnapshot before = decode_->cache().Snapshot();
+  std::vector<PeerBlockInfo> blocks = {
+      {*BlockKey::Create("lapse-x"), BlockKey(), kBlock, 1, 0, false}};
+  auto staged = decode_->peer_transfer().Stage(*ns, blocks, absl::Seconds(1));
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  ASSERT_FALSE(staged->stage_id.empty());
+  EXPECT_GT(decode_->cache().Snapshot().host.used_bytes, before.host.used_bytes);
+
+  std::vector<BlockKey> bkeys = {*BlockKey::Create(keys[0]), *BlockKey::Create(keys[1])};
+  auto exported = prefill_->peer_transfer().Export(*ns, bkeys, absl::Seconds(1));
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  ASSERT_EQ(exported->blocks.size(), 2u);
+  // Pinned for the peer: cannot be deleted now.
+  EXPECT_EQ(pc_->Delete(ns_, {keys[1]}, false).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  absl::SleepFor(absl::Milliseconds(1100));
+  decode_->peer_transfer().ExpireStale();
+  prefill_->peer_transfer().ExpireStale();
+  EXPECT_EQ(decode_->peer_transfer().pending(), 0u);
+  EXPECT_EQ(prefill_->peer_transfer().pending(), 0u);
+  EXPECT_EQ(decode_->cache().Snapshot().host.used_bytes, before.host.used_bytes);
+  EXPECT_EQ(decode_->peer_transfer().Commit(staged->stage_id, 1).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(prefill_->peer_transfer().ReleaseExport(exported->export_id).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(pc_->Delete(ns_, {keys[1]}, false).ok());
+}
+
 TEST_F(PeerTransferRpcTest, AnUnreachablePeerFailsEveryBlockQuickly) {
   const std::vector<std::string> keys = Keys("nowhere", 3);
   PutChain(*pc_, keys);

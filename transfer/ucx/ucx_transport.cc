@@ -54,7 +54,8 @@ std::string LanesOf(ucp_ep_h ep) {
         continue;
       }
       absl::string_view lane = token.substr(colon + 1);
-      if (const size_t dot = lane.rfind('.'); dot != absl::string_view::npos && dot > lane.find('/')) {
+      if (const size_t dot = lane.rfind('.');
+          dot != absl::string_view::npos && dot > lane.find('/')) {
         lane = lane.substr(0, dot);
       }
       lanes.emplace(lane);
@@ -109,7 +110,8 @@ struct OpContext {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const TransportOptions& options) {
+absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
+    const TransportOptions& options) {
   std::unique_ptr<UcxTransport> t(new UcxTransport());
   t->options_ = options;
   ucp_config_t* config = nullptr;
@@ -132,8 +134,9 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const Transpo
       (cattr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0) {
     t->capabilities_.device_memory = true;
   } else {
-    t->capabilities_.detail = "this UCX build has no CUDA memory support; GPU blocks travel "
-                              "through the host arena";
+    t->capabilities_.detail =
+        "this UCX build has no CUDA memory support; GPU blocks travel "
+        "through the host arena";
   }
   ucp_worker_params_t wparams{};
   wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -381,9 +384,9 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
       const ExposedMemory& r = conn->remote;
       if (op.remote_address < r.base || op.bytes > r.size ||
           op.remote_address - r.base > r.size - op.bytes) {
-        result[i] = absl::InvalidArgumentError(
-            absl::StrCat("remote range [", op.remote_address, ", +", op.bytes,
-                         ") leaves the peer's exposed memory"));
+        result[i] = absl::InvalidArgumentError(absl::StrCat("remote range [", op.remote_address,
+                                                            ", +", op.bytes,
+                                                            ") leaves the peer's exposed memory"));
         continue;
       }
       if (op.local == nullptr && op.bytes != 0) {
@@ -391,8 +394,8 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
         continue;
       }
       if (!usable) {
-        result[i] = absl::UnavailableError(conn->ep == nullptr ? "peer connection closed"
-                                                               : conn->Error());
+        result[i] =
+            absl::UnavailableError(conn->ep == nullptr ? "peer connection closed" : conn->Error());
         continue;
       }
       if (op.bytes == 0) continue;
