@@ -7,7 +7,7 @@
 // bench/peer_transfer_vs_ucx_perftest.sh runs it beside ucx_perftest with the
 // same transports and message size and prints the ratios.
 //
-//   peer_transfer [--block-bytes N] [--blocks N] [--rounds N] [--no-detect-failure]
+//   peer_transfer [--block-bytes N] [--blocks N] [--rounds N]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,7 +38,6 @@ int main(int argc, char** argv) {
   uint64_t block_bytes = 1 << 20;
   int blocks = 128;
   int rounds = 5;
-  bool detect_failure = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--block-bytes" && i + 1 < argc) {
@@ -47,12 +46,8 @@ int main(int argc, char** argv) {
       blocks = std::atoi(argv[++i]);
     } else if (a == "--rounds" && i + 1 < argc) {
       rounds = std::atoi(argv[++i]);
-    } else if (a == "--no-detect-failure") {
-      detect_failure = false;
     } else {
-      std::fprintf(stderr,
-                   "usage: peer_transfer [--block-bytes N] [--blocks N] [--rounds N] "
-                   "[--no-detect-failure]\n");
+      std::fprintf(stderr, "usage: peer_transfer [--block-bytes N] [--blocks N] [--rounds N]\n");
       return 2;
     }
   }
@@ -74,7 +69,6 @@ int main(int argc, char** argv) {
     c.log_level = "warn";
     c.peer_role = role;
     c.peer_transport = "ucx";
-    c.peer_detect_failure = detect_failure;
     c.peer_timeout_ms = 600'000;
     return kvtier::Daemon::Start(c);
   };

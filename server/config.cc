@@ -137,7 +137,6 @@ const std::vector<KeySpec>& Keys() {
       Field("peer.transport", &DaemonConfig::peer_transport, ParseString),
       Field("peer.role", &DaemonConfig::peer_role, ParseString),
       Field("peer.timeout_ms", &DaemonConfig::peer_timeout_ms, ParseU32),
-      Field("peer.detect_failure", &DaemonConfig::peer_detect_failure, ParseBool),
       Field("peer.max_pending", &DaemonConfig::peer_max_pending, ParseU32),
       Field("costmodel.gpu", &DaemonConfig::costmodel_gpu, ParseString),
       Field("costmodel.mfu", &DaemonConfig::costmodel_mfu, ParseFraction),

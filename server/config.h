@@ -85,7 +85,6 @@ struct DaemonConfig {
   std::string peer_transport = "auto";
   std::string peer_role = "both";  // prefill, decode or both
   uint32_t peer_timeout_ms = 10'000;
-  bool peer_detect_failure = true;  // false lets UCX use shared memory between daemons
   uint32_t peer_max_pending = 1024;
 
   // Fetch-or-recompute planner (docs/planner.md).

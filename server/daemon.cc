@@ -169,9 +169,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     } else if (seams.transport != nullptr) {
       transport = std::move(seams.transport);
     } else {
-      TransportOptions options;
-      options.detect_peer_failure = config.peer_detect_failure;
-      absl::StatusOr<std::unique_ptr<Transport>> t = CreateTransport(options);
+      absl::StatusOr<std::unique_ptr<Transport>> t = CreateTransport();
       if (t.ok()) {
         transport = *std::move(t);
       } else if (config.peer_transport == "ucx") {

@@ -51,6 +51,7 @@ class GrpcPeerChannel final : public PeerChannel {
     v1::StageResponse resp;
     if (grpc::Status s = stub_->Stage(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
     StageResult r;
+    r.daemon_id = resp.daemon_id();
     r.stage_id = resp.stage_id();
     for (int i = 0; i < resp.blocks_size(); ++i) {
       absl::StatusOr<PeerBlockInfo> b =
@@ -92,6 +93,7 @@ class GrpcPeerChannel final : public PeerChannel {
     v1::ExportResponse resp;
     if (grpc::Status s = stub_->Export(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
     ExportResult r;
+    r.daemon_id = resp.daemon_id();
     r.export_id = resp.export_id();
     for (int i = 0; i < resp.blocks_size(); ++i) {
       absl::StatusOr<PeerBlockInfo> b =

@@ -43,12 +43,14 @@ struct PeerBlockInfo {
 };
 
 struct StageResult {
+  std::string daemon_id;              // of the daemon that staged
   std::string stage_id;               // empty when nothing was staged
   std::vector<PeerBlockInfo> blocks;  // the staged prefix
   absl::Status refused;               // why the next block was not staged
 };
 
 struct ExportResult {
+  std::string daemon_id;              // of the daemon that exported
   std::string export_id;              // empty when nothing is cached
   std::vector<PeerBlockInfo> blocks;  // the cached prefix
 };

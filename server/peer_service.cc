@@ -85,6 +85,7 @@ grpc::Status PeerService::Stage(grpc::ServerContext*, const v1::StageRequest* re
   absl::StatusOr<StageResult> staged =
       transfer_->Stage(*ns, std::move(blocks), absl::Milliseconds(request->ttl_ms()));
   if (!staged.ok()) return ToGrpcStatus(staged.status());
+  response->set_daemon_id(staged->daemon_id);
   response->set_stage_id(staged->stage_id);
   for (const PeerBlockInfo& b : staged->blocks) PeerBlockToProto(b, response->add_blocks());
   response->set_refused_code(static_cast<int32_t>(staged->refused.code()));
@@ -109,6 +110,7 @@ grpc::Status PeerService::Export(grpc::ServerContext*, const v1::ExportRequest* 
   absl::StatusOr<ExportResult> exported =
       transfer_->Export(nk->ns, nk->keys, absl::Milliseconds(request->ttl_ms()));
   if (!exported.ok()) return ToGrpcStatus(exported.status());
+  response->set_daemon_id(exported->daemon_id);
   response->set_export_id(exported->export_id);
   for (const PeerBlockInfo& b : exported->blocks) PeerBlockToProto(b, response->add_blocks());
   return grpc::Status::OK;

@@ -64,7 +64,17 @@ struct PeerTransfer::Peer {
   const std::unique_ptr<PeerChannel> channel;
   absl::Mutex connect_mu;  // serializes (re)connecting
   std::optional<uint64_t> connection ABSL_GUARDED_BY(connect_mu);
-  PeerStats stats;  // guarded by PeerTransfer::peers_mu_
+  // Guarded by PeerTransfer::peers_mu_: the connection as ListPeers sees it
+  // (without waiting on a connect in progress) and the counters.
+  std::optional<uint64_t> listed_connection;
+  PeerStats stats;
+};
+
+// A peer with the connection to use for one transfer.
+struct PeerTransfer::Link {
+  std::shared_ptr<Peer> peer;
+  uint64_t connection = 0;
+  std::string daemon_id;  // the instance the connection reaches
 };
 
 struct PeerTransfer::Landing {
@@ -116,6 +126,7 @@ PeerTransfer::~PeerTransfer() {
   absl::MutexLock lock(&mu_);
   stages_.clear();
   exports_.clear();
+  quarantine_.clear();
 }
 
 std::string PeerTransfer::NewId() {
@@ -153,15 +164,25 @@ absl::Status PeerTransfer::CheckUsable(bool as_source, absl::Span<const BlockKey
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<PeerTransfer::Peer>> PeerTransfer::Connected(
-    const std::string& target, absl::Time deadline) {
+absl::StatusOr<PeerTransfer::Link> PeerTransfer::Connected(const std::string& target,
+                                                           absl::Time deadline) {
+  constexpr size_t kMaxPeers = 4096;
   std::shared_ptr<Peer> peer;
   {
     absl::MutexLock lock(&peers_mu_);
     auto it = peers_.find(target);
     if (it == peers_.end()) {
-      if (peers_.size() >= 4096) {
-        return absl::ResourceExhaustedError("this daemon already knows 4096 peers");
+      if (peers_.size() >= kMaxPeers) {
+        // Forget peers no transfer is using and that are not connected.
+        absl::erase_if(peers_, [&](const auto& kv) {
+          return kv.second.use_count() == 1 &&
+                 (!kv.second->listed_connection.has_value() ||
+                  !transport_->Describe(*kv.second->listed_connection).connected);
+        });
+      }
+      if (peers_.size() >= kMaxPeers) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("this daemon is connected to ", kMaxPeers, " peers already"));
       }
       it = peers_.emplace(target, std::make_shared<Peer>(target, channels_(target))).first;
       it->second->stats.address = target;
@@ -170,7 +191,8 @@ absl::StatusOr<std::shared_ptr<PeerTransfer::Peer>> PeerTransfer::Connected(
   }
   absl::MutexLock lock(&peer->connect_mu);
   if (peer->connection.has_value() && transport_->Describe(*peer->connection).connected) {
-    return peer;
+    absl::MutexLock stats(&peers_mu_);
+    return Link{peer, *peer->connection, peer->stats.daemon_id};
   }
   absl::StatusOr<PeerHello> hello = peer->channel->Hello(daemon_id_, deadline);
   absl::Status error;
@@ -184,14 +206,32 @@ absl::StatusOr<std::shared_ptr<PeerTransfer::Peer>> PeerTransfer::Connected(
       if (peer->connection.has_value()) transport_->Disconnect(*peer->connection);
       peer->connection = *conn;
       absl::MutexLock stats(&peers_mu_);
+      peer->listed_connection = *conn;
       peer->stats.daemon_id = hello->daemon_id;
       peer->stats.role = hello->role;
       peer->stats.connects += 1;
-      return peer;
+      return Link{peer, *conn, hello->daemon_id};
     }
   }
   absl::MutexLock stats(&peers_mu_);
   peer->stats.last_error = std::string(error.message());
+  return error;
+}
+
+absl::Status PeerTransfer::CheckSameInstance(Link& link, const std::string& answered_by) {
+  if (answered_by == link.daemon_id) return absl::OkStatus();
+  {
+    absl::MutexLock lock(&link.peer->connect_mu);
+    if (link.peer->connection == link.connection) {
+      transport_->Disconnect(link.connection);
+      link.peer->connection.reset();
+    }
+  }
+  const absl::Status error = absl::UnavailableError(
+      absl::StrCat("peer ", link.peer->target, " restarted during the transfer (now daemon ",
+                   answered_by, ", connected to ", link.daemon_id, "); retry"));
+  absl::MutexLock lock(&peers_mu_);
+  link.peer->stats.last_error = std::string(error.message());
   return error;
 }
 
@@ -340,24 +380,28 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Push(const NamespaceId& ns,
   auto fail_all = [&](const absl::Status& s, size_t from) {
     for (size_t i = from; i < m; ++i) out.blocks[i] = s;
   };
-  absl::StatusOr<std::shared_ptr<Peer>> peer = Connected(target, deadline);
-  if (!peer.ok()) {
-    fail_all(peer.status(), 0);
+  absl::StatusOr<Link> link = Connected(target, deadline);
+  if (!link.ok()) {
+    fail_all(link.status(), 0);
     return out;
   }
-  uint64_t connection;
-  {
-    absl::MutexLock lock(&(*peer)->connect_mu);
-    connection = *(*peer)->connection;
-  }
-  absl::StatusOr<StageResult> stage =
-      (*peer)->channel->Stage(ns, blocks, HoldFor(deadline), deadline);
+  Peer& peer = *link->peer;
+  absl::StatusOr<StageResult> stage = peer.channel->Stage(ns, blocks, HoldFor(deadline), deadline);
   if (!stage.ok()) {
     fail_all(Annotate(stage.status(), "the receiver refused the transfer: "), 0);
-    Record(**peer, true, out, 0, FirstFailure(out.blocks));
+    Record(peer, true, out, 0, FirstFailure(out.blocks));
     return out;
   }
-  const size_t k = std::min(stage->blocks.size(), m);
+  if (absl::Status same = CheckSameInstance(*link, stage->daemon_id); !same.ok()) {
+    // Its addresses belong to another arena than the connection reaches.
+    if (!stage->stage_id.empty()) {
+      (void)peer.channel->Commit(stage->stage_id, 0, CleanupDeadline(deadline));
+    }
+    fail_all(same, 0);
+    Record(peer, true, out, 0, same);
+    return out;
+  }
+  size_t k = std::min(stage->blocks.size(), m);
   if (k < m) {
     out.blocks[k] =
         Annotate(stage->refused.ok() ? absl::InternalError("no reason given") : stage->refused,
@@ -370,8 +414,9 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Push(const NamespaceId& ns,
     const PeerBlockInfo& placed = stage->blocks[i];
     if (placed.key != blocks[i].key) {
       // A receiver that answers for other blocks than asked is broken; send
-      // nothing from here on.
+      // nothing from here on, and tell it nothing from here on arrived.
       fail_all(absl::InternalError("the receiver staged a different block"), i);
+      k = i;
       break;
     }
     if (placed.already_cached) continue;
@@ -380,14 +425,14 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Push(const NamespaceId& ns,
         {const_cast<uint8_t*>((*handles)[i].bytes().data()), placed.address, blocks[i].size});
     op_block.push_back(i);
   }
-  Moved moved = Move(*transport_, connection, RmaKind::kPut, ops, op_block, k, deadline);
+  Moved moved = Move(*transport_, link->connection, RmaKind::kPut, ops, op_block, k, deadline);
   out.bytes_moved = moved.bytes;
   out.transport_seconds = moved.seconds;
-  out.lanes = transport_->Describe(connection).lanes;
+  out.lanes = transport_->Describe(link->connection).lanes;
   if (!stage->stage_id.empty()) {
-    absl::StatusOr<std::vector<absl::Status>> committed = (*peer)->channel->Commit(
+    absl::StatusOr<std::vector<absl::Status>> committed = peer.channel->Commit(
         stage->stage_id, static_cast<uint32_t>(moved.received), CleanupDeadline(deadline));
-    if (!committed.ok() || committed->size() != k) {
+    if (!committed.ok() || committed->size() < k) {
       const absl::Status why =
           committed.ok() ? absl::InternalError("malformed Commit answer") : committed.status();
       for (size_t i = 0; i < k; ++i) {
@@ -410,7 +455,7 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Push(const NamespaceId& ns,
       }
     }
   }
-  Record(**peer, true, out, CountOk(out.blocks), FirstFailure(out.blocks));
+  Record(peer, true, out, CountOk(out.blocks), FirstFailure(out.blocks));
   return out;
 }
 
@@ -430,21 +475,25 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Pull(const NamespaceId& ns,
   auto fail_from = [&](const absl::Status& s, size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) out.blocks[i] = s;
   };
-  absl::StatusOr<std::shared_ptr<Peer>> peer = Connected(target, deadline);
-  if (!peer.ok()) {
-    fail_from(peer.status(), 0, keys.size());
+  absl::StatusOr<Link> link = Connected(target, deadline);
+  if (!link.ok()) {
+    fail_from(link.status(), 0, keys.size());
     return out;
   }
-  uint64_t connection;
-  {
-    absl::MutexLock lock(&(*peer)->connect_mu);
-    connection = *(*peer)->connection;
-  }
+  Peer& peer = *link->peer;
   absl::StatusOr<ExportResult> exported =
-      (*peer)->channel->Export(ns, keys, HoldFor(deadline), deadline);
+      peer.channel->Export(ns, keys, HoldFor(deadline), deadline);
   if (!exported.ok()) {
     fail_from(Annotate(exported.status(), "the source refused the transfer: "), 0, keys.size());
-    Record(**peer, false, out, 0, FirstFailure(out.blocks));
+    Record(peer, false, out, 0, FirstFailure(out.blocks));
+    return out;
+  }
+  if (absl::Status same = CheckSameInstance(*link, exported->daemon_id); !same.ok()) {
+    if (!exported->export_id.empty()) {
+      (void)peer.channel->ReleaseExport(exported->export_id, CleanupDeadline(deadline));
+    }
+    fail_from(same, 0, keys.size());
+    Record(peer, false, out, 0, same);
     return out;
   }
   size_t m = std::min(exported->blocks.size(), keys.size());
@@ -460,7 +509,7 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Pull(const NamespaceId& ns,
       PrepareLanding(ns, absl::MakeConstSpan(exported->blocks).subspan(0, m));
   if (!landing.ok()) {
     if (!exported->export_id.empty()) {
-      (void)(*peer)->channel->ReleaseExport(exported->export_id, CleanupDeadline(deadline));
+      (void)peer.channel->ReleaseExport(exported->export_id, CleanupDeadline(deadline));
     }
     return landing.status();
   }
@@ -476,10 +525,10 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Pull(const NamespaceId& ns,
     ops.push_back({landing->slots[i], exported->blocks[i].address, exported->blocks[i].size});
     op_block.push_back(i);
   }
-  Moved moved = Move(*transport_, connection, RmaKind::kGet, ops, op_block, k, deadline);
+  Moved moved = Move(*transport_, link->connection, RmaKind::kGet, ops, op_block, k, deadline);
   out.bytes_moved = moved.bytes;
   out.transport_seconds = moved.seconds;
-  out.lanes = transport_->Describe(connection).lanes;
+  out.lanes = transport_->Describe(link->connection).lanes;
   std::vector<absl::Status> landed = FinishLanding(*landing, moved.received);
   for (size_t i = 0; i < k; ++i) {
     out.blocks[i] = (i == moved.received && !moved.error.ok())
@@ -488,13 +537,13 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Pull(const NamespaceId& ns,
   }
   if (!exported->export_id.empty()) {
     absl::Status released =
-        (*peer)->channel->ReleaseExport(exported->export_id, CleanupDeadline(deadline));
+        peer.channel->ReleaseExport(exported->export_id, CleanupDeadline(deadline));
     if (!released.ok()) {
       spdlog::warn("peer {} did not release export {}: {} (it lapses on its own)", target,
                    exported->export_id, released.ToString());
     }
   }
-  Record(**peer, false, out, CountOk(out.blocks), FirstFailure(out.blocks));
+  Record(peer, false, out, CountOk(out.blocks), FirstFailure(out.blocks));
   return out;
 }
 
@@ -524,13 +573,11 @@ absl::StatusOr<StageResult> PeerTransfer::Stage(const NamespaceId& ns,
         absl::StrCat("a stage takes 1..", options_.max_keys, " blocks, not ", blocks.size()));
   }
   ExpireStale();
-  if (pending() >= options_.max_pending) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(options_.max_pending, " transfers are already pending on this daemon"));
-  }
+  if (pending() >= options_.max_pending) return TooManyPending();
   absl::StatusOr<Landing> landing = PrepareLanding(ns, blocks);
   if (!landing.ok()) return landing.status();
   StageResult result;
+  result.daemon_id = daemon_id_;
   result.blocks = landing->blocks;
   result.refused = landing->refused;
   if (landing->blocks.empty()) return result;
@@ -538,9 +585,14 @@ absl::StatusOr<StageResult> PeerTransfer::Stage(const NamespaceId& ns,
   auto entry = std::make_unique<StageEntry>();
   entry->landing = *std::move(landing);
   entry->expiry = absl::Now() + std::clamp(ttl, absl::Seconds(1), options_.max_hold);
-  absl::MutexLock lock(&mu_);
-  stages_.emplace(result.stage_id, std::move(entry));
-  return result;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stages_.size() + exports_.size() < options_.max_pending) {
+      stages_.emplace(result.stage_id, std::move(entry));
+      return result;
+    }
+  }
+  return TooManyPending();  // `entry` frees its slots outside the lock
 }
 
 absl::StatusOr<std::vector<absl::Status>> PeerTransfer::Commit(const std::string& stage_id,
@@ -556,7 +608,14 @@ absl::StatusOr<std::vector<absl::Status>> PeerTransfer::Commit(const std::string
     entry = std::move(it->second);
     stages_.erase(it);
   }
-  return FinishLanding(entry->landing, received);
+  std::vector<absl::Status> statuses = FinishLanding(entry->landing, received);
+  if (entry->landing.batch->held_slots() > 0) {
+    // Blocks the sender did not complete: it may still have bytes in flight
+    // toward their slots, so they are not handed to other blocks yet.
+    absl::MutexLock lock(&mu_);
+    quarantine_.emplace_back(absl::Now() + options_.quarantine, std::move(entry->landing.batch));
+  }
+  return statuses;
 }
 
 absl::StatusOr<ExportResult> PeerTransfer::Export(const NamespaceId& ns,
@@ -571,13 +630,11 @@ absl::StatusOr<ExportResult> PeerTransfer::Export(const NamespaceId& ns,
         absl::StrCat("an export takes 1..", options_.max_keys, " keys, not ", keys.size()));
   }
   ExpireStale();
-  if (pending() >= options_.max_pending) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(options_.max_pending, " transfers are already pending on this daemon"));
-  }
+  if (pending() >= options_.max_pending) return TooManyPending();
   absl::StatusOr<LookupResult> found = cache_->Lookup(ns, keys, false, absl::ZeroDuration());
   if (!found.ok()) return found.status();
   ExportResult result;
+  result.daemon_id = daemon_id_;
   const size_t m = found->blocks.size();
   if (m == 0) return result;
   // The receiver verifies every byte against the checksum, so no pass here.
@@ -595,19 +652,25 @@ absl::StatusOr<ExportResult> PeerTransfer::Export(const NamespaceId& ns,
   auto entry = std::make_unique<ExportEntry>();
   entry->handles = *std::move(handles);
   entry->expiry = absl::Now() + std::clamp(ttl, absl::Seconds(1), options_.max_hold);
-  absl::MutexLock lock(&mu_);
-  exports_.emplace(result.export_id, std::move(entry));
-  return result;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stages_.size() + exports_.size() < options_.max_pending) {
+      exports_.emplace(result.export_id, std::move(entry));
+      return result;
+    }
+  }
+  return TooManyPending();  // `entry` unpins outside the lock
 }
 
 absl::Status PeerTransfer::ReleaseExport(const std::string& export_id) {
-  std::unique_ptr<ExportEntry> entry;
+  std::unique_ptr<ExportEntry> entry;  // unpinned after the lock is let go
   absl::MutexLock lock(&mu_);
   auto it = exports_.find(export_id);
   if (it == exports_.end()) {
     return absl::NotFoundError(
         absl::StrCat("no pending export '", export_id, "' (unknown, or it expired)"));
   }
+  entry = std::move(it->second);
   exports_.erase(it);
   return absl::OkStatus();
 }
@@ -615,9 +678,14 @@ absl::Status PeerTransfer::ReleaseExport(const std::string& export_id) {
 void PeerTransfer::ExpireStale() {
   std::vector<std::unique_ptr<StageEntry>> stages;
   std::vector<std::unique_ptr<ExportEntry>> exports;
+  std::vector<std::unique_ptr<BlockCache::PutBatch>> released;
   const absl::Time now = absl::Now();
   {
     absl::MutexLock lock(&mu_);
+    for (auto& [until, batch] : quarantine_) {
+      if (until <= now) released.push_back(std::move(batch));
+    }
+    std::erase_if(quarantine_, [](const auto& q) { return q.second == nullptr; });
     absl::erase_if(stages_, [&](auto& kv) {
       if (kv.second->expiry > now) return false;
       stages.push_back(std::move(kv.second));
@@ -635,6 +703,11 @@ void PeerTransfer::ExpireStale() {
   }
 }
 
+absl::Status PeerTransfer::TooManyPending() const {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(options_.max_pending, " transfers are already pending on this daemon"));
+}
+
 size_t PeerTransfer::pending() {
   absl::MutexLock lock(&mu_);
   return stages_.size() + exports_.size();
@@ -650,8 +723,8 @@ std::vector<PeerStats> PeerTransfer::Peers() {
   for (auto& peer : peers) {
     std::optional<uint64_t> conn;
     {
-      absl::MutexLock lock(&peer->connect_mu);
-      conn = peer->connection;
+      absl::MutexLock lock(&peers_mu_);
+      conn = peer->listed_connection;
     }
     ConnectionInfo info;
     if (conn.has_value()) info = transport_->Describe(*conn);

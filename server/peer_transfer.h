@@ -48,8 +48,12 @@ struct PeerTransferOptions {
   // A transfer's deadline when the engine names none.
   absl::Duration timeout = absl::Seconds(10);
   // Longest a receiver keeps staged slots, or a source keeps blocks pinned
-  // for a peer, whatever the peer asks.
-  absl::Duration max_hold = absl::Minutes(10);
+  // for a peer, whatever the peer asks. Peers ask for twice their deadline
+  // plus 5 s, and a deadline is at most 10 minutes.
+  absl::Duration max_hold = absl::Minutes(25);
+  // How long a receiver keeps the slots of blocks a push did not complete
+  // before reusing them (bytes of a failed sender may still be in flight).
+  absl::Duration quarantine = absl::Seconds(10);
   // Stages plus exports held for peers at once.
   uint32_t max_pending = 1024;
   uint32_t max_keys = 65536;
@@ -129,6 +133,7 @@ class PeerTransfer {
 
  private:
   struct Peer;
+  struct Link;
   struct Landing;
   struct StageEntry;
   struct ExportEntry;
@@ -139,7 +144,12 @@ class PeerTransfer {
   absl::Status CheckUsable(bool as_source, absl::Span<const BlockKey> keys,
                            const std::string& peer) const;
   // The peer's entry with a live connection, (re)connecting as needed.
-  absl::StatusOr<std::shared_ptr<Peer>> Connected(const std::string& target, absl::Time deadline)
+  absl::StatusOr<Link> Connected(const std::string& target, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(peers_mu_);
+  // The peer answered Stage or Export from another instance than the one
+  // connected to (it restarted): drop the connection so the next transfer
+  // says Hello again.
+  absl::Status CheckSameInstance(Link& link, const std::string& answered_by)
       ABSL_LOCKS_EXCLUDED(peers_mu_);
   // Reserves local slots for `blocks` (the longest prefix that fits).
   absl::StatusOr<Landing> PrepareLanding(const NamespaceId& ns,
@@ -150,6 +160,7 @@ class PeerTransfer {
   void Record(Peer& peer, bool sent, const TransferOutcome& outcome, size_t blocks_ok,
               const absl::Status& error) ABSL_LOCKS_EXCLUDED(peers_mu_);
   std::string NewId() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status TooManyPending() const;
 
   BlockCache* const cache_;
   std::unique_ptr<Transport> transport_;  // reset first at destruction
@@ -163,6 +174,9 @@ class PeerTransfer {
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<StageEntry>> stages_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<ExportEntry>> exports_ ABSL_GUARDED_BY(mu_);
+  // Batches whose dropped slots wait out options_.quarantine.
+  std::vector<std::pair<absl::Time, std::unique_ptr<BlockCache::PutBatch>>> quarantine_
+      ABSL_GUARDED_BY(mu_);
 
   absl::Mutex peers_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Peer>> peers_ ABSL_GUARDED_BY(peers_mu_);

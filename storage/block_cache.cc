@@ -785,9 +785,10 @@ absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> BlockCache::BeginPut(const
 }
 
 BlockCache::PutBatch::~PutBatch() {
-  if (done_) return;
+  if (done_ && held_.empty()) return;
   absl::MutexLock lock(&cache_->mu_);
-  ReleaseLocked();
+  if (!done_) ReleaseLocked();
+  for (const SlabAllocator::Slot& slot : held_) cache_->allocator_->Free(slot);
 }
 
 void BlockCache::PutBatch::ReleaseLocked() {
@@ -931,7 +932,7 @@ size_t BlockCache::PutBatch::KeepVerifiedPrefix(size_t received) {
   if (dead_ || done_) return 0;
   size_t keep = std::min(received, staged_.size());
   for (size_t i = 0; i < keep; ++i) {
-    const Staged& s = staged_[i];
+    Staged& s = staged_[i];
     if (!s.landing || !s.slot.has_value()) continue;
     // The slot belongs to this batch alone until Commit: no lock needed.
     const uint64_t got = Checksum64({cache_->SlotData(*s.slot), s.size});
@@ -943,11 +944,10 @@ size_t BlockCache::PutBatch::KeepVerifiedPrefix(size_t received) {
       keep = i;
       break;
     }
+    s.verified = true;
   }
-  if (keep == staged_.size()) return keep;
-  absl::MutexLock lock(&cache_->mu_);
   for (size_t i = keep; i < staged_.size(); ++i) {
-    if (staged_[i].slot.has_value()) cache_->allocator_->Free(*staged_[i].slot);
+    if (staged_[i].slot.has_value()) held_.push_back(*staged_[i].slot);
     staged_index_.erase(staged_[i].key);
   }
   staged_.resize(keep);
@@ -962,6 +962,12 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
     return Fail(
         absl::InvalidArgumentError(absl::StrCat("stream ended after ", last.filled, " of the ",
                                                 last.size, " bytes of block ", last.key.ToHex())));
+  }
+  for (const Staged& s : staged_) {
+    if (s.landing && s.slot.has_value() && !s.verified) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat("block ", s.key.ToHex(), " landed but was not verified")));
+    }
   }
   absl::MutexLock lock(&cache_->mu_);
   PrefixIndex& index = cache_->index_;

@@ -450,11 +450,15 @@ class BlockCache::PutBatch {
                                                    uint64_t size, uint64_t checksum);
   // Blocks [0, received) have landed. Verifies each landing block's bytes
   // against its checksum, in order, and keeps only the blocks before the
-  // first mismatch (and before `received`): the rest leave the batch and
-  // their slots are freed, so Commit never indexes an unverified byte.
-  // Returns how many blocks remain (0: nothing to commit).
+  // first mismatch (and before `received`): the rest leave the batch. Their
+  // slots stay reserved until the batch is destroyed (not at Commit), since
+  // a sender that failed may still have bytes in flight toward them.
+  // Returns how many blocks remain (0: nothing to commit). Commit refuses a
+  // batch with a landing block that was not verified here.
   size_t KeepVerifiedPrefix(size_t received);
   size_t blocks() const { return staged_.size(); }
+  // Slots of blocks KeepVerifiedPrefix dropped, freed with the batch.
+  size_t held_slots() const { return held_.size(); }
   // INVALID_ARGUMENT if empty or the last block is incomplete; ABORTED if a
   // concurrent change (a parent dropped, a conflicting put) breaks the batch.
   absl::StatusOr<PutResult> Commit();
@@ -468,7 +472,8 @@ class BlockCache::PutBatch {
     uint64_t filled = 0;
     std::optional<SlabAllocator::Slot> slot;  // nullopt: already cached
     uint64_t checksum = 0;
-    bool landing = false;  // filled by StartLanding's caller, not Append
+    bool landing = false;   // filled by StartLanding's caller, not Append
+    bool verified = false;  // landing: checked by KeepVerifiedPrefix
   };
   PutBatch(BlockCache* cache, const NamespaceId& ns, uint64_t block_bytes)
       : cache_(cache), ns_(ns), block_bytes_(block_bytes) {}
@@ -485,6 +490,7 @@ class BlockCache::PutBatch {
   // Cached blocks this batch depends on (parents, already-cached keys),
   // pinned once each until the batch ends.
   std::vector<BlockRecord*> pinned_;
+  std::vector<SlabAllocator::Slot> held_;  // see held_slots()
   Checksum64Stream hasher_;
   bool dead_ = false;
   bool done_ = false;

@@ -112,15 +112,47 @@ TEST_F(BlockCacheTest, LandedBlocksAreIndexedOnlyAsTheirVerifiedPrefix) {
   // Before commit nothing of it is visible.
   EXPECT_EQ(Matched(ns_, chain), 1u);
   EXPECT_EQ((*batch)->KeepVerifiedPrefix(4), 2u);  // a, b; c failed, d follows it
+  EXPECT_EQ((*batch)->held_slots(), 2u);
   ASSERT_TRUE((*batch)->Commit().ok());
   EXPECT_EQ(Matched(ns_, chain), 2u);
+  // c and d stay reserved while the batch lives (late bytes may still come)...
+  EXPECT_EQ(cache_->Snapshot().host.used_bytes, before.host.used_bytes + 3 * 64 * kKiB);
+  batch->reset();
+  // ...and go back with it: usage grew by exactly the one block stored.
+  EXPECT_EQ(cache_->Snapshot().host.used_bytes, before.host.used_bytes + 64 * kKiB);
   auto handles = cache_->Read(ns_, Keys({"b"}));
   ASSERT_TRUE(handles.ok()) << handles.status();
   std::vector<uint8_t> want = Content(ns_.ToHex(), "b", 64 * kKiB);
   EXPECT_TRUE(std::equal(want.begin(), want.end(), (*handles)[0].bytes().begin()));
   handles->clear();
-  // The slots of c and d went back: usage grew by exactly one block.
   EXPECT_EQ(cache_->Snapshot().host.stored_bytes, before.host.stored_bytes + 64 * kKiB);
+}
+
+TEST_F(BlockCacheTest, UnverifiedLandingsAreNeverCommittedAndARefusedOneKeepsTheBatch) {
+  auto batch = cache_->BeginPut(ns_);
+  ASSERT_TRUE(batch.ok());
+  std::vector<uint8_t> data = Content(ns_.ToHex(), "u", 64 * kKiB);
+  auto slot = (*batch)->StartLanding(Key("u"), BlockKey(), data.size(), Checksum64(data));
+  ASSERT_TRUE(slot.ok());
+  std::memcpy(slot->data(), data.data(), data.size());
+  // A refused landing (its parent is nowhere) does not end the batch.
+  EXPECT_EQ((*batch)->StartLanding(Key("w"), Key("nowhere"), 1000, 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*batch)->blocks(), 1u);
+  // Right bytes, but never verified: refused.
+  EXPECT_EQ((*batch)->Commit().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Matched(ns_, {"u"}), 0u);
+
+  auto again = cache_->BeginPut(ns_);
+  ASSERT_TRUE(again.ok());
+  slot = (*again)->StartLanding(Key("u"), BlockKey(), data.size(), Checksum64(data));
+  ASSERT_TRUE(slot.ok());
+  std::memcpy(slot->data(), data.data(), data.size());
+  EXPECT_EQ((*again)->StartLanding(Key("w"), Key("nowhere"), 1000, 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*again)->KeepVerifiedPrefix(1), 1u);
+  ASSERT_TRUE((*again)->Commit().ok());
+  EXPECT_EQ(Matched(ns_, {"u"}), 1u);
 }
 
 TEST_F(BlockCacheTest, LandingThatDidNotArriveStoresNothing) {

@@ -6,7 +6,7 @@ namespace kvtier {
 namespace {
 
 TEST(CreateTransportTest, WithoutUcxReportsUnavailableAndWhy) {
-  absl::StatusOr<std::unique_ptr<Transport>> t = CreateTransport({});
+  absl::StatusOr<std::unique_ptr<Transport>> t = CreateTransport();
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(t.status().message().find("without UCX"), std::string::npos) << t.status();

@@ -14,15 +14,7 @@
 
 namespace kvtier {
 
-struct TransportOptions {
-  // Ask UCX to report failed peers (UCP_ERR_HANDLING_MODE_PEER). UCX 1.13
-  // then uses only transports that can (tcp; not the shared-memory ones),
-  // so turn it off to move bytes over shared memory between daemons on one
-  // node; a dead peer is then noticed by the transfer deadline.
-  bool detect_peer_failure = true;
-};
-
-absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const TransportOptions& options);
+absl::StatusOr<std::unique_ptr<Transport>> CreateTransport();
 
 // Whether this binary was built with a transport backend ("ucx" or "").
 const char* TransportBackendName();

@@ -4,8 +4,8 @@
 
 namespace kvtier {
 
-absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const TransportOptions& options) {
-  absl::StatusOr<std::unique_ptr<UcxTransport>> t = UcxTransport::Create(options);
+absl::StatusOr<std::unique_ptr<Transport>> CreateTransport() {
+  absl::StatusOr<std::unique_ptr<UcxTransport>> t = UcxTransport::Create();
   if (!t.ok()) return t.status();
   return std::unique_ptr<Transport>(std::move(*t));
 }

@@ -95,6 +95,9 @@ struct UcxTransport::Connection {
 // The completions of one Execute call, shared with the request callbacks.
 struct UcxTransport::Batch {
   absl::Mutex mu;
+  // Set when the caller gave up waiting: later completions (the cancels of
+  // the forced close) keep the DEADLINE_EXCEEDED already recorded.
+  bool timed_out ABSL_GUARDED_BY(mu) = false;
   size_t pending ABSL_GUARDED_BY(mu) = 0;
   std::vector<absl::Status> statuses ABSL_GUARDED_BY(mu);
   std::vector<bool> done ABSL_GUARDED_BY(mu);
@@ -110,10 +113,8 @@ struct OpContext {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
-    const TransportOptions& options) {
+absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create() {
   std::unique_ptr<UcxTransport> t(new UcxTransport());
-  t->options_ = options;
   ucp_config_t* config = nullptr;
   if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) {
     return FromUcs(s, "ucp_config_read");
@@ -170,7 +171,7 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
   ucp_worker_release_address(t->worker_, address);
 
   t->capabilities_.name = "ucx";
-  t->capabilities_.detects_peer_failure = options.detect_peer_failure;
+  t->capabilities_.detects_peer_failure = true;
   const char* tls = std::getenv("UCX_TLS");
   t->capabilities_.transports = (tls != nullptr && *tls != '\0') ? tls : "all";
   t->progress_ = std::thread([p = t.get()] { p->ProgressLoop(); });
@@ -253,11 +254,7 @@ absl::StatusOr<uint64_t> UcxTransport::Connect(absl::string_view peer_address,
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.address = reinterpret_cast<const ucp_address_t*>(peer_address.data());
-  // Peer failure detection restricts UCX 1.13 to transports that can report
-  // a dead peer (tcp, not posix/sysv/cma); without it a dead peer shows up
-  // as a deadline.
-  params.err_mode =
-      options_.detect_peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t status) {
     static_cast<Connection*>(arg)->Fail(
         absl::StrCat("peer connection failed: ", ucs_status_string(status)));
@@ -301,7 +298,11 @@ void UcxTransport::Close(Connection& conn, const std::string& why) {
   param.flags = UCP_EP_CLOSE_FLAG_FORCE;
   ucs_status_ptr_t request = ucp_ep_close_nbx(conn.ep, &param);
   conn.ep = nullptr;
-  if (UCS_PTR_IS_PTR(request)) {
+  if (UCS_PTR_IS_ERR(request)) {
+    // Not expected with peer error handling; the endpoint is unusable
+    // either way, and its requests are still waited for by Execute.
+    spdlog::error("closing a UCX endpoint failed: {}", ucs_status_string(UCS_PTR_STATUS(request)));
+  } else if (UCS_PTR_IS_PTR(request)) {
     Wake();
     while (ucp_request_check_status(request) == UCS_INPROGRESS) {
       if (stop_.load()) ucp_worker_progress(worker_);
@@ -336,6 +337,13 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
     for (auto& s : result) s = absl::UnavailableError("no such peer connection");
     return result;
   }
+  if (absl::Now() >= deadline) {
+    // Nothing issued, so nothing to cancel: the connection stays usable.
+    for (auto& s : result) {
+      s = absl::DeadlineExceededError("the transfer's deadline passed before the bytes moved");
+    }
+    return result;
+  }
   auto batch = std::make_shared<Batch>();
   {
     absl::MutexLock lock(&batch->mu);
@@ -347,7 +355,7 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
     auto* b = static_cast<Batch*>(ctx->batch);
     {
       absl::MutexLock lock(&b->mu);
-      b->statuses[ctx->index] = FromUcs(status, "remote memory operation");
+      if (!b->timed_out) b->statuses[ctx->index] = FromUcs(status, "remote memory operation");
       b->done[ctx->index] = true;
       --b->pending;
     }
@@ -421,6 +429,7 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
     auto finished = [b = batch.get()]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->pending == 0; };
     timed_out = !batch->mu.AwaitWithDeadline(absl::Condition(&finished), deadline);
     if (timed_out) {
+      batch->timed_out = true;
       for (size_t i = 0; i < batch->done.size(); ++i) {
         if (!batch->done[i]) {
           batch->statuses[i] =
@@ -432,12 +441,14 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
   if (timed_out) {
     // Cancels what is in flight so that no op touches local memory after we
     // return; the connection is unusable from now on.
+    // A forced close completes every request of the endpoint; until they
+    // have all completed the caller's buffers may still be touched, so wait
+    // for them however long it takes rather than return early.
     Close(*conn, "transfer deadline exceeded");
     absl::MutexLock lock(&batch->mu);
     auto finished = [b = batch.get()]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->pending == 0; };
-    if (!batch->mu.AwaitWithTimeout(absl::Condition(&finished), absl::Seconds(30))) {
-      spdlog::error("UCX left {} operations unfinished after closing the connection",
-                    batch->pending);
+    while (!batch->mu.AwaitWithTimeout(absl::Condition(&finished), absl::Seconds(10))) {
+      spdlog::error("UCX still has {} operations of a closed connection in flight", batch->pending);
     }
   }
   absl::MutexLock lock(&batch->mu);

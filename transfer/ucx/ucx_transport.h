@@ -7,7 +7,12 @@
 // peer's unpacked rkey.
 //
 // Transports come from UCX's environment (UCX_TLS, UCX_NET_DEVICES), read at
-// Create. GPU memory support is detected from the context's memory types.
+// Create. Endpoints always use peer error handling: it is what lets a
+// deadline cancel operations in flight (UCX refuses a forced close without
+// it), at the price that UCX 1.13 then moves bytes between two processes only
+// over transports that can report a dead peer (tcp and RDMA, not its shared
+// memory transports). GPU memory support is detected from the context's
+// memory types.
 //
 // Thread-safety: as Transport. Operations may be issued from any thread (the
 // worker runs in UCS_THREAD_MODE_MULTI); completions run on the progress
@@ -29,14 +34,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/transport.h"
-#include "transfer/transport_factory.h"
 
 namespace kvtier {
 
 class UcxTransport final : public Transport {
  public:
   // UNAVAILABLE when UCX cannot initialize (no usable transport).
-  static absl::StatusOr<std::unique_ptr<UcxTransport>> Create(const TransportOptions& options);
+  static absl::StatusOr<std::unique_ptr<UcxTransport>> Create();
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -63,7 +67,6 @@ class UcxTransport final : public Transport {
   void Close(Connection& conn, const std::string& why);
   void Wake();
 
-  TransportOptions options_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;
