@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (libFuzzer + ASan + UBSan) and runs
-# each for SECONDS (default 60) from its committed seed corpus:
+# Runs the libFuzzer targets (libFuzzer + ASan + UBSan) for SECONDS each
+# (default 60) from their committed seed corpora:
+#   handler_fuzz  the daemon's request handlers (KvCache, Peer, Admin)
 #   planner_fuzz  the planner's Hugging Face config parser and reports
 #   storage_fuzz  NVMe slot headers and catalog records read back from disk
 #   config_fuzz   the daemon's YAML configuration
+# With BUILD_DIR (a CMake build with KVTIER_BUILD_FUZZ=ON, as `make
+# test-asan` makes) the targets come from BUILD_DIR/fuzz; without it the
+# three small ones are compiled here with clang and handler_fuzz is skipped.
 # A crash leaves its input in OUT_DIR (crash-*) and fails the script; turn it
 # into a regression test before fixing.
-#   tests/fuzz/run_fuzzers.sh [SECONDS] [OUT_DIR]
+#   tests/fuzz/run_fuzzers.sh [SECONDS] [OUT_DIR] [BUILD_DIR]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SECONDS_TO_RUN=${1:-60}
 OUT=${2:-$ROOT/build-fuzz}
+PREBUILT=${3:-}
 mkdir -p "$OUT"
 CXX="clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I$ROOT"
 ABSL=$(pkg-config --libs absl_status absl_statusor absl_strings absl_str_format absl_synchronization)
@@ -38,14 +43,23 @@ PLANNER=("${COSTMODEL[@]}" "$ROOT"/client/planner/planner_reports.cc "$ROOT"/tes
 STORAGE=("$ROOT"/storage/{slot_header,checksum,catalog,block_key,namespace_spec}.cc
          "$ROOT"/tests/fuzz/storage_fuzz.cc)
 CONFIG=("$ROOT"/server/config.cc "${COSTMODEL[@]}" "$ROOT"/tests/fuzz/config_fuzz.cc)
-echo "=== compiling"
-compile "${PLANNER[@]}" "${STORAGE[@]}" "${CONFIG[@]}"
-link planner_fuzz "${PLANNER[@]}" --
-link storage_fuzz "${STORAGE[@]}" -- -lrocksdb -lxxhash
-link config_fuzz "${CONFIG[@]}" -- -lyaml-cpp -lspdlog -lfmt
+TARGETS=(planner storage config)
+if [[ -n "$PREBUILT" ]]; then
+  for t in handler planner storage config; do
+    [[ -x "$PREBUILT/fuzz/${t}_fuzz" ]] || { echo "no $PREBUILT/fuzz/${t}_fuzz" >&2; exit 1; }
+    cp "$PREBUILT/fuzz/${t}_fuzz" "$OUT/"
+  done
+  TARGETS=(handler planner storage config)
+else
+  echo "=== compiling (handler_fuzz needs a CMake fuzz build; skipped)"
+  compile "${PLANNER[@]}" "${STORAGE[@]}" "${CONFIG[@]}"
+  link planner_fuzz "${PLANNER[@]}" --
+  link storage_fuzz "${STORAGE[@]}" -- -lrocksdb -lxxhash
+  link config_fuzz "${CONFIG[@]}" -- -lyaml-cpp -lspdlog -lfmt
+fi
 
 status=0
-for t in planner storage config; do
+for t in "${TARGETS[@]}"; do
   mkdir -p "$OUT/${t}_corpus"
   cp "$ROOT"/tests/fuzz/${t}_corpus/* "$OUT/${t}_corpus/"
   echo "=== ${t}_fuzz for ${SECONDS_TO_RUN}s"

@@ -30,13 +30,19 @@ BLOCK_TOKENS = 16
 BLOCK_BYTES = 2 * 1 * 1 * 128 * 2 * BLOCK_TOKENS  # 1 layer, 1 head of 128, bf16: 8 KiB
 
 
-def start_daemon(workdir):
+# Peer transfer between test daemons stays on loopback.
+os.environ.setdefault("UCX_NET_DEVICES", "lo")
+os.environ.setdefault("UCX_TLS", "tcp")
+
+
+def start_daemon(workdir, extra=()):
     sock = os.path.join(workdir, "kvtier.sock")
     with open(os.path.join(workdir, "kvtierd.log"), "w") as log:
         proc = subprocess.Popen(
             [KVTIERD, "--listen", "unix:" + sock, "--host-tier-bytes", "128MiB",
              "--set", "nvme.dirs=", "--set", "costmodel.probe_tiers=false",
-             "--set", "host_tier.slab_bytes=1MiB", "--set", "limits.max_block_bytes=1MiB"],
+             "--set", "host_tier.slab_bytes=1MiB", "--set", "limits.max_block_bytes=1MiB",
+             *extra],
             stdout=log, stderr=subprocess.STDOUT)
     for _ in range(100):
         if os.path.exists(sock):
@@ -49,11 +55,12 @@ def start_daemon(workdir):
 
 
 @contextlib.contextmanager
-def own_daemon(prefix):
+def own_daemon(prefix, extra=()):
     """A kvtierd of the test's own and a client of it; both go afterwards."""
     workdir = tempfile.mkdtemp(prefix=prefix)
-    proc, address = start_daemon(workdir)
+    proc, address = start_daemon(workdir, extra)
     client = Client(address, timeout=10)
+    client.address = address
     try:
         yield proc, client
     finally:
@@ -94,6 +101,35 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(chained_block_key(b"", [1, 2, 3, 4], [b"img:abc"]).hex(),
                          "3e27306a2cff6ea506068a753ad45ae2")
         self.assertEqual(len(chained_block_keys(list(range(33)), 16)), 2)
+
+    def test_transfer_between_daemons(self):
+        """Prefill pushes a request's blocks to decode; decode serves them."""
+        with own_daemon("kvtier-py-prefill-", ("--set", "peer.role=prefill")) as (_, prefill), \
+                own_daemon("kvtier-py-decode-", ("--set", "peer.role=decode")) as (_, decode):
+            channel = grpc.insecure_channel(prefill.address)
+            status = admin_pb2_grpc.AdminStub(channel).GetStatus(admin_pb2.GetStatusRequest())
+            channel.close()
+            ns = prefill.open_namespace("pd", 1, 1, 128, tokens_per_block=BLOCK_TOKENS)
+            self.assertEqual(decode.open_namespace("pd", 1, 1, 128,
+                                                   tokens_per_block=BLOCK_TOKENS).id, ns.id)
+            keys = [b"t0", b"t1", b"t2"]
+            blocks = [bytes([i]) * BLOCK_BYTES for i in range(3)]
+            prefill.put(ns.id, keys[:2], blocks[:2])
+            if not status.transfer.available:
+                with self.assertRaises(KvtierError) as e:
+                    prefill.transfer(ns.id, keys, decode.address)
+                self.assertEqual(e.exception.code, grpc.StatusCode.UNAVAILABLE)
+                return
+            done = prefill.transfer(ns.id, keys, decode.address, "push")
+            self.assertEqual([c.ok for c in done], [True, True, False])
+            self.assertEqual(done[2].code, grpc.StatusCode.NOT_FOUND)
+            self.assertEqual(decode.get(ns.id, keys[:2]), blocks[:2])
+            # The decode side refuses to send.
+            with self.assertRaises(KvtierError) as e:
+                decode.transfer(ns.id, keys, prefill.address, "push")
+            self.assertEqual(e.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+            with self.assertRaises(ValueError):
+                decode.transfer(ns.id, keys, prefill.address, "sideways")
 
     def test_client_calls(self):
         self.assertEqual(self.ns.block_bytes, BLOCK_BYTES)

@@ -279,6 +279,22 @@ class Client:
             raise KvtierError(e.code(), e.details()) from None
         return out
 
+    def transfer(self, namespace_id: str, keys: Sequence[bytes], peer: str,
+                 direction: str = "push", timeout_ms: int = 0) -> List[Completion]:
+        """Moves the cached prefix of `keys` between this daemon and the daemon at
+        `peer` ("host:port"): direction "push" sends from this daemon, "pull"
+        fetches into it. One Completion per key: ok = cached on the receiver;
+        NOT_FOUND = not cached on the source; anything else = recompute it."""
+        directions = {"push": kvcache_pb2.TRANSFER_DIRECTION_PUSH,
+                      "pull": kvcache_pb2.TRANSFER_DIRECTION_PULL}
+        if direction not in directions:
+            raise ValueError("direction must be 'push' or 'pull'")
+        resp = self._call(self._stub.Transfer, kvcache_pb2.TransferRequest(
+            namespace_id=namespace_id, keys=list(keys), peer=peer,
+            direction=directions[direction], timeout_ms=timeout_ms))
+        return [Completion(c.index, c.key, _CODES.get(c.code, grpc.StatusCode.UNKNOWN),
+                           c.message, c.size_bytes) for c in resp.blocks]
+
     def save(self, namespace_id: str, region_id: str, blocks: Iterable[BlockRef],
              on_block: Optional[Callable[[Completion], None]] = None) -> List[Completion]:
         """Stores blocks from the region; one Completion per block."""
