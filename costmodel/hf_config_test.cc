@@ -1,5 +1,6 @@
 #include "costmodel/hf_config.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "costmodel/test_models.h"
 #include "gtest/gtest.h"
@@ -55,15 +56,17 @@ TEST(HfConfigTest, RecurrentHybrid) {
 }
 
 TEST(HfConfigTest, MistralStyleWindowAppliesToAllLayersUnlessDisabled) {
-  const char* base =
-      R"({"num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
-          "intermediate_size": 128, "vocab_size": 100, "sliding_window": 32 %s})";
-  absl::StatusOr<ModelSpec> on = ModelSpecFromHfConfig(absl::StrFormat(base, ""), "m");
+  auto config = [](absl::string_view extra) {
+    return absl::StrCat(R"({"num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+          "intermediate_size": 128, "vocab_size": 100, "sliding_window": 32 )",
+                        extra, "}");
+  };
+  absl::StatusOr<ModelSpec> on = ModelSpecFromHfConfig(config(""), "m");
   ASSERT_TRUE(on.ok()) << on.status();
   ASSERT_EQ(on->groups.size(), 1u);
   EXPECT_EQ(on->groups[0].kind, LayerKind::kSlidingWindow);
   absl::StatusOr<ModelSpec> off =
-      ModelSpecFromHfConfig(absl::StrFormat(base, R"(, "use_sliding_window": false)"), "m");
+      ModelSpecFromHfConfig(config(R"(, "use_sliding_window": false)"), "m");
   ASSERT_TRUE(off.ok());
   EXPECT_TRUE(off->groups.empty());
   // Missing optional fields take their defaults: KV heads = heads, head_dim =
