@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 ARGS ?=
 
-.PHONY: all deps configure build run test bench test-asan test-tsan fuzz format format-check clean
+.PHONY: all deps configure build run test bench test-asan fuzz format format-check clean
 
 all: build
 
@@ -40,7 +40,7 @@ bench: build
 # Sanitizer builds compile at -O1 with line tables only: enough for
 # symbolized reports, and about half the build time of -O2 -g.
 SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
   -DKVTIER_WITH_CUDA=OFF -DKVTIER_BUILD_BENCH=OFF
 
 # The unit and integration tests under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -59,12 +59,9 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	bash tests/fuzz/run_fuzzers.sh $(FUZZ_SECONDS) build-fuzz build-asan
 
-# The unit and integration tests under ThreadSanitizer.
-test-tsan: deps
-	cmake -S . -B build-tsan -G Ninja $(SANITIZER_FLAGS) -DKVTIER_SANITIZE=thread $(CMAKE_FLAGS)
-	cmake --build build-tsan -j $(JOBS)
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE slow
+# No ThreadSanitizer target: Debian's abseil is not built with TSan, so
+# absl::Mutex hand-offs are invisible to it and every absl-guarded access
+# reads as a race (measured: docs/operations.md, Reliability checks).
 
 SOURCES = $(shell git ls-files '*.cc' '*.h')
 
@@ -75,4 +72,4 @@ format-check:
 	clang-format --dry-run --Werror $(SOURCES)
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-tsan build-fuzz
+	rm -rf $(BUILD_DIR) build-asan build-fuzz

@@ -186,8 +186,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   v1::KvCache::Stub& kv = *h->kv;
   switch (op % 17) {
     case 0:
-      Unary<v1::OpenNamespaceRequest, v1::OpenNamespaceResponse>(kv, &v1::KvCache::Stub::OpenNamespace,
-                                                                data, size);
+      Unary<v1::OpenNamespaceRequest, v1::OpenNamespaceResponse>(
+          kv, &v1::KvCache::Stub::OpenNamespace, data, size);
       break;
     case 1:
       Unary<v1::LookupRequest, v1::LookupResponse>(kv, &v1::KvCache::Stub::Lookup, data, size);
