@@ -13,12 +13,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kvtier/client.h"
+#include "kvtier/shared_region.h"
 #include "kvtier/v1/admin.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
@@ -220,6 +222,35 @@ TEST_F(PeerTransferRpcTest, PushLandsEveryBlockByteExactOnTheDecodeSide) {
   EXPECT_EQ(r->bytes_moved, 10 * kBlock);
   EXPECT_EQ(r->lanes, "tcp/lo");
   ExpectDecodeHasExactly(keys, 10);
+
+  // The decode engine's path: Lookup with a lease, then Load into its
+  // shared-memory region; every block arrives verified and byte-exact.
+  {
+    auto region = client::SharedRegion::Create(10 * kBlock);
+    ASSERT_TRUE(region.ok()) << region.status();
+    auto region_id = dc_->RegisterMemory((*region)->path(), (*region)->size());
+    ASSERT_TRUE(region_id.ok()) << region_id.status();
+    client::LookupOptions lease;
+    lease.take_lease = true;
+    auto hit = dc_->Lookup(ns_, keys, lease);
+    ASSERT_TRUE(hit.ok()) << hit.status();
+    ASSERT_EQ(hit->matched, 10u);
+    std::vector<client::RegionBlockRef> refs;
+    for (int i = 0; i < 10; ++i) refs.push_back({keys[i], "", i * kBlock, kBlock, {}});
+    int loaded = 0;
+    ASSERT_TRUE(dc_->Load(ns_, *region_id, refs, [&](const client::BlockCompletion& c) {
+                      EXPECT_TRUE(c.status.ok()) << c.status;
+                      loaded += c.status.ok();
+                    }).ok());
+    EXPECT_EQ(loaded, 10);
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_EQ(0, std::memcmp((*region)->data() + i * kBlock, Bytes(ns_ + keys[i], kBlock).data(),
+                               kBlock))
+          << i;
+    }
+    EXPECT_TRUE(dc_->Release(hit->lease_id).ok());
+    EXPECT_TRUE(dc_->UnregisterMemory(*region_id).ok());
+  }
 
   // A second push moves nothing: the receiver has every block.
   r = pc_->Transfer(ns_, keys, decode_->listen_address(), TransferDirection::kPush);
