@@ -12,15 +12,7 @@
 set -euo pipefail
 KVTIERD=$1
 KVTIER=$2
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]:-}"; do [[ -n "$p" ]] && kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "--- $*"; }
+source "$(dirname "$0")/cli_test_lib.sh"
 
 # Starts kvtierd with extra args; sets DAEMON_PID and ADDR (from its log).
 start_daemon() {

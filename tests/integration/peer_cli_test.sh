@@ -10,15 +10,7 @@
 set -euo pipefail
 KVTIERD=$1
 KVTIER=$2
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]:-}"; do [[ -n "$p" ]] && kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "--- $*"; }
+source "$(dirname "$0")/cli_test_lib.sh"
 export UCX_NET_DEVICES=lo UCX_TLS=tcp
 
 # start_daemon NAME ROLE: sets ADDR_<NAME>.

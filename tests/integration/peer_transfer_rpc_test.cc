@@ -135,23 +135,24 @@ class PeerTransferRpcTest : public ::testing::Test {
     setenv("UCX_TLS", "tcp", 1);
   }
 
-  void SetUp() override {
-    auto fault =
+  // A daemon of `role` whose UCX transport is wrapped in a fault injector
+  // (no faults until a test sets a plan).
+  static std::unique_ptr<Daemon> StartWithFaults(const std::string& role,
+                                                 FaultInjectingTransport** faults) {
+    auto transport =
         std::make_unique<FaultInjectingTransport>(*CreateTransport(), TransportFaultPlan{});
-    faults_ = fault.get();
+    *faults = transport.get();
     DaemonSeams seams;
-    seams.transport = std::move(fault);
-    auto p = Daemon::Start(Config("prefill"), std::move(seams));
-    ASSERT_TRUE(p.ok()) << p.status();
-    prefill_ = std::move(*p);
-    auto decode_fault =
-        std::make_unique<FaultInjectingTransport>(*CreateTransport(), TransportFaultPlan{});
-    decode_faults_ = decode_fault.get();
-    DaemonSeams decode_seams;
-    decode_seams.transport = std::move(decode_fault);
-    auto d = Daemon::Start(Config("decode"), std::move(decode_seams));
-    ASSERT_TRUE(d.ok()) << d.status();
-    decode_ = std::move(*d);
+    seams.transport = std::move(transport);
+    auto d = Daemon::Start(Config(role), std::move(seams));
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *std::move(d) : nullptr;
+  }
+
+  void SetUp() override {
+    prefill_ = StartWithFaults("prefill", &faults_);
+    decode_ = StartWithFaults("decode", &decode_faults_);
+    ASSERT_TRUE(prefill_ != nullptr && decode_ != nullptr);
     pc_ = *Client::Connect(prefill_->listen_address());
     dc_ = *Client::Connect(decode_->listen_address());
     auto pns = pc_->OpenNamespace(Spec());
@@ -238,10 +239,12 @@ TEST_F(PeerTransferRpcTest, PushLandsEveryBlockByteExactOnTheDecodeSide) {
     std::vector<client::RegionBlockRef> refs;
     for (int i = 0; i < 10; ++i) refs.push_back({keys[i], "", i * kBlock, kBlock, {}});
     int loaded = 0;
-    ASSERT_TRUE(dc_->Load(ns_, *region_id, refs, [&](const client::BlockCompletion& c) {
-                      EXPECT_TRUE(c.status.ok()) << c.status;
-                      loaded += c.status.ok();
-                    }).ok());
+    ASSERT_TRUE(dc_->Load(ns_, *region_id, refs,
+                          [&](const client::BlockCompletion& c) {
+                            EXPECT_TRUE(c.status.ok()) << c.status;
+                            loaded += c.status.ok();
+                          })
+                    .ok());
     EXPECT_EQ(loaded, 10);
     for (int i = 0; i < 10; ++i) {
       EXPECT_EQ(0, std::memcmp((*region)->data() + i * kBlock, Bytes(ns_ + keys[i], kBlock).data(),

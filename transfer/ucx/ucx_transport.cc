@@ -3,6 +3,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -76,6 +77,7 @@ struct UcxTransport::Connection {
   ucp_ep_h ep ABSL_GUARDED_BY(mu) = nullptr;
   ucp_rkey_h rkey ABSL_GUARDED_BY(mu) = nullptr;
   std::string lanes ABSL_GUARDED_BY(mu);
+  bool lanes_settled ABSL_GUARDED_BY(mu) = false;
   // Set by the endpoint's error handler on the progress thread.
   std::atomic<bool> failed{false};
   absl::Mutex error_mu;
@@ -186,7 +188,8 @@ UcxTransport::~UcxTransport() {
     connections_.clear();
   }
   if (progress_.joinable()) {
-    for (auto& conn : connections) Close(*conn, "transport shut down");
+    for (auto& conn : connections) Close(conn, "transport shut down");
+    Quiesce();
     stop_ = true;
     Wake();
     progress_.join();
@@ -202,6 +205,51 @@ UcxTransport::~UcxTransport() {
 }
 
 void UcxTransport::Wake() { ucp_worker_signal(worker_); }
+
+absl::Status UcxTransport::WaitForWireUp(Connection& conn) {
+  ucs_status_ptr_t request;
+  {
+    absl::MutexLock lock(&conn.mu);
+    ucp_request_param_t param{};
+    request = ucp_ep_flush_nbx(conn.ep, &param);
+  }
+  if (UCS_PTR_IS_ERR(request)) return FromUcs(UCS_PTR_STATUS(request), "connecting to the peer");
+  if (!UCS_PTR_IS_PTR(request)) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  ucs_status_t status;
+  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS && absl::Now() < deadline) {
+    Wake();
+    absl::SleepFor(absl::Microseconds(100));
+  }
+  if (status == UCS_INPROGRESS) {
+    ucp_request_cancel(worker_, request);
+    while (ucp_request_check_status(request) == UCS_INPROGRESS) {
+      Wake();
+      absl::SleepFor(absl::Microseconds(100));
+    }
+    ucp_request_free(request);
+    return absl::UnavailableError("the peer did not complete the connection within 10 s");
+  }
+  ucp_request_free(request);
+  return FromUcs(status, "connecting to the peer");
+}
+
+void UcxTransport::Quiesce() {
+  // Endpoints UCX made for peers' connections to us may still have wire-up
+  // messages queued; UCX 1.13 asserts (and aborts) if the worker is
+  // destroyed with one pending, so let them go out first. A dead peer may
+  // never take them: bounded.
+  ucp_request_param_t param{};
+  ucs_status_ptr_t request = ucp_worker_flush_nbx(worker_, &param);
+  if (!UCS_PTR_IS_PTR(request)) return;
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(500);
+  while (ucp_request_check_status(request) == UCS_INPROGRESS && absl::Now() < deadline) {
+    Wake();
+    absl::SleepFor(absl::Microseconds(200));
+  }
+  if (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_request_cancel(worker_, request);
+  ucp_request_free(request);
+}
 
 void UcxTransport::ProgressLoop() {
   while (!stop_.load()) {
@@ -260,21 +308,31 @@ absl::StatusOr<uint64_t> UcxTransport::Connect(absl::string_view peer_address,
         absl::StrCat("peer connection failed: ", ucs_status_string(status)));
   };
   params.err_handler.arg = conn.get();
+  ucs_status_t unpacked = UCS_OK;
   {
     absl::MutexLock lock(&conn->mu);
     if (ucs_status_t s = ucp_ep_create(worker_, &params, &conn->ep); s != UCS_OK) {
       conn->ep = nullptr;
       return FromUcs(s, "connecting to the peer (ucp_ep_create)");
     }
-    if (ucs_status_t s = ucp_ep_rkey_unpack(conn->ep, remote.remote_key.data(), &conn->rkey);
-        s != UCS_OK) {
+    unpacked = ucp_ep_rkey_unpack(conn->ep, remote.remote_key.data(), &conn->rkey);
+    if (unpacked != UCS_OK) {
       conn->rkey = nullptr;
-      conn->mu.Unlock();
-      Close(*conn, "bad remote key");
-      conn->mu.Lock();
-      return FromUcs(s, "unpacking the peer's remote key");
+    } else {
+      conn->lanes = LanesOf(conn->ep);
     }
-    conn->lanes = LanesOf(conn->ep);
+  }
+  if (unpacked != UCS_OK) {
+    Close(conn, "bad remote key");
+    return FromUcs(unpacked, "unpacking the peer's remote key");
+  }
+  // Complete the wire-up now (one round trip): an unreachable peer shows
+  // here rather than in the first transfer, and no endpoint is left
+  // half-connected (UCX 1.13 aborts when a worker is destroyed with wire-up
+  // replies still queued).
+  if (absl::Status wired = WaitForWireUp(*conn); !wired.ok()) {
+    Close(conn, std::string(wired.message()));
+    return wired;
   }
   Wake();
   absl::MutexLock lock(&mu_);
@@ -289,7 +347,8 @@ std::shared_ptr<UcxTransport::Connection> UcxTransport::Find(uint64_t id) {
   return it == connections_.end() ? nullptr : it->second;
 }
 
-void UcxTransport::Close(Connection& conn, const std::string& why) {
+void UcxTransport::Close(const std::shared_ptr<Connection>& shared, const std::string& why) {
+  Connection& conn = *shared;
   conn.Fail(why);
   absl::MutexLock lock(&conn.mu);
   if (conn.ep == nullptr) return;
@@ -302,6 +361,11 @@ void UcxTransport::Close(Connection& conn, const std::string& why) {
     // Not expected with peer error handling; the endpoint is unusable
     // either way, and its requests are still waited for by Execute.
     spdlog::error("closing a UCX endpoint failed: {}", ucs_status_string(UCS_PTR_STATUS(request)));
+    // UCX may still call the endpoint's error handler with this connection:
+    // keep it (and its rkey) alive as long as the worker.
+    absl::MutexLock keep(&mu_);
+    unclosed_.push_back(shared);
+    return;
   } else if (UCS_PTR_IS_PTR(request)) {
     Wake();
     while (ucp_request_check_status(request) == UCS_INPROGRESS) {
@@ -326,7 +390,7 @@ void UcxTransport::Disconnect(uint64_t connection) {
     conn = std::move(it->second);
     connections_.erase(it);
   }
-  Close(*conn, "disconnected");
+  Close(conn, "disconnected");
 }
 
 std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kind,
@@ -444,23 +508,34 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
     // A forced close completes every request of the endpoint; until they
     // have all completed the caller's buffers may still be touched, so wait
     // for them however long it takes rather than return early.
-    Close(*conn, "transfer deadline exceeded");
+    Close(conn, "transfer deadline exceeded");
     absl::MutexLock lock(&batch->mu);
     auto finished = [b = batch.get()]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->pending == 0; };
     while (!batch->mu.AwaitWithTimeout(absl::Condition(&finished), absl::Seconds(10))) {
       spdlog::error("UCX still has {} operations of a closed connection in flight", batch->pending);
     }
   }
-  absl::MutexLock lock(&batch->mu);
-  const absl::Status flush = batch->statuses[ops.size()];
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (!result[i].ok()) continue;
-    if (timed_out && !batch->statuses[i].ok()) {
-      result[i] = batch->statuses[i];
-    } else if (!batch->statuses[i].ok()) {
-      result[i] = batch->statuses[i];
-    } else if (!flush.ok()) {
-      result[i] = flush;
+  {
+    absl::MutexLock lock(&batch->mu);
+    const absl::Status flush = batch->statuses[ops.size()];
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!result[i].ok()) continue;
+      if (!batch->statuses[i].ok()) {
+        result[i] = batch->statuses[i];
+      } else if (!flush.ok()) {
+        result[i] = flush;
+      }
+    }
+  }
+  if (!timed_out && !conn->failed.load() && !ops.empty() &&
+      std::all_of(result.begin(), result.end(), [](const absl::Status& s) { return s.ok(); })) {
+    // Wire-up is complete once operations have gone through: note the
+    // transports the endpoint settled on. Only a healthy endpoint is asked
+    // (UCX does not describe a failed one safely).
+    absl::MutexLock conn_lock(&conn->mu);
+    if (!conn->lanes_settled && conn->ep != nullptr && !conn->failed.load()) {
+      conn->lanes = LanesOf(conn->ep);
+      conn->lanes_settled = true;
     }
   }
   if (!timed_out && conn->failed.load()) {
@@ -480,7 +555,6 @@ ConnectionInfo UcxTransport::Describe(uint64_t connection) {
   {
     absl::MutexLock lock(&conn->mu);
     info.connected = conn->ep != nullptr && !conn->failed.load();
-    if (conn->ep != nullptr) conn->lanes = LanesOf(conn->ep);
     info.lanes = conn->lanes;
   }
   info.last_error = conn->Error();

@@ -64,8 +64,13 @@ class UcxTransport final : public Transport {
   std::shared_ptr<Connection> Find(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Force-closes the connection's endpoint (failing its in-flight requests)
   // and waits for the close to finish.
-  void Close(Connection& conn, const std::string& why);
+  void Close(const std::shared_ptr<Connection>& conn, const std::string& why)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Wake();
+  // Flushes a new endpoint, which completes its wire-up (bounded).
+  absl::Status WaitForWireUp(Connection& conn);
+  // Lets queued wire-up traffic drain before the worker goes (bounded).
+  void Quiesce();
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -81,6 +86,9 @@ class UcxTransport final : public Transport {
   std::vector<ucp_mem_h> retired_ ABSL_GUARDED_BY(mu_);  // replaced exposures
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
+  // Connections whose endpoint UCX refused to close (not expected with peer
+  // error handling): kept alive, since UCX may still call back with them.
+  std::vector<std::shared_ptr<Connection>> unclosed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier
