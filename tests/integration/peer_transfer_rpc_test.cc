@@ -128,6 +128,20 @@ class ChildDaemon {
   pid_t pid_ = -1;
 };
 
+// Starts the child daemon, connects `client` to it and opens the test
+// namespace there, retrying while it comes up; returns the namespace id.
+absl::StatusOr<std::string> StartAndOpen(ChildDaemon& child, std::unique_ptr<Client>* client) {
+  child.Start();
+  *client = *Client::Connect(child.address());
+  absl::StatusOr<client::OpenedNamespace> ns;
+  for (int i = 0; i < 300; ++i) {
+    if (ns = (*client)->OpenNamespace(Spec()); ns.ok()) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  if (!ns.ok()) return ns.status();
+  return ns->id;
+}
+
 class PeerTransferRpcTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -429,15 +443,10 @@ TEST_F(PeerTransferRpcTest, AnUnreachablePeerFailsEveryBlockQuickly) {
 TEST_F(PeerTransferRpcTest, ASourceStoppedOrKilledMidTransferLeavesOnlyVerifiedBlocks) {
   const int port = FreePort();
   auto child = std::make_unique<ChildDaemon>(port, "prefill");
-  child->Start();
-  std::unique_ptr<Client> cc = *Client::Connect(child->address());
-  absl::StatusOr<client::OpenedNamespace> cns;
-  for (int i = 0; i < 300; ++i) {
-    if (cns = cc->OpenNamespace(Spec()); cns.ok()) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  std::unique_ptr<Client> cc;
+  absl::StatusOr<std::string> cns = StartAndOpen(*child, &cc);
   ASSERT_TRUE(cns.ok()) << cns.status();
-  ASSERT_EQ(cns->id, ns_);
+  ASSERT_EQ(*cns, ns_);
   const std::vector<std::string> keys = Keys("child", 256);  // 16 MiB
   PutChain(*cc, keys);
 
@@ -508,12 +517,7 @@ TEST_F(PeerTransferRpcTest, ASourceStoppedOrKilledMidTransferLeavesOnlyVerifiedB
   // The source comes back on the same address (a new process, new UCX
   // worker): the next pull reconnects and completes.
   child = std::make_unique<ChildDaemon>(port, "prefill");
-  child->Start();
-  cc = *Client::Connect(child->address());
-  for (int i = 0; i < 300; ++i) {
-    if (cns = cc->OpenNamespace(Spec()); cns.ok()) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  cns = StartAndOpen(*child, &cc);
   ASSERT_TRUE(cns.ok()) << cns.status();
   PutChain(*cc, keys);
   r = dc_->Transfer(ns_, keys, child->address(), TransferDirection::kPull);
@@ -532,13 +536,8 @@ TEST_F(PeerTransferRpcTest, AReceiverStoppedOrKilledMidPushFailsItCleanly) {
   const int port = FreePort();
   auto child = std::make_unique<ChildDaemon>(port, "decode");
   auto start_child = [&] {
-    child->Start();
-    std::unique_ptr<Client> cc = *Client::Connect(child->address());
-    absl::StatusOr<client::OpenedNamespace> cns;
-    for (int i = 0; i < 300; ++i) {
-      if (cns = cc->OpenNamespace(Spec()); cns.ok()) break;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+    std::unique_ptr<Client> cc;
+    absl::StatusOr<std::string> cns = StartAndOpen(*child, &cc);
     EXPECT_TRUE(cns.ok()) << cns.status();
     return cc;
   };

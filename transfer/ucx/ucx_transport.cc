@@ -215,18 +215,10 @@ absl::Status UcxTransport::WaitForWireUp(Connection& conn) {
   }
   if (UCS_PTR_IS_ERR(request)) return FromUcs(UCS_PTR_STATUS(request), "connecting to the peer");
   if (!UCS_PTR_IS_PTR(request)) return absl::OkStatus();
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  ucs_status_t status;
-  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS && absl::Now() < deadline) {
-    Wake();
-    absl::SleepFor(absl::Microseconds(100));
-  }
+  const ucs_status_t status = AwaitRequest(request, absl::Now() + absl::Seconds(10));
   if (status == UCS_INPROGRESS) {
     ucp_request_cancel(worker_, request);
-    while (ucp_request_check_status(request) == UCS_INPROGRESS) {
-      Wake();
-      absl::SleepFor(absl::Microseconds(100));
-    }
+    AwaitRequest(request, absl::InfiniteFuture());
     ucp_request_free(request);
     return absl::UnavailableError("the peer did not complete the connection within 10 s");
   }
@@ -242,13 +234,22 @@ void UcxTransport::Quiesce() {
   ucp_request_param_t param{};
   ucs_status_ptr_t request = ucp_worker_flush_nbx(worker_, &param);
   if (!UCS_PTR_IS_PTR(request)) return;
-  const absl::Time deadline = absl::Now() + absl::Milliseconds(500);
-  while (ucp_request_check_status(request) == UCS_INPROGRESS && absl::Now() < deadline) {
+  if (AwaitRequest(request, absl::Now() + absl::Milliseconds(500)) == UCS_INPROGRESS) {
+    ucp_request_cancel(worker_, request);
+  }
+  ucp_request_free(request);
+}
+
+ucs_status_t UcxTransport::AwaitRequest(void* request, absl::Time deadline) {
+  ucs_status_t status;
+  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS && absl::Now() < deadline) {
+    // The progress thread completes it; once that thread has stopped (the
+    // destructor), progress here.
+    if (stop_.load()) ucp_worker_progress(worker_);
     Wake();
     absl::SleepFor(absl::Microseconds(200));
   }
-  if (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_request_cancel(worker_, request);
-  ucp_request_free(request);
+  return status;
 }
 
 void UcxTransport::ProgressLoop() {
@@ -367,12 +368,7 @@ void UcxTransport::Close(const std::shared_ptr<Connection>& shared, const std::s
     unclosed_.push_back(shared);
     return;
   } else if (UCS_PTR_IS_PTR(request)) {
-    Wake();
-    while (ucp_request_check_status(request) == UCS_INPROGRESS) {
-      if (stop_.load()) ucp_worker_progress(worker_);
-      Wake();
-      absl::SleepFor(absl::Microseconds(200));
-    }
+    AwaitRequest(request, absl::InfiniteFuture());
     ucp_request_free(request);
   }
   if (conn.rkey != nullptr) {

@@ -67,6 +67,9 @@ class UcxTransport final : public Transport {
   void Close(const std::shared_ptr<Connection>& conn, const std::string& why)
       ABSL_LOCKS_EXCLUDED(mu_);
   void Wake();
+  // Waits for a UCX request to leave UCS_INPROGRESS, or for `deadline`;
+  // returns its status (UCS_INPROGRESS at the deadline).
+  ucs_status_t AwaitRequest(void* request, absl::Time deadline);
   // Flushes a new endpoint, which completes its wire-up (bounded).
   absl::Status WaitForWireUp(Connection& conn);
   // Lets queued wire-up traffic drain before the worker goes (bounded).
