@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
         buffer = *idx;
       }
       std::vector<NvmeWrite> all;
-      NamespaceSpec spec{"bench", KvLayout{1, 1, 128, DType::kBf16, 16, 0, 1}, "", ""};
+      NamespaceSpec spec{"bench", KvLayout{1, 1, 128, DType::kBf16, 16, 0, 1}, "", "", ""};
       const NamespaceId ns = NamespaceId::Of(spec);
       for (uint64_t i = 0; i < count; ++i) {
         SlotHeader h;

@@ -3,12 +3,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/build_info.h"
+#include "server/grpc_auth.h"
 #include "server/proto_convert.h"
 
 namespace kvtier {
 
-grpc::Status AdminService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
+grpc::Status AdminService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest*,
                                      v1::GetStatusResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
   const CacheSnapshot snap = cache_->Snapshot(/*scan_for_stranded=*/true);
   v1::BuildInfo* build = response->mutable_build();
   build->set_version(kKvtierVersion);
@@ -106,8 +110,11 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::ListTiers(grpc::ServerContext*, const v1::ListTiersRequest*,
+grpc::Status AdminService::ListTiers(grpc::ServerContext* context, const v1::ListTiersRequest*,
                                      v1::ListTiersResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
   const CacheSnapshot snap = cache_->Snapshot();
   auto add = [response](v1::TierKind kind, const TierSnapshot& tier) {
     v1::TierStatus* t = response->add_tiers();
@@ -135,8 +142,12 @@ grpc::Status AdminService::ListTiers(grpc::ServerContext*, const v1::ListTiersRe
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::ListNamespaces(grpc::ServerContext*, const v1::ListNamespacesRequest*,
+grpc::Status AdminService::ListNamespaces(grpc::ServerContext* context,
+                                          const v1::ListNamespacesRequest*,
                                           v1::ListNamespacesResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
   for (const NamespaceSnapshot& ns : cache_->Namespaces()) {
     v1::NamespaceStatus* out = response->add_namespaces();
     out->set_namespace_id(ns.id.ToHex());
@@ -163,8 +174,11 @@ grpc::Status AdminService::ListNamespaces(grpc::ServerContext*, const v1::ListNa
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::GetWear(grpc::ServerContext*, const v1::GetWearRequest*,
+grpc::Status AdminService::GetWear(grpc::ServerContext* context, const v1::GetWearRequest*,
                                    v1::GetWearResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
   const CacheSnapshot snap = cache_->Snapshot();
   response->set_nvme_enabled(snap.nvme.enabled);
   response->set_admissions_refused_budget(snap.counters.admissions_refused_budget);
@@ -201,8 +215,11 @@ grpc::Status AdminService::GetWear(grpc::ServerContext*, const v1::GetWearReques
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::ListPeers(grpc::ServerContext*, const v1::ListPeersRequest*,
+grpc::Status AdminService::ListPeers(grpc::ServerContext* context, const v1::ListPeersRequest*,
                                      v1::ListPeersResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
   for (const PeerStats& p : peer_transfer_->Peers()) {
     v1::PeerStatus* out = response->add_peers();
     out->set_address(p.address);

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "gpu/gpu_probe.h"
 #include "kvtier/v1/admin.grpc.pb.h"
+#include "server/auth.h"
 #include "server/lookup_planner.h"
 #include "server/peer_transfer.h"
 #include "server/storage_encoding.h"
@@ -24,11 +25,12 @@ namespace kvtier {
 
 class AdminService final : public v1::Admin::Service {
  public:
-  AdminService(BlockCache* cache, const LookupPlanner* planner, GpuInventory gpus,
-               absl::Time started, const NamespaceTransforms* transforms,
+  AdminService(const Authenticator* auth, BlockCache* cache, const LookupPlanner* planner,
+               GpuInventory gpus, absl::Time started, const NamespaceTransforms* transforms,
                CopyEngineCapabilities copy_engine, const GpuTier* gpu_tier,
                std::string gpu_tier_note, const RegionTable* regions, PeerTransfer* peer_transfer)
-      : cache_(cache),
+      : auth_(auth),
+        cache_(cache),
         planner_(planner),
         gpus_(std::move(gpus)),
         started_(started),
@@ -58,6 +60,7 @@ class AdminService final : public v1::Admin::Service {
                          v1::ListPeersResponse* response) override;
 
  private:
+  const Authenticator* const auth_;
   BlockCache* const cache_;
   const LookupPlanner* const planner_;
   const GpuInventory gpus_;

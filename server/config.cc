@@ -138,6 +138,14 @@ const std::vector<KeySpec>& Keys() {
       Field("peer.role", &DaemonConfig::peer_role, ParseString),
       Field("peer.timeout_ms", &DaemonConfig::peer_timeout_ms, ParseU32),
       Field("peer.max_pending", &DaemonConfig::peer_max_pending, ParseU32),
+      Field("security.tls_cert", &DaemonConfig::tls_cert, ParseString),
+      Field("security.tls_key", &DaemonConfig::tls_key, ParseString),
+      Field("security.tls_client_ca", &DaemonConfig::tls_client_ca, ParseString),
+      Field("security.identities_file", &DaemonConfig::identities_file, ParseString),
+      Field("security.peer_tls_ca", &DaemonConfig::peer_tls_ca, ParseString),
+      Field("security.peer_token_file", &DaemonConfig::peer_token_file, ParseString),
+      Field("metrics.listen", &DaemonConfig::metrics_listen, ParseString),
+      Field("metrics.max_namespaces", &DaemonConfig::metrics_max_namespaces, ParseU32),
       Field("costmodel.gpu", &DaemonConfig::costmodel_gpu, ParseString),
       Field("costmodel.mfu", &DaemonConfig::costmodel_mfu, ParseFraction),
       Field("costmodel.compute_dtype", &DaemonConfig::costmodel_compute_dtype, ParseString),
@@ -352,6 +360,15 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
     return bad("peer.timeout_ms must be in 1..600000");
   }
   if (c.peer_max_pending == 0) return bad("peer.max_pending must be > 0");
+  if (c.tls_cert.empty() != c.tls_key.empty()) {
+    return bad("security.tls_cert and security.tls_key must be set together");
+  }
+  if (!c.tls_client_ca.empty() && c.tls_cert.empty()) {
+    return bad("security.tls_client_ca needs TLS: set security.tls_cert and security.tls_key");
+  }
+  if (c.metrics_listen != "off" && c.metrics_listen.rfind(':') == std::string::npos) {
+    return bad("metrics.listen must be host:port or off");
+  }
   if (!(c.costmodel_mfu > 0)) return bad("costmodel.mfu must be in (0, 1]");
   if (c.costmodel_compute_dtype != "bf16" && c.costmodel_compute_dtype != "fp8") {
     return bad("costmodel.compute_dtype must be bf16 or fp8");

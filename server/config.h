@@ -9,6 +9,9 @@
 //   limits:    max_block_bytes, max_namespaces, max_keys_per_request, max_leases
 //   leases:    default_ttl_ms, max_ttl_ms
 //   log:       level
+//   security:  tls_cert, tls_key, tls_client_ca, identities_file, peer_tls_ca,
+//              peer_token_file
+//   metrics:   listen, max_namespaces
 //   nvme:      dirs, bytes_per_dir, slab_bytes, io_engine, queue_depth,
 //              write_policy, write_through_hits, admit_min_uses,
 //              host_high_watermark, host_low_watermark, high_watermark,
@@ -86,6 +89,26 @@ struct DaemonConfig {
   std::string peer_role = "both";  // prefill, decode or both
   uint32_t peer_timeout_ms = 10'000;
   uint32_t peer_max_pending = 1024;
+
+  // Security (docs/operations.md#security). TLS is on when tls_cert and
+  // tls_key are set; tls_client_ca additionally requires and verifies client
+  // certificates (mutual TLS). Authentication is on when identities_file is
+  // set: every call must then present a known token or client certificate.
+  std::string tls_cert;       // PEM server certificate chain
+  std::string tls_key;        // PEM private key
+  std::string tls_client_ca;  // PEM CA bundle for client certificates
+  std::string identities_file;
+  // Outgoing calls to peer daemons: the CA that signed their certificates
+  // (TLS to peers when set; this daemon's tls_cert/tls_key are its client
+  // certificate) and a file holding the token to present ("" = none).
+  std::string peer_tls_ca;
+  std::string peer_token_file;
+
+  // Prometheus metrics (docs/operations.md#metrics): host:port, or off.
+  std::string metrics_listen = "127.0.0.1:9400";
+  // Namespaces exported with their own labels (largest first); the rest
+  // are summed under namespace="other".
+  uint32_t metrics_max_namespaces = 32;
 
   // Fetch-or-recompute planner (docs/planner.md).
   std::string costmodel_gpu = "auto";  // catalog GPU, or auto = the detected one

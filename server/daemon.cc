@@ -13,6 +13,7 @@
 #include "gpu/copy_engine_factory.h"
 #include "gpu/cuda_ipc_region.h"
 #include "gpu/device_pool.h"
+#include "server/grpc_auth.h"
 #include "server/grpc_peer_channel.h"
 #include "spdlog/spdlog.h"
 #include "transfer/transport_factory.h"
@@ -71,6 +72,23 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                                                       DaemonSeams seams) {
   if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
   std::unique_ptr<Daemon> d(new Daemon());
+  // Security first: a bad certificate or identities file fails the start
+  // before anything is allocated.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials =
+      ServerCredentialsFor(config);
+  if (!server_credentials.ok()) return server_credentials.status();
+  absl::StatusOr<std::unique_ptr<Authenticator>> auth = AuthenticatorFor(config);
+  if (!auth.ok()) return auth.status();
+  d->auth_ = *std::move(auth);
+  absl::StatusOr<Credentials> peer_credentials = PeerCredentialsFor(config);
+  if (!peer_credentials.ok()) return peer_credentials.status();
+  spdlog::info("security: {}, {}",
+               config.tls_cert.empty()        ? "plaintext gRPC"
+               : config.tls_client_ca.empty() ? "TLS"
+                                              : "mutual TLS",
+               d->auth_->enabled()
+                   ? absl::StrCat("authentication on (", d->auth_->size(), " identities)")
+                   : std::string("authentication off (single tenant)"));
 
   BlockCacheOptions options;
   options.host_bytes = config.host_tier_bytes;
@@ -184,8 +202,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     options.timeout = absl::Milliseconds(config.peer_timeout_ms);
     options.max_pending = config.peer_max_pending;
     options.max_keys = config.max_keys_per_request;
-    absl::StatusOr<std::unique_ptr<PeerTransfer>> peer = PeerTransfer::Create(
-        d->cache_.get(), std::move(transport), why, MakeGrpcPeerChannel, options);
+    absl::StatusOr<std::unique_ptr<PeerTransfer>> peer =
+        PeerTransfer::Create(d->cache_.get(), std::move(transport), why,
+                             GrpcPeerChannels(*std::move(peer_credentials)), options);
     if (!peer.ok()) return peer.status();
     d->peer_transfer_ = *std::move(peer);
     const PeerTransferInfo info = d->peer_transfer_->Info();
@@ -206,7 +225,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         }
       });
   d->kvcache_service_ = std::make_unique<KvCacheService>(
-      d->cache_.get(), d->planner_.get(), d->regions_.get(), config.get_chunk_bytes,
+      d->auth_.get(), d->cache_.get(), d->planner_.get(), d->regions_.get(), config.get_chunk_bytes,
       config.max_message_bytes - 65536, d->copy_engine_.get(), std::move(seams.open_cuda_ipc),
       &d->transforms_, d->gpu_tier_.get(), d->peer_transfer_.get());
 
@@ -217,17 +236,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
 
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(config.listen, *server_credentials, &port);
   // A second daemon on the same port must fail, not share it silently.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(d->kvcache_service_.get());
   d->admin_service_ = std::make_unique<AdminService>(
-      d->cache_.get(), d->planner_.get(), d->gpus_, absl::Now(), &d->transforms_, copy,
-      d->gpu_tier_.get(), d->gpu_tier_note_, d->regions_.get(), d->peer_transfer_.get());
+      d->auth_.get(), d->cache_.get(), d->planner_.get(), d->gpus_, absl::Now(), &d->transforms_,
+      copy, d->gpu_tier_.get(), d->gpu_tier_note_, d->regions_.get(), d->peer_transfer_.get());
   builder.RegisterService(d->admin_service_.get());
-  d->peer_service_ = std::make_unique<PeerService>(d->peer_transfer_.get());
+  d->peer_service_ = std::make_unique<PeerService>(d->auth_.get(), d->peer_transfer_.get());
   builder.RegisterService(d->peer_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || port == 0) {

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "gpu/gpu_probe.h"
 #include "server/admin_service.h"
+#include "server/auth.h"
 #include "server/config.h"
 #include "server/kvcache_service.h"
 #include "server/lookup_planner.h"
@@ -70,6 +71,7 @@ class Daemon {
   Daemon() = default;
 
   SystemClock clock_;
+  std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<BlockCache> cache_;
   GpuInventory gpus_;
   std::unique_ptr<LookupPlanner> planner_;

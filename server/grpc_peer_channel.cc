@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/cpp/channel.h"
 #include "kvtier/v1/peer.grpc.pb.h"
 #include "server/peer_service.h"
 
@@ -19,10 +20,18 @@ absl::Status FromGrpc(const grpc::Status& s) {
 
 class GrpcPeerChannel final : public PeerChannel {
  public:
-  explicit GrpcPeerChannel(const std::string& target)
-      : stub_(v1::Peer::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()))) {}
+  GrpcPeerChannel(const std::string& target, const Credentials& credentials) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = OpenChannel(target, credentials);
+    if (channel.ok()) {
+      stub_ = v1::Peer::NewStub(*channel);
+    } else {
+      broken_ = absl::FailedPreconditionError(
+          absl::StrCat("cannot open a channel to peer ", target, ": ", channel.status().message()));
+    }
+  }
 
   absl::StatusOr<PeerHello> Hello(const std::string& caller_id, absl::Time deadline) override {
+    if (stub_ == nullptr) return broken_;
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(deadline));
     v1::HelloRequest req;
@@ -41,6 +50,7 @@ class GrpcPeerChannel final : public PeerChannel {
 
   absl::StatusOr<StageResult> Stage(const NamespaceId& ns, absl::Span<const PeerBlockInfo> blocks,
                                     absl::Duration ttl, absl::Time deadline) override {
+    if (stub_ == nullptr) return broken_;
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(deadline));
     v1::StageRequest req;
@@ -69,6 +79,7 @@ class GrpcPeerChannel final : public PeerChannel {
 
   absl::StatusOr<std::vector<absl::Status>> Commit(const std::string& stage_id, uint32_t received,
                                                    absl::Time deadline) override {
+    if (stub_ == nullptr) return broken_;
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(deadline));
     v1::CommitRequest req;
@@ -83,6 +94,7 @@ class GrpcPeerChannel final : public PeerChannel {
 
   absl::StatusOr<ExportResult> Export(const NamespaceId& ns, absl::Span<const BlockKey> keys,
                                       absl::Duration ttl, absl::Time deadline) override {
+    if (stub_ == nullptr) return broken_;
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(deadline));
     v1::ExportRequest req;
@@ -106,6 +118,7 @@ class GrpcPeerChannel final : public PeerChannel {
   }
 
   absl::Status ReleaseExport(const std::string& export_id, absl::Time deadline) override {
+    if (stub_ == nullptr) return broken_;
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(deadline));
     v1::ReleaseExportRequest req;
@@ -115,13 +128,16 @@ class GrpcPeerChannel final : public PeerChannel {
   }
 
  private:
-  std::unique_ptr<v1::Peer::Stub> stub_;
+  std::unique_ptr<v1::Peer::Stub> stub_;  // null when the channel could not be opened
+  absl::Status broken_;                   // why
 };
 
 }  // namespace
 
-std::unique_ptr<PeerChannel> MakeGrpcPeerChannel(const std::string& target) {
-  return std::make_unique<GrpcPeerChannel>(target);
+PeerChannelFactory GrpcPeerChannels(Credentials credentials) {
+  return [credentials = std::move(credentials)](const std::string& target) {
+    return std::unique_ptr<PeerChannel>(std::make_unique<GrpcPeerChannel>(target, credentials));
+  };
 }
 
 }  // namespace kvtier

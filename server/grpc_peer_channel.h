@@ -7,12 +7,14 @@
 #include <memory>
 #include <string>
 
+#include "kvtier/credentials.h"
 #include "server/peer_channel.h"
 
 namespace kvtier {
 
-// A channel to the daemon at `target` ("host:port"); connects lazily.
-std::unique_ptr<PeerChannel> MakeGrpcPeerChannel(const std::string& target);
+// Makes channels to the daemons at "host:port" targets, presenting
+// `credentials` (TLS, client certificate, token); they connect lazily.
+PeerChannelFactory GrpcPeerChannels(Credentials credentials);
 
 }  // namespace kvtier
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "server/grpc_auth.h"
 #include "server/peer_service.h"
 #include "server/proto_convert.h"
 #include "spdlog/spdlog.h"
@@ -22,13 +23,21 @@ grpc::Status Finish(const char* rpc, const absl::Status& status) {
   return ToGrpcStatus(status);
 }
 
+// Leaves the handler with the refusal when the caller may not use KvCache.
+#define KVTIER_ADMIT_TENANT(rpc, who)                                    \
+  absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kTenant); \
+  if (!who.ok()) return Finish(rpc, who.status())
+
 }  // namespace
 
-grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext*,
+grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext* context,
                                            const v1::OpenNamespaceRequest* request,
                                            v1::OpenNamespaceResponse* response) {
+  KVTIER_ADMIT_TENANT("OpenNamespace", who);
   absl::StatusOr<NamespaceSpec> spec = NamespaceSpecFromProto(*request);
   if (!spec.ok()) return Finish("OpenNamespace", spec.status());
+  // The tenant comes from the authenticated caller, never from the request.
+  spec->tenant = who->tenant;
   // Resolve the model before opening, so a bad model changes nothing.
   absl::StatusOr<std::optional<PreparedModel>> model =
       planner_->Prepare(*spec, request->cost_model(), request->model_config_json());
@@ -60,11 +69,15 @@ grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status KvCacheService::Lookup(grpc::ServerContext*, const v1::LookupRequest* request,
+grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
                                     v1::LookupResponse* response) {
+  KVTIER_ADMIT_TENANT("Lookup", who);
   absl::StatusOr<NamespaceKeys> req =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!req.ok()) return Finish("Lookup", req.status());
+  if (absl::Status s = cache_->CheckTenant(req->ns, who->tenant); !s.ok()) {
+    return Finish("Lookup", s);
+  }
   absl::StatusOr<LookupResult> r = cache_->Lookup(req->ns, req->keys, request->take_lease(),
                                                   absl::Milliseconds(request->lease_ttl_ms()));
   if (!r.ok()) return Finish("Lookup", r.status());
@@ -95,7 +108,7 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext*, const v1::LookupReques
   return grpc::Status::OK;
 }
 
-absl::Status KvCacheService::DoPut(grpc::ServerContext* context,
+absl::Status KvCacheService::DoPut(grpc::ServerContext* context, const Identity& who,
                                    grpc::ServerReader<v1::PutChunk>* reader,
                                    v1::PutResponse* response) {
   v1::PutChunk chunk;
@@ -131,6 +144,7 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context,
     if (batch == nullptr) {
       absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(chunk.namespace_id());
       if (!ns.ok()) return ns.status();
+      if (absl::Status s = cache_->CheckTenant(*ns, who.tenant); !s.ok()) return s;
       absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> b = cache_->BeginPut(*ns);
       if (!b.ok()) return b.status();
       batch = std::move(*b);
@@ -209,14 +223,17 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context,
 grpc::Status KvCacheService::Put(grpc::ServerContext* context,
                                  grpc::ServerReader<v1::PutChunk>* reader,
                                  v1::PutResponse* response) {
-  return Finish("Put", DoPut(context, reader, response));
+  KVTIER_ADMIT_TENANT("Put", who);
+  return Finish("Put", DoPut(context, *who, reader, response));
 }
 
-grpc::Status KvCacheService::Get(grpc::ServerContext*, const v1::GetRequest* request,
+grpc::Status KvCacheService::Get(grpc::ServerContext* context, const v1::GetRequest* request,
                                  grpc::ServerWriter<v1::GetChunk>* writer) {
+  KVTIER_ADMIT_TENANT("Get", who);
   absl::StatusOr<NamespaceKeys> req =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!req.ok()) return Finish("Get", req.status());
+  if (absl::Status s = cache_->CheckTenant(req->ns, who->tenant); !s.ok()) return Finish("Get", s);
   const uint64_t chunk_bytes =
       request->max_chunk_bytes() == 0
           ? get_chunk_bytes_
@@ -255,8 +272,10 @@ grpc::Status KvCacheService::Get(grpc::ServerContext*, const v1::GetRequest* req
   return grpc::Status::OK;
 }
 
-grpc::Status KvCacheService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,
+grpc::Status KvCacheService::Release(grpc::ServerContext* context,
+                                     const v1::ReleaseRequest* request,
                                      v1::ReleaseResponse* response) {
+  KVTIER_ADMIT_TENANT("Release", who);
   if (request->lease_id().empty()) {
     return Finish("Release", absl::InvalidArgumentError("lease_id is required"));
   }
@@ -266,11 +285,15 @@ grpc::Status KvCacheService::Release(grpc::ServerContext*, const v1::ReleaseRequ
   return grpc::Status::OK;
 }
 
-grpc::Status KvCacheService::Delete(grpc::ServerContext*, const v1::DeleteRequest* request,
+grpc::Status KvCacheService::Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
                                     v1::DeleteResponse* response) {
+  KVTIER_ADMIT_TENANT("Delete", who);
   absl::StatusOr<NamespaceKeys> req =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!req.ok()) return Finish("Delete", req.status());
+  if (absl::Status s = cache_->CheckTenant(req->ns, who->tenant); !s.ok()) {
+    return Finish("Delete", s);
+  }
   absl::StatusOr<DeleteResult> r = cache_->Delete(req->ns, req->keys, request->recursive());
   if (!r.ok()) return Finish("Delete", r.status());
   response->set_blocks_deleted(r->blocks_deleted);
@@ -278,9 +301,10 @@ grpc::Status KvCacheService::Delete(grpc::ServerContext*, const v1::DeleteReques
   return grpc::Status::OK;
 }
 
-grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext*,
+grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext* context,
                                             const v1::RegisterMemoryRequest* request,
                                             v1::RegisterMemoryResponse* response) {
+  KVTIER_ADMIT_TENANT("RegisterMemory", who);
   if (request->owner_pid() > static_cast<uint32_t>(INT32_MAX)) {
     return Finish("RegisterMemory", absl::InvalidArgumentError("owner_pid is not a process id"));
   }
@@ -333,7 +357,7 @@ grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext*,
   const std::string described = region->Describe();
   const uint64_t size = region->size();
   absl::StatusOr<std::string> id =
-      regions_->Add(std::move(region), static_cast<int>(request->owner_pid()));
+      regions_->Add(std::move(region), static_cast<int>(request->owner_pid()), who->tenant);
   if (!id.ok()) return Finish("RegisterMemory", id.status());
   spdlog::info("registered memory region {}: {}{}", *id, described,
                request->owner_pid() ? absl::StrCat(", owned by pid ", request->owner_pid()) : "");
@@ -342,21 +366,24 @@ grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status KvCacheService::UnregisterMemory(grpc::ServerContext*,
+grpc::Status KvCacheService::UnregisterMemory(grpc::ServerContext* context,
                                               const v1::UnregisterMemoryRequest* request,
                                               v1::UnregisterMemoryResponse*) {
+  KVTIER_ADMIT_TENANT("UnregisterMemory", who);
   if (request->region_id().empty()) {
     return Finish("UnregisterMemory", absl::InvalidArgumentError("region_id is required"));
   }
-  return Finish("UnregisterMemory", regions_->Remove(request->region_id()));
+  return Finish("UnregisterMemory", regions_->Remove(request->region_id(), who->tenant));
 }
 
 grpc::Status KvCacheService::RegionTransfer(
     const char* rpc, bool save, grpc::ServerContext* context, const std::string& namespace_id,
     const std::string& region_id, const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
     grpc::ServerWriter<v1::BlockCompletion>* writer) {
+  KVTIER_ADMIT_TENANT(rpc, who);
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(namespace_id);
   if (!ns.ok()) return Finish(rpc, ns.status());
+  if (absl::Status s = cache_->CheckTenant(*ns, who->tenant); !s.ok()) return Finish(rpc, s);
   if (refs.empty() || static_cast<uint64_t>(refs.size()) > cache_->options().max_keys_per_request) {
     return Finish(rpc, absl::InvalidArgumentError(
                            absl::StrCat("blocks: ", refs.size(), " given, 1..",
@@ -396,7 +423,7 @@ grpc::Status KvCacheService::RegionTransfer(
     }
     blocks.push_back(std::move(block));
   }
-  absl::StatusOr<std::shared_ptr<MemoryRegion>> region = regions_->Find(region_id);
+  absl::StatusOr<std::shared_ptr<MemoryRegion>> region = regions_->Find(region_id, who->tenant);
   if (!region.ok()) return Finish(rpc, region.status());
   v1::BlockCompletion c;
   auto sink = [&](const BlockOutcome& o) {
@@ -429,11 +456,16 @@ grpc::Status KvCacheService::Load(grpc::ServerContext* context, const v1::LoadRe
                         request->blocks(), writer);
 }
 
-grpc::Status KvCacheService::Transfer(grpc::ServerContext*, const v1::TransferRequest* request,
+grpc::Status KvCacheService::Transfer(grpc::ServerContext* context,
+                                      const v1::TransferRequest* request,
                                       v1::TransferResponse* response) {
+  KVTIER_ADMIT_TENANT("Transfer", who);
   absl::StatusOr<NamespaceKeys> nk =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!nk.ok()) return ToGrpcStatus(nk.status());
+  if (absl::Status s = cache_->CheckTenant(nk->ns, who->tenant); !s.ok()) {
+    return Finish("Transfer", s);
+  }
   if (request->timeout_ms() > 600'000) {
     return ToGrpcStatus(absl::InvalidArgumentError("timeout_ms must be at most 600000"));
   }
@@ -456,5 +488,7 @@ grpc::Status KvCacheService::Transfer(grpc::ServerContext*, const v1::TransferRe
   response->set_lanes(outcome->lanes);
   return grpc::Status::OK;
 }
+
+#undef KVTIER_ADMIT_TENANT
 
 }  // namespace kvtier

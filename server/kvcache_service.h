@@ -13,6 +13,7 @@
 
 #include "gpu/cuda_ipc_region.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
+#include "server/auth.h"
 #include "server/lookup_planner.h"
 #include "server/peer_transfer.h"
 #include "server/storage_encoding.h"
@@ -36,12 +37,14 @@ class KvCacheService final : public v1::KvCache::Service {
   // `open_cuda_ipc` imports CUDA IPC memory for RegisterMemory;
   // `transforms` holds the storage encodings of open namespaces;
   // `gpu_tier` (may be null) serves Loads into GPU regions of its device;
-  // `peer_transfer` moves blocks to and from peer daemons (Transfer).
-  KvCacheService(BlockCache* cache, LookupPlanner* planner, RegionTable* regions,
-                 uint64_t get_chunk_bytes, uint64_t max_chunk_bytes, CopyEngine* copy_engine,
-                 CudaIpcOpener open_cuda_ipc, NamespaceTransforms* transforms, GpuTier* gpu_tier,
-                 PeerTransfer* peer_transfer)
-      : cache_(cache),
+  // `peer_transfer` moves blocks to and from peer daemons (Transfer);
+  // `auth` admits callers (role tenant) and gives their tenant.
+  KvCacheService(const Authenticator* auth, BlockCache* cache, LookupPlanner* planner,
+                 RegionTable* regions, uint64_t get_chunk_bytes, uint64_t max_chunk_bytes,
+                 CopyEngine* copy_engine, CudaIpcOpener open_cuda_ipc,
+                 NamespaceTransforms* transforms, GpuTier* gpu_tier, PeerTransfer* peer_transfer)
+      : auth_(auth),
+        cache_(cache),
         planner_(planner),
         regions_(regions),
         transforms_(transforms),
@@ -83,9 +86,10 @@ class KvCacheService final : public v1::KvCache::Service {
                               const std::string& namespace_id, const std::string& region_id,
                               const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
                               grpc::ServerWriter<v1::BlockCompletion>* writer);
-  absl::Status DoPut(grpc::ServerContext* context, grpc::ServerReader<v1::PutChunk>* reader,
-                     v1::PutResponse* response);
+  absl::Status DoPut(grpc::ServerContext* context, const Identity& who,
+                     grpc::ServerReader<v1::PutChunk>* reader, v1::PutResponse* response);
 
+  const Authenticator* const auth_;
   BlockCache* const cache_;
   LookupPlanner* const planner_;
   RegionTable* const regions_;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/grpc_auth.h"
 #include "server/proto_convert.h"
 
 namespace kvtier {
@@ -55,8 +56,11 @@ absl::Status CompletionToStatus(const v1::BlockCompletion& completion) {
   return absl::Status(static_cast<absl::StatusCode>(code), completion.message());
 }
 
-grpc::Status PeerService::Hello(grpc::ServerContext*, const v1::HelloRequest* request,
+grpc::Status PeerService::Hello(grpc::ServerContext* context, const v1::HelloRequest* request,
                                 v1::HelloResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kPeer); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
   absl::StatusOr<PeerHello> hello = transfer_->Hello(request->daemon_id());
   if (!hello.ok()) return ToGrpcStatus(hello.status());
   response->set_daemon_id(hello->daemon_id);
@@ -70,8 +74,11 @@ grpc::Status PeerService::Hello(grpc::ServerContext*, const v1::HelloRequest* re
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Stage(grpc::ServerContext*, const v1::StageRequest* request,
+grpc::Status PeerService::Stage(grpc::ServerContext* context, const v1::StageRequest* request,
                                 v1::StageResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kPeer); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
   if (!ns.ok()) return ToGrpcStatus(ns.status());
   std::vector<PeerBlockInfo> blocks;
@@ -93,8 +100,11 @@ grpc::Status PeerService::Stage(grpc::ServerContext*, const v1::StageRequest* re
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Commit(grpc::ServerContext*, const v1::CommitRequest* request,
+grpc::Status PeerService::Commit(grpc::ServerContext* context, const v1::CommitRequest* request,
                                  v1::CommitResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kPeer); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
   absl::StatusOr<std::vector<absl::Status>> done =
       transfer_->Commit(request->stage_id(), request->received());
   if (!done.ok()) return ToGrpcStatus(done.status());
@@ -102,8 +112,11 @@ grpc::Status PeerService::Commit(grpc::ServerContext*, const v1::CommitRequest* 
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Export(grpc::ServerContext*, const v1::ExportRequest* request,
+grpc::Status PeerService::Export(grpc::ServerContext* context, const v1::ExportRequest* request,
                                  v1::ExportResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kPeer); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
   absl::StatusOr<NamespaceKeys> nk =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!nk.ok()) return ToGrpcStatus(nk.status());
@@ -116,9 +129,12 @@ grpc::Status PeerService::Export(grpc::ServerContext*, const v1::ExportRequest* 
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::ReleaseExport(grpc::ServerContext*,
+grpc::Status PeerService::ReleaseExport(grpc::ServerContext* context,
                                         const v1::ReleaseExportRequest* request,
                                         v1::ReleaseExportResponse*) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kPeer); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
   return ToGrpcStatus(transfer_->ReleaseExport(request->export_id()));
 }
 

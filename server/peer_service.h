@@ -11,13 +11,17 @@
 
 #include "absl/status/statusor.h"
 #include "kvtier/v1/peer.grpc.pb.h"
+#include "server/auth.h"
 #include "server/peer_transfer.h"
 
 namespace kvtier {
 
 class PeerService final : public v1::Peer::Service {
  public:
-  explicit PeerService(PeerTransfer* transfer) : transfer_(transfer) {}
+  // `auth` admits callers: the Peer service hands out the arena's remote
+  // key, so only role peer (or admin) may call it.
+  PeerService(const Authenticator* auth, PeerTransfer* transfer)
+      : auth_(auth), transfer_(transfer) {}
 
   grpc::Status Hello(grpc::ServerContext* context, const v1::HelloRequest* request,
                      v1::HelloResponse* response) override;
@@ -31,6 +35,7 @@ class PeerService final : public v1::Peer::Service {
                              v1::ReleaseExportResponse* response) override;
 
  private:
+  const Authenticator* const auth_;
   PeerTransfer* const transfer_;
 };
 

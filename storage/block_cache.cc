@@ -304,6 +304,17 @@ absl::StatusOr<uint64_t> BlockCache::NamespaceBlockBytes(const NamespaceId& ns) 
   return (*entry)->block_bytes;
 }
 
+absl::Status BlockCache::CheckTenant(const NamespaceId& ns, absl::string_view tenant) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns);
+  if (!entry.ok()) return entry.status();
+  if ((*entry)->spec.tenant != tenant) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("namespace ", ns.ToHex(), " belongs to another tenant"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BlockCache::CheckKeyCount(size_t n) const {
   if (n == 0 || n > options_.max_keys_per_request) {
     return absl::InvalidArgumentError(

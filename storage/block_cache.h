@@ -254,6 +254,11 @@ class BlockCache {
 
   // Largest block of an open namespace; NOT_FOUND if it is not open.
   absl::StatusOr<uint64_t> NamespaceBlockBytes(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);
+  // OK when `ns` is open and owned by `tenant` (NamespaceSpec::tenant);
+  // NOT_FOUND when it is not open, PERMISSION_DENIED when another tenant
+  // owns it.
+  absl::Status CheckTenant(const NamespaceId& ns, absl::string_view tenant)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // A block read with verify = false failed its checksum: it is counted,
   // logged and dropped with its cached descendants, as Read would have.

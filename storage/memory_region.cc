@@ -25,7 +25,8 @@ bool Exited(int pidfd) {
 
 }  // namespace
 
-absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> region, int owner_pid) {
+absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> region, int owner_pid,
+                                             absl::string_view tenant) {
   int pidfd = -1;
   if (owner_pid < 0) {
     return absl::InvalidArgumentError(absl::StrCat("owner_pid ", owner_pid, " is negative"));
@@ -56,7 +57,8 @@ absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> regio
   do {
     id = absl::StrFormat("r%016x", absl::Uniform<uint64_t>(bitgen_));
   } while (regions_.contains(id));
-  regions_.emplace(id, Entry{std::shared_ptr<MemoryRegion>(std::move(region)), pidfd});
+  regions_.emplace(
+      id, Entry{std::shared_ptr<MemoryRegion>(std::move(region)), pidfd, std::string(tenant)});
   bytes_ += size;
   return id;
 }
@@ -76,10 +78,11 @@ RegionTable::~RegionTable() {
   }
 }
 
-absl::StatusOr<std::shared_ptr<MemoryRegion>> RegionTable::Find(absl::string_view id) const {
+absl::StatusOr<std::shared_ptr<MemoryRegion>> RegionTable::Find(absl::string_view id,
+                                                                absl::string_view tenant) const {
   absl::MutexLock lock(&mu_);
   auto it = regions_.find(id);
-  if (it == regions_.end()) {
+  if (it == regions_.end() || it->second.tenant != tenant) {
     return absl::NotFoundError(
         absl::StrCat("memory region '", id.substr(0, 64), "' is not registered"));
   }
@@ -99,12 +102,12 @@ void RegionTable::Retire(absl::string_view id, Entry entry) {
   }
 }
 
-absl::Status RegionTable::Remove(absl::string_view id) {
+absl::Status RegionTable::Remove(absl::string_view id, absl::string_view tenant) {
   Entry gone;
   {
     absl::MutexLock lock(&mu_);
     auto it = regions_.find(id);
-    if (it == regions_.end()) {
+    if (it == regions_.end() || it->second.tenant != tenant) {
       return absl::NotFoundError(
           absl::StrCat("memory region '", id.substr(0, 64), "' is not registered"));
     }

@@ -67,18 +67,21 @@ class RegionTable {
   // INVALID_ARGUMENT if it does not exist, and RemoveExitedOwners drops the
   // region once it has exited (the process is tracked by a pidfd, so a
   // reused pid does not keep the region alive).
-  absl::StatusOr<std::string> Add(std::unique_ptr<MemoryRegion> region, int owner_pid = 0)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // `tenant` owns the region: Find and Remove by another tenant answer
+  // NOT_FOUND, as for an id never registered.
+  absl::StatusOr<std::string> Add(std::unique_ptr<MemoryRegion> region, int owner_pid = 0,
+                                  absl::string_view tenant = "") ABSL_LOCKS_EXCLUDED(mu_);
   // Removes (as Remove does) every region whose owner process has exited;
   // returns how many. The daemon calls it every second.
   size_t RemoveExitedOwners() ABSL_LOCKS_EXCLUDED(mu_);
-  // NOT_FOUND for an unknown id.
-  absl::StatusOr<std::shared_ptr<MemoryRegion>> Find(absl::string_view id) const
+  // NOT_FOUND for an unknown id or one of another tenant.
+  absl::StatusOr<std::shared_ptr<MemoryRegion>> Find(absl::string_view id,
+                                                     absl::string_view tenant = "") const
       ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_FOUND for an unknown id. A fence: new Finds fail at once, and Remove
   // returns when the Saves and Loads already holding the region are done
   // (after 30 s it stops waiting; the mapping then goes with its last user).
-  absl::Status Remove(absl::string_view id) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Remove(absl::string_view id, absl::string_view tenant = "") ABSL_LOCKS_EXCLUDED(mu_);
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -88,6 +91,7 @@ class RegionTable {
   struct Entry {
     std::shared_ptr<MemoryRegion> region;
     int owner_pidfd = -1;  // -1: no owner process
+    std::string tenant;
   };
   // Drops `entry` (taken out of the map) after its transfers finish.
   static void Retire(absl::string_view id, Entry entry);

@@ -100,6 +100,7 @@ NamespaceId NamespaceId::Of(const NamespaceSpec& spec) {
   AppendBytes(&canonical, spec.salt);
   // Added after v1 ids were in use: plain namespaces keep their ids.
   if (!spec.encoding.empty()) AppendBytes(&canonical, absl::StrCat("encoding=", spec.encoding));
+  if (!spec.tenant.empty()) AppendBytes(&canonical, absl::StrCat("tenant=", spec.tenant));
   Hash128 h = Fingerprint128(canonical);
   return NamespaceId(h.high, h.low);
 }

@@ -1,5 +1,5 @@
 // NamespaceSpec: everything that must match for two blocks to be
-// interchangeable (model id, KV layout of one rank, tenant salt), its
+// interchangeable (model id, KV layout of one rank, salt, tenant), its
 // validation, the size of one block, and its fingerprint (NamespaceId).
 //
 // Thread-safety: value types and pure functions.
@@ -45,6 +45,12 @@ struct NamespaceSpec {
   // "fp8-e4m3/vllm-nhd/g16", see server/storage_encoding.h). Storage treats
   // it as opaque identity: it only enters the fingerprint.
   std::string encoding;
+  // The tenant that owns the namespace ("" = none: a daemon without
+  // authentication). Set by the server from the caller's authenticated
+  // identity, never by the client, and bound into the fingerprint: two
+  // tenants opening the same model, layout and salt get different
+  // namespaces, so they never share (or time) each other's blocks.
+  std::string tenant;
 };
 
 inline constexpr size_t kMaxModelIdBytes = 256;

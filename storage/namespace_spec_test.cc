@@ -66,6 +66,7 @@ TEST(NamespaceSpecTest, FingerprintCoversEveryField) {
         s.layout.tp_rank = 1;
       },
       [](NamespaceSpec& s) { s.encoding = "fp8-e4m3/vllm-nhd/g16"; },
+      [](NamespaceSpec& s) { s.tenant = "alpha"; },
   };
   for (auto m : mutations) {
     NamespaceSpec s = Llama8b();
@@ -74,9 +75,15 @@ TEST(NamespaceSpecTest, FingerprintCoversEveryField) {
   }
   // Field boundaries are length-prefixed: moving bytes between the model id
   // and the salt changes the id.
-  const NamespaceSpec a{"ab", Llama8b().layout, "c", ""};
-  const NamespaceSpec b{"a", Llama8b().layout, "bc", ""};
+  const NamespaceSpec a{"ab", Llama8b().layout, "c", "", ""};
+  const NamespaceSpec b{"a", Llama8b().layout, "bc", "", ""};
   EXPECT_FALSE(NamespaceId::Of(a) == NamespaceId::Of(b));
+  // A tenant is not a salt: the server's binding cannot be forged by a
+  // client choosing a salt.
+  NamespaceSpec salted = Llama8b(), bound = Llama8b();
+  salted.salt = "tenant=alpha";
+  bound.tenant = "alpha";
+  EXPECT_FALSE(NamespaceId::Of(salted) == NamespaceId::Of(bound));
 }
 
 TEST(NamespaceSpecTest, TpSizeZeroReadsAsOne) {

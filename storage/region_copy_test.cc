@@ -61,7 +61,7 @@ class RegionCopyTest : public ::testing::Test {
     o.slab_bytes = 4 << 20;
     o.max_block_bytes = 1 << 20;
     cache_ = *BlockCache::Create(o, &clock_);
-    NamespaceSpec spec{"m", KvLayout{1, 1, 128, DType::kBf16, 256, 0, 1}, "", ""};  // 128 KiB
+    NamespaceSpec spec{"m", KvLayout{1, 1, 128, DType::kBf16, 256, 0, 1}, "", "", ""};  // 128 KiB
     ns_ = cache_->OpenNamespace(spec)->id;
   }
 
@@ -390,6 +390,23 @@ TEST(RegionTableTest, LimitsAndLifetime) {
   EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(3 << 20)).status().code(),
             absl::StatusCode::kResourceExhausted);  // bytes
   EXPECT_EQ(table.size(), 1u);
+}
+
+// A region belongs to the tenant that registered it: another tenant can
+// neither use nor unregister it, and cannot tell it from an unknown id.
+TEST(RegionTableTest, RegionsBelongToTheirTenant) {
+  RegionTable table(4, 4 << 20);
+  absl::StatusOr<std::string> a = table.Add(std::make_unique<VectorRegion>(4096), 0, "alpha");
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(table.Find(*a, "alpha").ok());
+  const absl::Status other = table.Find(*a, "beta").status();
+  EXPECT_EQ(other.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(other.message(), "memory region '" + *a + "' is not registered");
+  EXPECT_EQ(table.Find(*a).status().code(), absl::StatusCode::kNotFound);  // tenant ""
+  EXPECT_EQ(table.Remove(*a, "beta").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(table.size(), 1u);
+  EXPECT_TRUE(table.Remove(*a, "alpha").ok());
+  EXPECT_EQ(table.size(), 0u);
 }
 
 // GPU regions go through the copy engine: one gather batch per Save group,

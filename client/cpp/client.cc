@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/cpp/channel.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 
 namespace kvtier::client {
@@ -128,11 +129,13 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  if (channel == nullptr) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      OpenChannel(address, options.credentials, args);
+  if (!channel.ok()) return channel.status();
+  if (*channel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot use address '", address, "'"));
   }
-  return std::unique_ptr<Client>(new Client(std::make_shared<Impl>(channel, options)));
+  return std::unique_ptr<Client>(new Client(std::make_shared<Impl>(*channel, options)));
 }
 
 absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o) {

@@ -26,12 +26,14 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "kvtier/credentials.h"
 
 namespace kvtier::client {
 
 struct ClientOptions {
   absl::Duration timeout = absl::Seconds(30);  // per call
   int max_message_bytes = 64 << 20;
+  Credentials credentials;  // TLS and token; none by default
 };
 
 // One rank's KV layout; see NamespaceLayout in proto/kvtier/v1/types.proto.

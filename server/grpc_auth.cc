@@ -1,0 +1,103 @@
+#include "server/grpc_auth.h"
+
+#include <grpc/grpc_security_constants.h>
+#include <grpcpp/security/auth_context.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/cpp/channel.h"
+#include "spdlog/spdlog.h"
+
+namespace kvtier {
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
+    const DaemonConfig& config) {
+  if (config.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  absl::StatusOr<std::string> cert = ReadSmallFile(config.tls_cert, "security.tls_cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadSmallFile(config.tls_key, "security.tls_key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  ssl.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+  if (!config.tls_client_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadSmallFile(config.tls_client_ca, "security.tls_client_ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+    // With identities, a certificate is one credential among others (a
+    // caller may present a token instead), and one that is missing is
+    // refused per call with UNAUTHENTICATED. Without identities, the
+    // certificate is the only gate: the handshake requires it.
+    ssl.client_certificate_request =
+        config.identities_file.empty() ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                       : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+absl::StatusOr<std::unique_ptr<Authenticator>> AuthenticatorFor(const DaemonConfig& config) {
+  if (config.identities_file.empty()) return Authenticator::Open();
+  return Authenticator::FromFile(config.identities_file);
+}
+
+absl::StatusOr<Credentials> PeerCredentialsFor(const DaemonConfig& config) {
+  Credentials c;
+  if (!config.peer_tls_ca.empty()) {
+    c.tls_ca_file = config.peer_tls_ca;
+    c.tls_cert_file = config.tls_cert;
+    c.tls_key_file = config.tls_key;
+  }
+  if (!config.peer_token_file.empty()) {
+    absl::StatusOr<std::string> token =
+        ReadSmallFile(config.peer_token_file, "security.peer_token_file");
+    if (!token.ok()) return token.status();
+    c.token = std::string(absl::StripAsciiWhitespace(*token));
+    if (c.token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("security.peer_token_file '", config.peer_token_file, "' is empty"));
+    }
+  }
+  return c;
+}
+
+absl::StatusOr<Identity> CallerOf(const Authenticator& auth,
+                                  const grpc::ServerContextBase& context) {
+  if (!auth.enabled()) return auth.Identify("", std::nullopt);
+  std::string token;
+  const auto& metadata = context.client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    const absl::string_view value(it->second.data(), it->second.size());
+    if (!absl::StartsWithIgnoreCase(value, "bearer ")) {
+      return absl::UnauthenticatedError("authorization metadata is not 'Bearer <token>'");
+    }
+    token = std::string(absl::StripAsciiWhitespace(value.substr(7)));
+    if (token.empty()) return absl::UnauthenticatedError("empty bearer token");
+  }
+  std::optional<std::string> subject;
+  if (std::shared_ptr<const grpc::AuthContext> ac = context.auth_context();
+      ac != nullptr && ac->IsPeerAuthenticated()) {
+    std::vector<grpc::string_ref> cn = ac->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME);
+    if (!cn.empty()) subject = std::string(cn.front().data(), cn.front().size());
+  }
+  if (subject.has_value()) return auth.Identify(token, absl::string_view(*subject));
+  return auth.Identify(token, std::nullopt);
+}
+
+absl::StatusOr<Identity> Admit(const Authenticator& auth, const grpc::ServerContextBase& context,
+                               Role needed) {
+  absl::StatusOr<Identity> who = CallerOf(auth, context);
+  if (!who.ok()) {
+    spdlog::warn("refused a call from {}: {}", context.peer(), std::string(who.status().message()));
+    return who.status();
+  }
+  if (absl::Status s = Authenticator::Authorize(*who, needed); !s.ok()) {
+    spdlog::warn("refused a call from {}: {}", context.peer(), std::string(s.message()));
+    return s;
+  }
+  return who;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,349 @@
+// Security of a real daemon over gRPC: bearer tokens, TLS and mutual TLS
+// (certificates made by deploy/make-certs.sh), roles (Admin and Peer RPCs
+// are refused to tenants), and tenant isolation: two tenants sending the
+// same model, layout, salt and keys get different namespaces, never see each
+// other's blocks (host tier, and NVMe after a restart), and cannot use each
+// other's namespace ids or memory regions.
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/cpp/channel.h"
+#include "kvtier/client.h"
+#include "kvtier/v1/admin.grpc.pb.h"
+#include "kvtier/v1/kvcache.grpc.pb.h"
+#include "kvtier/v1/peer.grpc.pb.h"
+#include "server/config.h"
+#include "server/daemon.h"
+
+#ifndef KVTIER_SOURCE_DIR
+#error "KVTIER_SOURCE_DIR must name the source tree"
+#endif
+
+namespace kvtier {
+namespace {
+
+using client::Client;
+
+constexpr char kAlphaToken[] = "alpha-token-0123456789";
+constexpr char kBetaToken[] = "beta-token-0123456789";
+constexpr char kAdminToken[] = "admin-token-0123456789";
+constexpr char kPeerToken[] = "peer-token-0123456789";
+
+std::string Bytes(const std::string& tag, size_t n) {
+  std::string out(n, '\0');
+  uint64_t x = std::hash<std::string>()(tag) | 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    out[i] = static_cast<char>(x >> 56);
+  }
+  return out;
+}
+
+// 2 * 1 layer * 1 head * 64 dim * 16 tokens * 2 bytes = 4 KiB blocks.
+client::NamespaceOptions Spec() {
+  client::NamespaceOptions o;
+  o.model_id = "shared-model";
+  o.salt = "same-salt";
+  o.layout = {1, 1, 64, "bf16", 16, 0, 1};
+  return o;
+}
+
+class SecurityRpcTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(absl::StrCat(::testing::TempDir(), "kvtier-security-", getpid()));
+    std::filesystem::remove_all(*dir_);
+    std::filesystem::create_directories(*dir_);
+    const std::string make = absl::StrCat(KVTIER_SOURCE_DIR, "/deploy/make-certs.sh");
+    ASSERT_EQ(std::system(absl::StrCat("bash ", make, " ", *dir_, "/pki engine-a stranger ops",
+                                       " > /dev/null")
+                              .c_str()),
+              0);
+    // A second CA, whose "engine-a" certificate must not pass.
+    ASSERT_EQ(
+        std::system(absl::StrCat("bash ", make, " ", *dir_, "/rogue engine-a > /dev/null").c_str()),
+        0);
+    std::ofstream out(Path("identities.yaml"));
+    out << "identities:\n"
+        << "  - {name: engine-a, token: " << kAlphaToken << ", tenant: alpha}\n"
+        << "  - {name: engine-b, token: " << kBetaToken << ", tenant: beta}\n"
+        << "  - {name: ops, token: " << kAdminToken << ", role: admin}\n"
+        << "  - {name: decode, token: " << kPeerToken << ", role: peer}\n"
+        << "  - {subject: engine-a, tenant: alpha}\n"
+        << "  - {subject: ops, role: admin}\n";
+    out.close();
+    ASSERT_EQ(chmod(Path("identities.yaml").c_str(), 0600), 0);
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+  static std::string Path(const std::string& name) { return absl::StrCat(*dir_, "/", name); }
+
+  static DaemonConfig Config() {
+    DaemonConfig c = DefaultConfig(4ull << 30);
+    c.listen = "127.0.0.1:0";
+    c.host_tier_bytes = 8ull << 20;
+    c.host_slab_bytes = 1ull << 20;
+    c.max_block_bytes = 1ull << 20;
+    c.nvme_dirs = "";
+    c.costmodel_probe_tiers = false;
+    c.gpu_tier = "off";
+    c.peer_transport = "off";
+    c.metrics_listen = "off";
+    c.identities_file = Path("identities.yaml");
+    return c;
+  }
+  static DaemonConfig MutualTlsConfig() {
+    DaemonConfig c = Config();
+    c.tls_cert = Path("pki/server.pem");
+    c.tls_key = Path("pki/server.key");
+    c.tls_client_ca = Path("pki/ca.pem");
+    return c;
+  }
+
+  void StartDaemon(const DaemonConfig& config) {
+    absl::StatusOr<std::unique_ptr<Daemon>> d = Daemon::Start(config);
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = *std::move(d);
+  }
+
+  std::unique_ptr<Client> ClientWith(const Credentials& credentials) {
+    client::ClientOptions o;
+    o.credentials = credentials;
+    o.timeout = absl::Seconds(10);
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(daemon_->listen_address(), o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+  static Credentials Token(const std::string& token) {
+    Credentials c;
+    c.token = token;
+    return c;
+  }
+  static Credentials Tls(const std::string& pki, const std::string& name, std::string token = "") {
+    Credentials c;
+    c.tls_ca_file = Path("pki/ca.pem");
+    if (!name.empty()) {
+      c.tls_cert_file = Path(absl::StrCat(pki, "/", name, ".pem"));
+      c.tls_key_file = Path(absl::StrCat(pki, "/", name, ".key"));
+    }
+    c.token = std::move(token);
+    return c;
+  }
+
+  grpc::StatusCode AdminCode(const Credentials& credentials) {
+    auto channel = OpenChannel(daemon_->listen_address(), credentials);
+    EXPECT_TRUE(channel.ok());
+    auto stub = v1::Admin::NewStub(*channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::GetStatusResponse r;
+    return stub->GetStatus(&ctx, v1::GetStatusRequest(), &r).error_code();
+  }
+  grpc::StatusCode PeerHelloCode(const Credentials& credentials) {
+    auto channel = OpenChannel(daemon_->listen_address(), credentials);
+    EXPECT_TRUE(channel.ok());
+    auto stub = v1::Peer::NewStub(*channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::HelloRequest req;
+    req.set_daemon_id("probe");
+    v1::HelloResponse r;
+    return stub->Hello(&ctx, req, &r).error_code();
+  }
+
+  static std::string* dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+std::string* SecurityRpcTest::dir_ = nullptr;
+
+TEST_F(SecurityRpcTest, MissingOrWrongTokensAreUnauthenticated) {
+  StartDaemon(Config());
+  for (const std::string& token : {std::string(), std::string("not-a-known-token-at-all")}) {
+    std::unique_ptr<Client> c = ClientWith(Token(token));
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->OpenNamespace(Spec()).status().code(), absl::StatusCode::kUnauthenticated)
+        << "token '" << token << "'";
+    EXPECT_EQ(AdminCode(Token(token)), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(PeerHelloCode(Token(token)), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  // Nothing was opened by the refused calls.
+  EXPECT_EQ(daemon_->cache().Namespaces().size(), 0u);
+}
+
+TEST_F(SecurityRpcTest, RolesGateTheAdminAndPeerServices) {
+  StartDaemon(Config());
+  EXPECT_EQ(AdminCode(Token(kAlphaToken)), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(AdminCode(Token(kPeerToken)), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(AdminCode(Token(kAdminToken)), grpc::StatusCode::OK);
+  // The Peer service hands out the arena's remote key: tenants may not call it.
+  EXPECT_EQ(PeerHelloCode(Token(kAlphaToken)), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(PeerHelloCode(Token(kPeerToken)), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(PeerHelloCode(Token(kPeerToken)), grpc::StatusCode::UNAUTHENTICATED);
+  // A peer or a tenant-less admin has no namespaces of its own.
+  for (const char* token : {kPeerToken, kAdminToken}) {
+    std::unique_ptr<Client> c = ClientWith(Token(token));
+    EXPECT_EQ(c->OpenNamespace(Spec()).status().code(), absl::StatusCode::kPermissionDenied);
+  }
+}
+
+// Two tenants, identical requests: separate namespaces, separate bytes, in
+// host memory and on NVMe after a restart; neither can use the other's
+// namespace id, whatever RPC it tries.
+TEST_F(SecurityRpcTest, TenantsWithIdenticalKeysNeverSeeEachOthersBlocks) {
+  DaemonConfig config = Config();
+  const std::string nvme = Path("nvme");
+  std::filesystem::create_directories(nvme);
+  config.nvme_dirs = nvme;
+  config.nvme_bytes_per_dir = 8ull << 20;
+  config.nvme_slab_bytes = 2ull << 20;
+  config.nvme_write_policy = "write_through";
+  config.nvme_io_engine = "pread";
+  config.nvme_admit_min_uses = 0;
+  config.nvme_mover_interval_ms = 10;
+  StartDaemon(config);
+  std::unique_ptr<Client> alpha = ClientWith(Token(kAlphaToken));
+  std::unique_ptr<Client> beta = ClientWith(Token(kBetaToken));
+  absl::StatusOr<client::OpenedNamespace> a = alpha->OpenNamespace(Spec());
+  absl::StatusOr<client::OpenedNamespace> b = beta->OpenNamespace(Spec());
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_NE(a->id, b->id);
+  const std::vector<std::string> keys = {"k0", "k1", "k2"};
+  std::vector<std::string> a_data, b_data;
+  for (const std::string& k : keys) {
+    a_data.push_back(Bytes("alpha" + k, 4096));
+    b_data.push_back(Bytes("beta" + k, 4096));
+  }
+  ASSERT_TRUE(alpha->Put(a->id, keys, a_data).ok());
+  // Beta's identical request finds nothing: no hit, no timing difference.
+  absl::StatusOr<client::LookupResult> seen = beta->Lookup(b->id, keys);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(seen->matched, 0u);
+  ASSERT_TRUE(beta->Put(b->id, keys, b_data).ok());
+  EXPECT_EQ(*alpha->Get(a->id, keys), a_data);
+  EXPECT_EQ(*beta->Get(b->id, keys), b_data);
+
+  // Beta naming alpha's namespace id is refused by every namespaced RPC,
+  // and changes nothing.
+  const auto denied = absl::StatusCode::kPermissionDenied;
+  EXPECT_EQ(beta->Lookup(a->id, keys).status().code(), denied);
+  EXPECT_EQ(beta->Get(a->id, keys).status().code(), denied);
+  EXPECT_EQ(beta->Put(a->id, {"k3"}, {b_data[0]}, "k2").code(), denied);
+  EXPECT_EQ(beta->Delete(a->id, keys, true).status().code(), denied);
+  EXPECT_EQ(
+      beta->Transfer(a->id, keys, "127.0.0.1:1", client::TransferDirection::kPush).status().code(),
+      denied);
+  EXPECT_EQ(beta->Load(a->id, "r0000000000000000", {{keys[0], "", 0, 4096, {}}},
+                       [](const client::BlockCompletion&) {})
+                .code(),
+            denied);
+  EXPECT_EQ(alpha->Lookup(a->id, keys)->matched, 3u);
+  EXPECT_EQ(*alpha->Get(a->id, keys), a_data);
+
+  // A memory region belongs to the tenant that registered it.
+  const std::string shm = absl::StrCat("/dev/shm/kvtier-security-", getpid());
+  {
+    const int fd = open(shm.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, 1 << 20), 0);
+    close(fd);
+  }
+  absl::StatusOr<std::string> region = alpha->RegisterMemory(shm, 1 << 20, 0);
+  ASSERT_TRUE(region.ok()) << region.status();
+  EXPECT_EQ(beta->Load(b->id, *region, {{keys[0], "", 0, 4096, {}}},
+                       [](const client::BlockCompletion&) {})
+                .code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(beta->UnregisterMemory(*region).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(alpha->UnregisterMemory(*region).ok());
+  unlink(shm.c_str());
+
+  // Restart on the same NVMe directory once both tenants' blocks are
+  // persisted: the blocks come back from NVMe, and each tenant still gets
+  // only its own bytes.
+  auto persisted = [&](Client& c, const std::string& ns) {
+    absl::StatusOr<client::LookupResult> r = c.Lookup(ns, keys);
+    return r.ok() && r->matched == keys.size() &&
+           std::all_of(r->persisted.begin(), r->persisted.end(), [](bool p) { return p; });
+  };
+  for (int i = 0; i < 500 && !(persisted(*alpha, a->id) && persisted(*beta, b->id)); ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(persisted(*alpha, a->id) && persisted(*beta, b->id));
+  alpha.reset();
+  beta.reset();
+  daemon_.reset();
+  StartDaemon(config);
+  alpha = ClientWith(Token(kAlphaToken));
+  beta = ClientWith(Token(kBetaToken));
+  ASSERT_EQ(alpha->OpenNamespace(Spec())->id, a->id);
+  ASSERT_EQ(beta->OpenNamespace(Spec())->id, b->id);
+  absl::StatusOr<client::LookupResult> from_nvme = alpha->Lookup(a->id, keys);
+  ASSERT_TRUE(from_nvme.ok()) << from_nvme.status();
+  ASSERT_EQ(from_nvme->matched, 3u);
+  EXPECT_EQ(from_nvme->tiers[0], "nvme");
+  EXPECT_EQ(*alpha->Get(a->id, keys), a_data);
+  EXPECT_EQ(*beta->Get(b->id, keys), b_data);
+  EXPECT_EQ(beta->Get(a->id, keys).status().code(), denied);
+}
+
+TEST_F(SecurityRpcTest, MutualTlsNamesTheTenantByCertificate) {
+  StartDaemon(MutualTlsConfig());
+  // engine-a's certificate is tenant alpha.
+  std::unique_ptr<Client> a = ClientWith(Tls("pki", "engine-a"));
+  absl::StatusOr<client::OpenedNamespace> ns = a->OpenNamespace(Spec());
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  // Same tenant by token over TLS without a client certificate: same
+  // namespace.
+  std::unique_ptr<Client> by_token = ClientWith(Tls("pki", "", kAlphaToken));
+  EXPECT_EQ(by_token->OpenNamespace(Spec())->id, ns->id);
+  // A valid certificate that is no identity, or no credential at all.
+  EXPECT_EQ(ClientWith(Tls("pki", "stranger"))->OpenNamespace(Spec()).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(ClientWith(Tls("pki", ""))->OpenNamespace(Spec()).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  // Admin by certificate; tenants' certificates may not administer.
+  EXPECT_EQ(AdminCode(Tls("pki", "ops")), grpc::StatusCode::OK);
+  EXPECT_EQ(AdminCode(Tls("pki", "engine-a")), grpc::StatusCode::PERMISSION_DENIED);
+  // "engine-a" signed by another CA does not get through the handshake.
+  Credentials rogue = Tls("rogue", "engine-a");
+  EXPECT_FALSE(ClientWith(rogue)->OpenNamespace(Spec()).ok());
+  // Nor does a plaintext client.
+  client::ClientOptions plain;
+  plain.timeout = absl::Seconds(5);
+  EXPECT_EQ(
+      (*Client::Connect(daemon_->listen_address(), plain))->OpenNamespace(Spec()).status().code(),
+      absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SecurityRpcTest, BadSecurityConfigFailsTheStart) {
+  DaemonConfig c = MutualTlsConfig();
+  c.tls_cert = Path("pki/missing.pem");
+  EXPECT_EQ(Daemon::Start(c).status().code(), absl::StatusCode::kInvalidArgument);
+  c = Config();
+  c.identities_file = Path("nothing-here.yaml");
+  EXPECT_EQ(Daemon::Start(c).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_EQ(chmod(Path("identities.yaml").c_str(), 0640), 0);
+  EXPECT_EQ(Daemon::Start(Config()).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_EQ(chmod(Path("identities.yaml").c_str(), 0600), 0);
+  c = Config();
+  c.tls_key = "";
+  c.tls_cert = Path("pki/server.pem");
+  EXPECT_EQ(Daemon::Start(c).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kvtier
