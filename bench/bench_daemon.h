@@ -20,6 +20,7 @@ namespace kvtier::bench {
 inline std::unique_ptr<Daemon> StartDaemon(const std::string& listen, uint64_t host_bytes) {
   DaemonConfig c = DefaultConfig(8ull << 30);
   c.listen = listen;
+  c.metrics_listen = "off";
   c.host_tier_bytes = host_bytes;
   c.costmodel_probe_tiers = false;
   absl::StatusOr<std::unique_ptr<Daemon>> d = Daemon::Start(c);

@@ -184,12 +184,14 @@ int main(int argc, char** argv) {
 
   DaemonConfig tcp = DefaultConfig(PhysicalMemoryBytes());
   tcp.listen = "127.0.0.1:0";
+  tcp.metrics_listen = "off";
   tcp.host_tier_bytes = total + (256ull << 20);
   tcp.log_level = "warn";
   spdlog::set_level(spdlog::level::warn);
   DaemonConfig unix_cfg = tcp;
   const std::string sock = absl::StrCat("/tmp/kvtier-bench-", getpid(), ".sock");
   unix_cfg.listen = "unix:" + sock;
+  unix_cfg.metrics_listen = "off";
   auto tcp_daemon = Daemon::Start(tcp);
   auto unix_daemon = Daemon::Start(unix_cfg);
   if (!tcp_daemon.ok() || !unix_daemon.ok()) {

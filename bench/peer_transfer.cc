@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   auto start = [&](const char* role) {
     kvtier::DaemonConfig c = kvtier::DefaultConfig(8ull << 30);
     c.listen = "127.0.0.1:0";
+    c.metrics_listen = "off";
     c.host_tier_bytes = arena;
     c.host_slab_bytes = std::max<uint64_t>(block_bytes, 1 << 20);
     c.max_block_bytes = block_bytes;

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   const std::string dir = mkdtemp(dir_tmpl);
   DaemonConfig c = DefaultConfig(16ull << 30);
   c.listen = "unix:" + dir + "/kvtier.sock";
+  c.metrics_listen = "off";
   c.host_tier_bytes = region_bytes + (256ull << 20);
   c.host_slab_bytes = 64ull << 20;
   c.max_block_bytes = 4ull << 20;

@@ -8,11 +8,7 @@
 
 namespace kvtier {
 
-grpc::Status AdminService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest*,
-                                     v1::GetStatusResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+void AdminService::StatusView(v1::GetStatusResponse* response) {
   const CacheSnapshot snap = cache_->Snapshot(/*scan_for_stranded=*/true);
   v1::BuildInfo* build = response->mutable_build();
   build->set_version(kKvtierVersion);
@@ -63,6 +59,12 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext* context, const v1::Get
   ps->set_gpu(planner.gpu);
   ps->set_mfu(planner.mfu);
   ps->set_note(planner.note);
+  ps->set_plans_fetch(planner.decisions.fetch);
+  ps->set_plans_partial(planner.decisions.partial);
+  ps->set_plans_recompute(planner.decisions.recompute);
+  ps->set_planned_fetch_tokens(planner.decisions.fetch_tokens);
+  ps->set_planned_recompute_tokens(planner.decisions.recompute_tokens);
+  ps->set_estimated_seconds_saved(planner.decisions.seconds_saved);
   for (const TierReading& t : planner.tiers) {
     v1::TierEstimate* e = ps->add_tiers();
     e->set_tier(t.tier == "host" ? v1::TIER_KIND_HOST : v1::TIER_KIND_NVME);
@@ -107,14 +109,9 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext* context, const v1::Get
   nvme->set_write_policy(snap.nvme.write_policy);
   nvme->set_degraded(snap.nvme.degraded);
   nvme->set_last_error(snap.nvme.last_error);
-  return grpc::Status::OK;
 }
 
-grpc::Status AdminService::ListTiers(grpc::ServerContext* context, const v1::ListTiersRequest*,
-                                     v1::ListTiersResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+void AdminService::TiersView(v1::ListTiersResponse* response) {
   const CacheSnapshot snap = cache_->Snapshot();
   auto add = [response](v1::TierKind kind, const TierSnapshot& tier) {
     v1::TierStatus* t = response->add_tiers();
@@ -139,15 +136,9 @@ grpc::Status AdminService::ListTiers(grpc::ServerContext* context, const v1::Lis
       dev->set_bytes_read(d.bytes_read);
     }
   }
-  return grpc::Status::OK;
 }
 
-grpc::Status AdminService::ListNamespaces(grpc::ServerContext* context,
-                                          const v1::ListNamespacesRequest*,
-                                          v1::ListNamespacesResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+void AdminService::NamespacesView(v1::ListNamespacesResponse* response) {
   for (const NamespaceSnapshot& ns : cache_->Namespaces()) {
     v1::NamespaceStatus* out = response->add_namespaces();
     out->set_namespace_id(ns.id.ToHex());
@@ -157,6 +148,7 @@ grpc::Status AdminService::ListNamespaces(grpc::ServerContext* context,
     out->set_blocks(ns.blocks);
     out->set_bytes(ns.bytes);
     out->set_salted(!ns.spec.salt.empty());
+    out->set_tenant(ns.spec.tenant);
     if (std::shared_ptr<BlockTransform> t = transforms_->Find(ns.id); t != nullptr) {
       const BlockTransform::Stats stats = t->stats();
       out->set_encoding(t->Describe());
@@ -171,14 +163,9 @@ grpc::Status AdminService::ListNamespaces(grpc::ServerContext* context,
       out->set_nvme_admitted(true);
     }
   }
-  return grpc::Status::OK;
 }
 
-grpc::Status AdminService::GetWear(grpc::ServerContext* context, const v1::GetWearRequest*,
-                                   v1::GetWearResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+void AdminService::WearView(v1::GetWearResponse* response) {
   const CacheSnapshot snap = cache_->Snapshot();
   response->set_nvme_enabled(snap.nvme.enabled);
   response->set_admissions_refused_budget(snap.counters.admissions_refused_budget);
@@ -212,14 +199,9 @@ grpc::Status AdminService::GetWear(grpc::ServerContext* context, const v1::GetWe
   }
   response->set_admitting(admitting);
   response->set_reason(reason);
-  return grpc::Status::OK;
 }
 
-grpc::Status AdminService::ListPeers(grpc::ServerContext* context, const v1::ListPeersRequest*,
-                                     v1::ListPeersResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+void AdminService::PeersView(v1::ListPeersResponse* response) {
   for (const PeerStats& p : peer_transfer_->Peers()) {
     v1::PeerStatus* out = response->add_peers();
     out->set_address(p.address);
@@ -238,6 +220,51 @@ grpc::Status AdminService::ListPeers(grpc::ServerContext* context, const v1::Lis
     out->set_last_error(p.last_error);
     out->set_connects(p.connects);
   }
+}
+
+grpc::Status AdminService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest*,
+                                     v1::GetStatusResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
+  StatusView(response);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListTiers(grpc::ServerContext* context, const v1::ListTiersRequest*,
+                                     v1::ListTiersResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
+  TiersView(response);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListNamespaces(grpc::ServerContext* context,
+                                          const v1::ListNamespacesRequest*,
+                                          v1::ListNamespacesResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
+  NamespacesView(response);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::GetWear(grpc::ServerContext* context, const v1::GetWearRequest*,
+                                   v1::GetWearResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
+  WearView(response);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListPeers(grpc::ServerContext* context, const v1::ListPeersRequest*,
+                                     v1::ListPeersResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
+  PeersView(response);
   return grpc::Status::OK;
 }
 

@@ -47,6 +47,14 @@ class AdminService final : public v1::Admin::Service {
     listen_address_ = std::move(address);
   }
 
+  // The views the RPCs answer with, for other readers in the daemon (the
+  // metrics exporter); no access check.
+  void StatusView(v1::GetStatusResponse* response) ABSL_LOCKS_EXCLUDED(mu_);
+  void TiersView(v1::ListTiersResponse* response);
+  void NamespacesView(v1::ListNamespacesResponse* response);
+  void WearView(v1::GetWearResponse* response);  // reads SMART logs (I/O)
+  void PeersView(v1::ListPeersResponse* response);
+
   grpc::Status GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest* request,
                          v1::GetStatusResponse* response) override;
   grpc::Status ListTiers(grpc::ServerContext* context, const v1::ListTiersRequest* request,

@@ -13,6 +13,7 @@
 #include "gpu/copy_engine_factory.h"
 #include "gpu/cuda_ipc_region.h"
 #include "gpu/device_pool.h"
+#include "server/daemon_metrics.h"
 #include "server/grpc_auth.h"
 #include "server/grpc_peer_channel.h"
 #include "spdlog/spdlog.h"
@@ -246,6 +247,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       d->auth_.get(), d->cache_.get(), d->planner_.get(), d->gpus_, absl::Now(), &d->transforms_,
       copy, d->gpu_tier_.get(), d->gpu_tier_note_, d->regions_.get(), d->peer_transfer_.get());
   builder.RegisterService(d->admin_service_.get());
+  d->metrics_ = std::make_unique<DaemonMetrics>(d->admin_service_.get(), d->auth_.get(),
+                                                config.metrics_max_namespaces);
+  {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> rpc;
+    rpc.push_back(d->metrics_->InterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(rpc));
+  }
   d->peer_service_ = std::make_unique<PeerService>(d->auth_.get(), d->peer_transfer_.get());
   builder.RegisterService(d->peer_service_.get());
   d->server_ = builder.BuildAndStart();
@@ -255,6 +263,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   }
   d->listen_address_ = BoundAddress(config.listen, port);
   d->admin_service_->set_listen_address(d->listen_address_);
+  // After the gRPC port: a daemon whose address is taken says so first.
+  if (absl::Status s = d->metrics_->Listen(config.metrics_listen); !s.ok()) return s;
+  if (!d->metrics_->address().empty()) {
+    spdlog::info("metrics on http://{}/metrics", d->metrics_->address());
+  }
   d->server_->GetHealthCheckService()->SetServingStatus(true);
   return d;
 }

@@ -20,6 +20,7 @@
 #include "server/admin_service.h"
 #include "server/auth.h"
 #include "server/config.h"
+#include "server/daemon_metrics.h"
 #include "server/kvcache_service.h"
 #include "server/lookup_planner.h"
 #include "server/peer_service.h"
@@ -62,6 +63,9 @@ class Daemon {
   BlockCache& cache() { return *cache_; }
   LookupPlanner& planner() { return *planner_; }
   PeerTransfer& peer_transfer() { return *peer_transfer_; }
+  // The Prometheus endpoint ("" when metrics.listen is off) and its content.
+  const std::string& metrics_address() const { return metrics_->address(); }
+  const DaemonMetrics& metrics() const { return *metrics_; }
 
   // Stops accepting calls, lets in-flight calls finish for up to `grace`,
   // then cancels the rest. Idempotent.
@@ -91,6 +95,8 @@ class Daemon {
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<grpc::Server> server_;
+  // After server_: destroyed first (the server is shut down by then).
+  std::unique_ptr<DaemonMetrics> metrics_;
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };

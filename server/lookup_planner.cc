@@ -234,7 +234,24 @@ std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
   const double matched_tokens = static_cast<double>(matched.size()) * d.block_tokens;
   const double tokens = std::max<double>(matched_tokens, prompt_tokens);
   // No state checkpoints are stored: a recurrent model can only restart at 0.
-  return costmodel::PlanCut(d, segments, tokens, costmodel::CutConstraintsFor(d, 0));
+  std::optional<costmodel::CutPlan> plan =
+      costmodel::PlanCut(d, segments, tokens, costmodel::CutConstraintsFor(d, 0));
+  if (plan.has_value() && !matched.empty()) {
+    const auto fetch_tokens = static_cast<uint64_t>(plan->cut_blocks * d.block_tokens);
+    absl::MutexLock lock(&mu_);
+    if (plan->cut_blocks == 0) {
+      ++decisions_.recompute;
+    } else if (plan->cut_blocks == matched.size()) {
+      ++decisions_.fetch;
+    } else {
+      ++decisions_.partial;
+    }
+    decisions_.fetch_tokens += fetch_tokens;
+    decisions_.recompute_tokens +=
+        static_cast<uint64_t>(std::max(0.0, plan->tokens - static_cast<double>(fetch_tokens)));
+    decisions_.seconds_saved += std::max(0.0, plan->recompute_all_seconds - plan->total_seconds);
+  }
+  return plan;
 }
 
 std::optional<NamespacePlanning> LookupPlanner::Namespace(const NamespaceId& ns) const {
@@ -252,6 +269,8 @@ PlannerSnapshot LookupPlanner::Snapshot() const {
   s.note = note_;
   s.tiers.push_back({"host", cache_->host_meter().Estimate()});
   if (cache_->nvme_enabled()) s.tiers.push_back({"nvme", cache_->nvme_meter().Estimate()});
+  absl::MutexLock lock(&mu_);
+  s.decisions = decisions_;
   return s;
 }
 

@@ -59,12 +59,23 @@ struct TierReading {
   TransferEstimate estimate;
 };
 
+// The fetch-or-recompute decisions of the Lookups planned since start.
+struct PlanDecisions {
+  uint64_t fetch = 0;      // fetch every matched block
+  uint64_t partial = 0;    // fetch a prefix of them, recompute the rest
+  uint64_t recompute = 0;  // blocks matched, but recomputing all is faster
+  uint64_t fetch_tokens = 0;
+  uint64_t recompute_tokens = 0;
+  double seconds_saved = 0;  // estimated: recompute-all time minus the plan's
+};
+
 struct PlannerSnapshot {
   bool enabled = false;
   std::string gpu;
   double mfu = 0;
   std::string note;
   std::vector<TierReading> tiers;
+  PlanDecisions decisions;
 };
 
 // The model a client named, resolved but not yet attached to a namespace.
@@ -133,6 +144,7 @@ class LookupPlanner {
   const std::string note_;
   BlockCache* const cache_;
   mutable absl::Mutex mu_;
+  PlanDecisions decisions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<NamespaceId, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };
 

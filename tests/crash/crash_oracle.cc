@@ -97,7 +97,8 @@ class Daemon {
   Daemon(std::string binary, std::string dir) : binary_(std::move(binary)), dir_(std::move(dir)) {
     config_ = dir_ + "/kvtierd.yaml";
     std::ofstream f(config_);
-    f << "server:\n  listen: unix:" << dir_ << "/kvtier.sock\n"
+    f << "metrics:\n  listen: \"off\"\n"
+      << "server:\n  listen: unix:" << dir_ << "/kvtier.sock\n"
       << "host_tier:\n  bytes: 64MiB\n  slab_bytes: 4MiB\n"
       << "limits:\n  max_block_bytes: 1MiB\n"
       << "nvme:\n  dirs: " << dir_ << "/data\n  bytes_per_dir: 256MiB\n  slab_bytes: 8MiB\n"

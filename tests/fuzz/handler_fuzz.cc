@@ -45,6 +45,7 @@ Harness* Start() {
   auto* h = new Harness();
   DaemonConfig c = DefaultConfig(uint64_t{4} << 30);
   c.listen = "127.0.0.1:0";
+  c.metrics_listen = "off";
   c.host_tier_bytes = uint64_t{32} << 20;
   c.host_slab_bytes = uint64_t{1} << 20;
   c.max_block_bytes = uint64_t{1} << 20;

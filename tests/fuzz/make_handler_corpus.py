@@ -22,7 +22,7 @@ work = tempfile.mkdtemp()
 log = open(os.path.join(work, "log"), "w+")
 proc = subprocess.Popen([kvtierd, "--listen", "127.0.0.1:0", "--host-tier-bytes", "64MiB",
                          "--set", "nvme.dirs=", "--set", "costmodel.probe_tiers=false",
-                         "--set", "peer.transport=off"], stdout=log, stderr=log)
+                         "--set", "peer.transport=off", "--set", "metrics.listen=off"], stdout=log, stderr=log)
 try:
     address = None
     for _ in range(100):

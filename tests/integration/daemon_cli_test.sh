@@ -17,7 +17,7 @@ source "$(dirname "$0")/cli_test_lib.sh"
 # Starts kvtierd with extra args; sets DAEMON_PID and ADDR (from its log).
 start_daemon() {
   local log=$1; shift
-  "$KVTIERD" "$@" >"$log.out" 2>"$log.err" &
+  "$KVTIERD" --set metrics.listen=127.0.0.1:0 "$@" >"$log.out" 2>"$log.err" &
   DAEMON_PID=$!
   PIDS+=("$DAEMON_PID")
   for _ in $(seq 1 100); do

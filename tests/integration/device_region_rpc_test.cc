@@ -40,6 +40,7 @@ class DeviceRegionRpcTest : public ::testing::Test {
   void Start(bool fake_gpu) {
     DaemonConfig c = DefaultConfig(4ull << 30);
     c.listen = "127.0.0.1:0";
+    c.metrics_listen = "off";
     c.host_tier_bytes = 16ull << 20;
     c.host_slab_bytes = 2ull << 20;
     c.max_block_bytes = 1ull << 20;

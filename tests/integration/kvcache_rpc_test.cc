@@ -39,6 +39,7 @@ class KvCacheRpcTest : public ::testing::Test {
   void SetUp() override {
     DaemonConfig c = DefaultConfig(4ull << 30);
     c.listen = "127.0.0.1:0";
+    c.metrics_listen = "off";
     c.host_tier_bytes = 32ull << 20;
     c.host_slab_bytes = 1ull << 20;
     c.max_block_bytes = 1ull << 20;
@@ -383,6 +384,7 @@ TEST_F(KvCacheRpcTest, TransferWithoutATransportIsUnavailableAndSaysWhy) {
   }
   DaemonConfig c = DefaultConfig(4ull << 30);
   c.listen = "127.0.0.1:0";
+  c.metrics_listen = "off";
   c.host_tier_bytes = 16ull << 20;
   c.host_slab_bytes = 1ull << 20;
   c.max_block_bytes = 1ull << 20;
@@ -766,6 +768,7 @@ TEST_F(KvCacheRpcTest, GetAndDeleteNeverCrossNamespaces) {
 TEST(DaemonStartTest, MalformedConfigIsRejected) {
   DaemonConfig c = DefaultConfig(4ull << 30);
   c.listen = "127.0.0.1:0";
+  c.metrics_listen = "off";
   c.max_block_bytes = c.host_slab_bytes * 2;
   EXPECT_EQ(Daemon::Start(c).status().code(), absl::StatusCode::kInvalidArgument);
   DaemonConfig d = DefaultConfig(4ull << 30);
@@ -775,6 +778,7 @@ TEST(DaemonStartTest, MalformedConfigIsRejected) {
 TEST(DaemonStartTest, AddressInUseIsUnavailable) {
   DaemonConfig c = DefaultConfig(4ull << 30);
   c.listen = "127.0.0.1:0";
+  c.metrics_listen = "off";
   c.host_tier_bytes = c.host_slab_bytes;
   c.log_level = "off";
   auto first = Daemon::Start(c);

@@ -18,7 +18,7 @@ start_daemon() {
   local name=$1 role=$2 log="$WORK/$1"
   "$KVTIERD" --listen 127.0.0.1:0 --host-tier-bytes 128MiB --set nvme.dirs= \
     --set costmodel.probe_tiers=false --set gpu.tier=off --set "peer.role=$role" \
-    --set peer.transport=ucx >"$log.out" 2>"$log.err" &
+    --set peer.transport=ucx --set metrics.listen=off >"$log.out" 2>"$log.err" &
   PIDS+=("$!")
   local addr=""
   for _ in $(seq 1 100); do

@@ -68,6 +68,7 @@ client::NamespaceOptions Spec(uint32_t tokens = 32) {
 DaemonConfig Config(const std::string& role) {
   DaemonConfig c = DefaultConfig(4ull << 30);
   c.listen = "127.0.0.1:0";
+  c.metrics_listen = "off";
   c.host_tier_bytes = 64ull << 20;
   c.host_slab_bytes = 1ull << 20;
   c.max_block_bytes = 1ull << 20;
@@ -109,7 +110,8 @@ class ChildDaemon {
             "256MiB", "--log-level", "warn", "--set", "nvme.dirs=", "--set",
             "costmodel.probe_tiers=false", "--set", "gpu.tier=off", "--set",
             ("peer.role=" + role_).c_str(), "--set", "limits.max_block_bytes=1MiB", "--set",
-            "host_tier.slab_bytes=1MiB", static_cast<char*>(nullptr));
+            "host_tier.slab_bytes=1MiB", "--set", "metrics.listen=off",
+            static_cast<char*>(nullptr));
       _exit(127);
     }
   }

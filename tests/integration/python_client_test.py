@@ -41,6 +41,7 @@ def start_daemon(workdir, extra=()):
         proc = subprocess.Popen(
             [KVTIERD, "--listen", "unix:" + sock, "--host-tier-bytes", "128MiB",
              "--set", "nvme.dirs=", "--set", "costmodel.probe_tiers=false",
+             "--set", "metrics.listen=off",
              "--set", "host_tier.slab_bytes=1MiB", "--set", "limits.max_block_bytes=1MiB",
              *extra],
             stdout=log, stderr=subprocess.STDOUT)

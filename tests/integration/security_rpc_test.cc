@@ -198,6 +198,20 @@ TEST_F(SecurityRpcTest, RolesGateTheAdminAndPeerServices) {
     std::unique_ptr<Client> c = ClientWith(Token(token));
     EXPECT_EQ(c->OpenNamespace(Spec()).status().code(), absl::StatusCode::kPermissionDenied);
   }
+  // The RPC metrics name the tenant from the identity, and count refusals.
+  ASSERT_TRUE(ClientWith(Token(kAlphaToken))->OpenNamespace(Spec()).ok());
+  EXPECT_EQ(AdminCode(Token("no-such-token-anywhere")), grpc::StatusCode::UNAUTHENTICATED);
+  const std::string metrics = daemon_->metrics().Render();
+  EXPECT_NE(
+      metrics.find(
+          "{code=\"OK\",method=\"OpenNamespace\",service=\"kvtier.v1.KvCache\",tenant=\"alpha\"}"),
+      std::string::npos)
+      << metrics;
+  EXPECT_NE(
+      metrics.find("{code=\"UNAUTHENTICATED\",method=\"GetStatus\",service=\"kvtier.v1.Admin\","
+                   "tenant=\"unauthenticated\"}"),
+      std::string::npos);
+  EXPECT_NE(metrics.find("kvtier_tenant_namespaces{tenant=\"alpha\"} 1"), std::string::npos);
 }
 
 // Two tenants, identical requests: separate namespaces, separate bytes, in

@@ -39,6 +39,7 @@ class SharedMemoryRpcTest : public ::testing::Test {
   void SetUp() override {
     DaemonConfig c = DefaultConfig(4ull << 30);
     c.listen = "127.0.0.1:0";
+    c.metrics_listen = "off";
     c.host_tier_bytes = 8ull << 20;  // 128 blocks of 64 KiB
     c.host_slab_bytes = 1ull << 20;
     c.max_block_bytes = 1ull << 20;

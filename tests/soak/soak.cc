@@ -234,7 +234,8 @@ int main(int argc, char** argv) {
   const std::string config = dir + "/kvtierd.yaml", sock = dir + "/kvtier.sock";
   {
     std::ofstream f(config);
-    f << "server:\n  listen: unix:" << sock << "\n"
+    f << "metrics:\n  listen: \"off\"\n"
+      << "server:\n  listen: unix:" << sock << "\n"
       << "host_tier:\n  bytes: " << kHostTier << "\n  slab_bytes: 4MiB\n"
       << "limits:\n  max_block_bytes: 1MiB\n"
       << "nvme:\n  dirs: " << dir << "/data\n  bytes_per_dir: 128MiB\n  slab_bytes: 8MiB\n"

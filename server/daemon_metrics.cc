@@ -1,0 +1,293 @@
+#include "server/daemon_metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <exception>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "server/build_info.h"
+#include "server/grpc_auth.h"
+#include "server/proto_metrics.h"
+
+namespace kvtier {
+
+// Per-RPC counters and latency histograms.
+class RpcMetrics {
+ public:
+  RpcMetrics(prometheus::Registry* registry, const Authenticator* auth)
+      : auth_(auth),
+        requests_(prometheus::BuildCounter()
+                      .Name("kvtier_rpc_requests_total")
+                      .Help("gRPC calls finished, by service, method, status code and tenant")
+                      .Register(*registry)),
+        latency_(prometheus::BuildHistogram()
+                     .Name("kvtier_rpc_duration_seconds")
+                     .Help("gRPC call latency from its start to its status, by service and method")
+                     .Register(*registry)) {}
+
+  void Record(const char* full_method, grpc::ServerContextBase* context, grpc::StatusCode code,
+              double seconds) {
+    // "/kvtier.v1.KvCache/Put" -> service "kvtier.v1.KvCache", method "Put".
+    std::string service = full_method != nullptr ? full_method : "";
+    std::string method;
+    if (const size_t slash = service.rfind('/'); slash != std::string::npos && slash > 0) {
+      method = service.substr(slash + 1);
+      service = service.substr(1, slash - 1);
+    }
+    const std::string tenant = TenantLabel(context);
+    requests_
+        .Add({{"service", service},
+              {"method", method},
+              {"code", CodeName(code)},
+              {"tenant", tenant}})
+        .Increment();
+    latency_.Add({{"service", service}, {"method", method}}, Buckets()).Observe(seconds);
+  }
+
+ private:
+  static const prometheus::Histogram::BucketBoundaries& Buckets() {
+    static const auto* b = new prometheus::Histogram::BucketBoundaries{
+        50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3,
+        50e-3, 100e-3, 250e-3, 500e-3, 1,    2.5,    5,    10};
+    return *b;
+  }
+  static std::string CodeName(grpc::StatusCode code) {
+    static const char* const kNames[] = {"OK",
+                                         "CANCELLED",
+                                         "UNKNOWN",
+                                         "INVALID_ARGUMENT",
+                                         "DEADLINE_EXCEEDED",
+                                         "NOT_FOUND",
+                                         "ALREADY_EXISTS",
+                                         "PERMISSION_DENIED",
+                                         "RESOURCE_EXHAUSTED",
+                                         "FAILED_PRECONDITION",
+                                         "ABORTED",
+                                         "OUT_OF_RANGE",
+                                         "UNIMPLEMENTED",
+                                         "INTERNAL",
+                                         "UNAVAILABLE",
+                                         "DATA_LOSS",
+                                         "UNAUTHENTICATED"};
+    const int c = static_cast<int>(code);
+    return c >= 0 && c <= 16 ? kNames[c] : absl::StrCat(c);
+  }
+  std::string TenantLabel(grpc::ServerContextBase* context) {
+    if (context == nullptr) return "none";
+    absl::StatusOr<Identity> who = CallerOf(*auth_, *context);
+    if (!who.ok()) return "unauthenticated";
+    std::string tenant = who->tenant.empty() ? "none" : who->tenant;
+    absl::MutexLock lock(&mu_);
+    if (tenants_.contains(tenant)) return tenant;
+    if (tenants_.size() >= 64) return "other";
+    tenants_.insert(tenant);
+    return tenant;
+  }
+
+  const Authenticator* const auth_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& latency_;
+  absl::Mutex mu_;
+  absl::flat_hash_set<std::string> tenants_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
+
+class RpcInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  RpcInterceptor(grpc::experimental::ServerRpcInfo* info, std::shared_ptr<RpcMetrics> metrics)
+      : info_(info), metrics_(std::move(metrics)), start_(absl::Now()) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      metrics_->Record(info_->method(), info_->server_context(),
+                       methods->GetSendStatus().error_code(),
+                       absl::ToDoubleSeconds(absl::Now() - start_));
+    }
+    methods->Proceed();
+  }
+
+ private:
+  grpc::experimental::ServerRpcInfo* const info_;
+  const std::shared_ptr<RpcMetrics> metrics_;
+  const absl::Time start_;
+};
+
+class RpcInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit RpcInterceptorFactory(std::shared_ptr<RpcMetrics> metrics)
+      : metrics_(std::move(metrics)) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new RpcInterceptor(info, metrics_);
+  }
+
+ private:
+  const std::shared_ptr<RpcMetrics> metrics_;
+};
+
+}  // namespace
+
+// Reads the Admin views at each scrape.
+class AdminViewCollector final : public prometheus::Collectable {
+ public:
+  AdminViewCollector(AdminService* admin, uint32_t max_namespaces)
+      : admin_(admin), max_namespaces_(max_namespaces) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    MetricFamilies out;
+    out.Add("kvtier_build_info", prometheus::MetricType::Gauge,
+            "Always 1; the labels say the version and the backends built in",
+            {{"version", std::string(kKvtierVersion)},
+             {"cuda", kBuiltWithCuda ? "yes" : "no"},
+             {"ucx", kBuiltWithUcx ? "yes" : "no"},
+             {"io_uring", kBuiltWithUring ? "yes" : "no"}},
+            1);
+    v1::GetStatusResponse status;
+    admin_->StatusView(&status);
+    out.AddMessage(status, "", {});
+    for (const v1::TierEstimate& t : status.planner().tiers()) {
+      out.AddMessage(t, "planner_tier_", {{"tier", TierName(t.tier())}});
+    }
+    v1::ListTiersResponse tiers;
+    admin_->TiersView(&tiers);
+    for (const v1::TierStatus& t : tiers.tiers()) {
+      out.AddMessage(t, "tier_", {{"tier", TierName(t.kind())}});
+      for (const v1::DeviceStatus& d : t.devices()) {
+        out.AddMessage(d, "nvme_device_", {{"dir", d.dir()}});
+      }
+    }
+    if (status.gpu().tier_capacity_bytes() > 0) {  // the GPU tier as a tier row
+      out.Add("kvtier_tier_capacity_bytes", prometheus::MetricType::Gauge, "", {{"tier", "gpu"}},
+              static_cast<double>(status.gpu().tier_capacity_bytes()));
+      out.Add("kvtier_tier_used_bytes", prometheus::MetricType::Gauge, "", {{"tier", "gpu"}},
+              static_cast<double>(status.gpu().tier_resident_bytes()));
+      out.Add("kvtier_tier_blocks", prometheus::MetricType::Gauge, "", {{"tier", "gpu"}},
+              static_cast<double>(status.gpu().tier_resident_blocks()));
+    }
+    AddNamespaces(&out);
+    v1::GetWearResponse wear;
+    admin_->WearView(&wear);
+    out.AddMessage(wear, "wear_", {});
+    for (const v1::DeviceWear& d : wear.devices()) out.AddMessage(d, "wear_", {{"dir", d.dir()}});
+    v1::ListPeersResponse peers;
+    admin_->PeersView(&peers);
+    for (const v1::PeerStatus& p : peers.peers()) {
+      out.AddMessage(p, "peer_", {{"peer", p.address()}, {"role", p.role()}});
+    }
+    return out.Take();
+  }
+
+ private:
+  static std::string TierName(v1::TierKind kind) {
+    switch (kind) {
+      case v1::TIER_KIND_HOST:
+        return "host";
+      case v1::TIER_KIND_NVME:
+        return "nvme";
+      case v1::TIER_KIND_GPU:
+        return "gpu";
+      default:
+        return "unknown";
+    }
+  }
+
+  void AddNamespaces(MetricFamilies* out) const {
+    v1::ListNamespacesResponse list;
+    admin_->NamespacesView(&list);
+    std::vector<const v1::NamespaceStatus*> all;
+    struct TenantTotals {
+      double namespaces = 0, blocks = 0, bytes = 0;
+    };
+    absl::flat_hash_map<std::string, TenantTotals> tenants;
+    for (const v1::NamespaceStatus& ns : list.namespaces()) {
+      all.push_back(&ns);
+      TenantTotals& t = tenants[ns.tenant().empty() ? "none" : ns.tenant()];
+      t.namespaces += 1;
+      t.blocks += static_cast<double>(ns.blocks());
+      t.bytes += static_cast<double>(ns.bytes());
+    }
+    std::sort(all.begin(), all.end(), [](const auto* a, const auto* b) {
+      return a->bytes() != b->bytes() ? a->bytes() > b->bytes()
+                                      : a->namespace_id() < b->namespace_id();
+    });
+    const size_t labelled = std::min<size_t>(all.size(), max_namespaces_);
+    for (size_t i = 0; i < labelled; ++i) {
+      const v1::NamespaceStatus& ns = *all[i];
+      out->AddMessage(ns, "namespace_",
+                      {{"namespace", ns.namespace_id()},
+                       {"model", ns.model_id()},
+                       {"tenant", ns.tenant().empty() ? "none" : ns.tenant()}});
+    }
+    out->Add("kvtier_namespaces_unlabelled", prometheus::MetricType::Gauge,
+             "Open namespaces beyond metrics.max_namespaces (the largest have their own series)",
+             {}, static_cast<double>(all.size() - labelled));
+    for (const auto& [tenant, t] : tenants) {
+      const MetricLabels l = {{"tenant", tenant}};
+      out->Add("kvtier_tenant_namespaces", prometheus::MetricType::Gauge,
+               "Open namespaces per tenant", l, t.namespaces);
+      out->Add("kvtier_tenant_blocks", prometheus::MetricType::Gauge,
+               "Cached blocks per tenant, all tiers", l, t.blocks);
+      out->Add("kvtier_tenant_bytes", prometheus::MetricType::Gauge,
+               "Bytes of cached blocks per tenant, all tiers", l, t.bytes);
+    }
+  }
+
+  AdminService* const admin_;
+  const uint32_t max_namespaces_;
+};
+
+DaemonMetrics::DaemonMetrics(AdminService* admin, const Authenticator* auth,
+                             uint32_t max_namespaces)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      rpc_(std::make_shared<RpcMetrics>(registry_.get(), auth)),
+      views_(std::make_shared<AdminViewCollector>(admin, max_namespaces)) {}
+
+DaemonMetrics::~DaemonMetrics() = default;
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+DaemonMetrics::InterceptorFactory() {
+  return std::make_unique<RpcInterceptorFactory>(rpc_);
+}
+
+absl::Status DaemonMetrics::Listen(const std::string& address) {
+  if (address == "off") return absl::OkStatus();
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics.listen '", address, "' is not host:port or off"));
+  }
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on '", address, "' (address in use?): ", e.what()));
+  }
+  exposer_->RegisterCollectable(registry_);
+  exposer_->RegisterCollectable(views_);
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  address_ = absl::StrCat(address.substr(0, colon), ":", ports.empty() ? 0 : ports.front());
+  return absl::OkStatus();
+}
+
+std::string DaemonMetrics::Render() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  std::vector<prometheus::MetricFamily> views = views_->Collect();
+  families.insert(families.end(), std::make_move_iterator(views.begin()),
+                  std::make_move_iterator(views.end()));
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
+
+}  // namespace kvtier
