@@ -8,6 +8,7 @@
 //     [--model NAME | --model-config FILE] [--gpu NAME] [--tp N] ...  (docs/planner.md)
 // Exit status: 0 success, 1 the daemon returned an error or is unreachable,
 // 2 bad usage or a local file error.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "client/cli/daemon_connection.h"
 #include "client/cli/file_blocks.h"
 #include "client/cli/replay.h"
 #include "client/planner/plan_command.h"
@@ -32,69 +34,6 @@
 
 namespace kvtier {
 namespace {
-
-constexpr int kMaxMessageBytes = 64 << 20;
-
-struct Globals {
-  std::string addr = "127.0.0.1:50051";
-  bool json = false;
-  double timeout_s = 30;
-};
-
-std::string CodeName(grpc::StatusCode code) {
-  static const char* const kNames[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
-  const int i = static_cast<int>(code);
-  return (i >= 0 && i < 17) ? kNames[i] : std::to_string(i);
-}
-
-int RpcFailed(const Globals& g, const char* what, const grpc::Status& s) {
-  std::fprintf(stderr, "kvtier: %s on %s failed: %s: %s\n", what, g.addr.c_str(),
-               CodeName(s.error_code()).c_str(), s.error_message().c_str());
-  return 1;
-}
-
-int LocalError(const std::string& message) {
-  std::fprintf(stderr, "kvtier: %s\n", message.c_str());
-  return 2;
-}
-
-std::shared_ptr<grpc::Channel> Connect(const Globals& g) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
-  return grpc::CreateCustomChannel(g.addr, grpc::InsecureChannelCredentials(), args);
-}
-
-void SetDeadline(const Globals& g, grpc::ClientContext* ctx) {
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(static_cast<int64_t>(g.timeout_s * 1000)));
-}
-
-void PrintJson(const google::protobuf::Message& m) {
-  google::protobuf::util::JsonPrintOptions o;
-  o.add_whitespace = true;
-  o.preserve_proto_field_names = true;
-  o.always_print_primitive_fields = true;
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
-  std::cout << out;
-}
 
 std::string Hex(const std::string& bytes) {
   static const char kDigits[] = "0123456789abcdef";
@@ -121,19 +60,6 @@ bool Unhex(const std::string& hex, std::string* out) {
     out->push_back(static_cast<char>(hi * 16 + lo));
   }
   return true;
-}
-
-std::string HumanBytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
 }
 
 // --- status / tiers / namespaces ------------------------------------------
@@ -220,6 +146,49 @@ int Status(const Globals& g) {
               << " NVMe admissions refused by tier value\n";
   }
   return 0;
+}
+
+// grpc.health.v1.Health/Check with the empty service name, by hand: the
+// request is the empty message, and the answer's field 1 (varint) is the
+// serving status (1 = SERVING). Needs no credentials.
+int Health(const Globals& g) {
+  std::shared_ptr<grpc::Channel> channel = Connect(g);
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  SetDeadline(g, &ctx);
+  grpc::CompletionQueue cq;
+  grpc::Slice empty("", 0);
+  grpc::ByteBuffer request(&empty, 1);
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+      stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  if (!cq.Next(&tag, &ok) || !ok) {
+    status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "health check did not complete");
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!status.ok()) return RpcFailed(g, "Health/Check", status);
+  std::vector<grpc::Slice> slices;
+  (void)response.Dump(&slices);
+  std::string bytes;
+  for (const grpc::Slice& sl : slices) {
+    bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  }
+  const int serving = bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : 0;
+  const char* const kNames[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
+  const char* name = serving >= 0 && serving <= 3 ? kNames[serving] : "UNKNOWN";
+  if (g.json) {
+    std::cout << "{\"status\": \"" << name << "\"}\n";
+  } else {
+    std::cout << g.addr << ": " << name << "\n";
+  }
+  return serving == 1 ? 0 : 1;
 }
 
 int Tiers(const Globals& g) {
@@ -564,17 +533,15 @@ int Run(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global flags may follow the subcommand: `kvtier status --json`
   Globals g;
-  if (const char* env = std::getenv("KVTIER_ADDR"); env != nullptr && *env != '\0') g.addr = env;
-  app.add_option("--addr", g.addr, "daemon address, host:port or unix:/path (env KVTIER_ADDR)")
-      ->capture_default_str();
-  app.add_flag("--json", g.json, "machine-readable output");
-  app.add_option("--timeout", g.timeout_s, "seconds to wait for each call")->capture_default_str();
+  AddGlobalFlags(app, &g);
 
   auto* status = app.add_subcommand("status", "daemon status and counters");
   auto* tiers = app.add_subcommand("tiers", "capacity and use of each tier");
   auto* namespaces = app.add_subcommand("namespaces", "open namespaces");
   auto* wear = app.add_subcommand("wear", "SSD write budget, wear-out projection and SMART");
   auto* peers = app.add_subcommand("peers", "peer daemons: transport, bytes moved, bandwidth");
+  auto* health =
+      app.add_subcommand("health", "gRPC health check (exit 0 when serving); needs no credentials");
 
   FileNamespace fns;
   uint64_t chunk_bytes = 1 << 20;
@@ -648,6 +615,9 @@ int Run(int argc, char** argv) {
     // --help prints and succeeds; every other parse error is bad usage.
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (int rc = ResolveGlobals(&g); rc != 0) return rc;
+  // Bad TLS files are a usage error, reported once, before any command.
+  if (!plan->parsed() && Connect(g) == nullptr) return 2;
   if (plan->parsed()) {
     if (plan->wants_measured_links()) {
       // The links this daemon measured to its peers, judged beside the
@@ -675,10 +645,12 @@ int Run(int argc, char** argv) {
   }
   if (replay->parsed()) {
     replay_options.address = g.addr;
+    replay_options.credentials = g.credentials;
     replay_options.json = g.json;
     return RunReplay(replay_options);
   }
   if (status->parsed()) return Status(g);
+  if (health->parsed()) return Health(g);
   if (tiers->parsed()) return Tiers(g);
   if (namespaces->parsed()) return Namespaces(g);
   if (wear->parsed()) return Wear(g);

@@ -107,7 +107,11 @@ int RunReplay(const ReplayOptions& o) {
                              full_block_bytes, " bytes"));
   }
 
-  absl::StatusOr<std::unique_ptr<client::Client>> client = client::Client::Connect(o.address);
+  absl::StatusOr<std::unique_ptr<client::Client>> client = client::Client::Connect(o.address, [&] {
+    client::ClientOptions options;
+    options.credentials = o.credentials;
+    return options;
+  }());
   if (!client.ok()) return Fail(std::string(client.status().message()));
   client::NamespaceOptions nso;
   nso.model_id = absl::StrCat("replay/", o.model);

@@ -15,10 +15,13 @@
 #include <cstdint>
 #include <string>
 
+#include "kvtier/credentials.h"
+
 namespace kvtier {
 
 struct ReplayOptions {
   std::string address;
+  Credentials credentials;
   std::string trace;
   std::string model = "llama-3.1-8b";  // catalog model: layout, plans, prefill estimate
   std::string gpu = "h100-sxm";        // for the prefill-time estimate

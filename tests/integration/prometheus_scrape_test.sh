@@ -42,6 +42,9 @@ curl -sf "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics.txt" || fail "GET /me
 grep -q '^kvtier_blocks_put_total 4$' "$WORK/metrics.txt" || fail "blocks_put: $(grep blocks_put "$WORK/metrics.txt")"
 grep -q '^# TYPE kvtier_rpc_duration_seconds histogram' "$WORK/metrics.txt" || fail "no RPC histogram"
 
+step "every metric the Grafana dashboard and the alert rules use is exported"
+python3 "$(dirname "$0")/../../deploy/check_dashboards.py" "$(dirname "$0")/../../deploy" "$WORK/metrics.txt"
+
 step "Prometheus scrapes it"
 PPORT=$(free_port)
 cat >"$WORK/prometheus.yml" <<YAML
