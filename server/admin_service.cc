@@ -5,6 +5,7 @@
 #include "server/build_info.h"
 #include "server/grpc_auth.h"
 #include "server/proto_convert.h"
+#include "spdlog/spdlog.h"
 
 namespace kvtier {
 
@@ -265,6 +266,81 @@ grpc::Status AdminService::ListPeers(grpc::ServerContext* context, const v1::Lis
     return ToGrpcStatus(who.status());
   }
   PeersView(response);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListBlocks(grpc::ServerContext* context,
+                                      const v1::ListBlocksRequest* request,
+                                      v1::ListBlocksResponse* response) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
+  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
+  if (!ns.ok()) return ToGrpcStatus(ns.status());
+  if (request->top() > 10000) {
+    return ToGrpcStatus(absl::InvalidArgumentError("top must be at most 10000"));
+  }
+  auto top = cache_->TopBlocks(*ns, request->top() == 0 ? 20 : request->top());
+  if (!top.ok()) return ToGrpcStatus(top.status());
+  for (const BlockView& b : top->first) {
+    v1::BlockStatus* out = response->add_blocks();
+    out->set_key(std::string(b.key.bytes()));
+    if (!b.parent.empty()) out->set_parent_key(std::string(b.parent.bytes()));
+    out->set_size_bytes(b.size);
+    if (b.in_host) out->add_tiers(v1::TIER_KIND_HOST);
+    if (b.on_nvme) out->add_tiers(v1::TIER_KIND_NVME);
+    out->set_uses(b.uses);
+    out->set_leases(b.leases);
+    out->set_children(b.children);
+  }
+  response->set_total_blocks(top->second);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
+                                 grpc::ServerWriter<v1::EvictProgress>* writer) {
+  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
+    return ToGrpcStatus(who.status());
+  }
+  std::optional<NamespaceId> ns;
+  if (request->namespace_id().empty()) {
+    if (!request->all_namespaces()) {
+      return ToGrpcStatus(absl::InvalidArgumentError(
+          "give namespace_id, or set all_namespaces to evict from every namespace"));
+    }
+  } else {
+    absl::StatusOr<NamespaceId> id = NamespaceIdFromProto(request->namespace_id());
+    if (!id.ok()) return ToGrpcStatus(id.status());
+    if (absl::StatusOr<uint64_t> open = cache_->NamespaceBlockBytes(*id); !open.ok()) {
+      return ToGrpcStatus(open.status());
+    }
+    ns = *id;
+  }
+  // Batches keep each hold of the cache's lock short; progress after each.
+  constexpr size_t kBatch = 4096;
+  v1::EvictProgress progress;
+  bool first = true;
+  for (;;) {
+    const EvictResult r = cache_->Evict(ns, kBatch);
+    if (first) progress.set_blocks_total(r.blocks_evicted + r.blocks_left);
+    first = false;
+    progress.set_blocks_evicted(progress.blocks_evicted() + r.blocks_evicted);
+    progress.set_bytes_freed(progress.bytes_freed() + r.bytes_freed);
+    progress.set_blocks_left(r.blocks_left);
+    const bool done = r.blocks_evicted == 0 || r.blocks_left == 0;
+    progress.set_done(done);
+    if (!writer->Write(progress)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "client went away during Evict");
+    }
+    if (done) break;
+    if (context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "Evict cancelled");
+    }
+  }
+  spdlog::info("evicted {} blocks ({} bytes) from {}; {} left (pinned or with pinned descendants)",
+               progress.blocks_evicted(), progress.bytes_freed(),
+               ns.has_value() ? ns->ToHex() : std::string("every namespace"),
+               progress.blocks_left());
   return grpc::Status::OK;
 }
 

@@ -66,6 +66,10 @@ class AdminService final : public v1::Admin::Service {
                        v1::GetWearResponse* response) override;
   grpc::Status ListPeers(grpc::ServerContext* context, const v1::ListPeersRequest* request,
                          v1::ListPeersResponse* response) override;
+  grpc::Status ListBlocks(grpc::ServerContext* context, const v1::ListBlocksRequest* request,
+                          v1::ListBlocksResponse* response) override;
+  grpc::Status Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
+                     grpc::ServerWriter<v1::EvictProgress>* writer) override;
 
  private:
   const Authenticator* const auth_;

@@ -785,6 +785,59 @@ absl::StatusOr<DeleteResult> BlockCache::Delete(const NamespaceId& ns,
   return result;
 }
 
+absl::StatusOr<std::pair<std::vector<BlockView>, uint64_t>> BlockCache::TopBlocks(
+    const NamespaceId& ns, size_t top) {
+  absl::MutexLock lock(&mu_);
+  if (absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns); !entry.ok()) {
+    return entry.status();
+  }
+  std::vector<const BlockRecord*> all;
+  index_.ForEach([&](const BlockRecord& r) {
+    if (r.ns == ns) all.push_back(&r);
+  });
+  const size_t n = std::min(top, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<ptrdiff_t>(n), all.end(),
+                    [](const BlockRecord* a, const BlockRecord* b) {
+                      return a->uses != b->uses ? a->uses > b->uses
+                                                : a->last_access > b->last_access;
+                    });
+  std::vector<BlockView> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const BlockRecord& r = *all[i];
+    out.push_back(BlockView{r.key, r.parent_key, r.size, r.in_host, r.on_nvme, r.uses, r.leases,
+                            static_cast<uint32_t>(r.children.size())});
+  }
+  return std::make_pair(std::move(out), static_cast<uint64_t>(all.size()));
+}
+
+EvictResult BlockCache::Evict(const std::optional<NamespaceId>& ns, size_t max_blocks) {
+  absl::MutexLock lock(&mu_);
+  ExpireLeasesLocked();
+  std::vector<std::pair<size_t, BlockRecord*>> by_depth;
+  index_.ForEachMutable([&](BlockRecord& r) {
+    if (ns.has_value() && !(r.ns == *ns)) return;
+    size_t depth = 0;
+    for (const BlockRecord* p = r.parent; p != nullptr; p = p->parent) ++depth;
+    by_depth.emplace_back(depth, &r);
+  });
+  // Deepest first, so children go before their parents within one call.
+  std::sort(by_depth.begin(), by_depth.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  EvictResult result;
+  for (auto& [depth, rec] : by_depth) {
+    if (result.blocks_evicted >= max_blocks || rec->pinned() || !rec->children.empty()) {
+      ++result.blocks_left;
+      continue;
+    }
+    result.blocks_evicted += 1;
+    result.bytes_freed += rec->size;
+    RemoveLocked(rec);
+  }
+  counters_.blocks_deleted += result.blocks_evicted;
+  return result;
+}
+
 // ---------------------------------------------------------------------------
 // Put
 

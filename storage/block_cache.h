@@ -129,6 +129,24 @@ struct PutResult {
   uint64_t bytes_stored = 0;
 };
 
+// One cached block, as an operator sees it (BlockCache::TopBlocks).
+struct BlockView {
+  BlockKey key;
+  BlockKey parent;
+  uint64_t size = 0;
+  bool in_host = false;
+  bool on_nvme = false;
+  uint32_t uses = 0;
+  uint32_t leases = 0;
+  uint32_t children = 0;
+};
+
+struct EvictResult {
+  uint64_t blocks_evicted = 0;
+  uint64_t bytes_freed = 0;
+  uint64_t blocks_left = 0;  // still cached in scope
+};
+
 struct DeleteResult {
   uint32_t blocks_deleted = 0;
   uint64_t bytes_freed = 0;
@@ -273,6 +291,19 @@ class BlockCache {
   // or (without recursive) has a cached child outside `keys`.
   absl::StatusOr<DeleteResult> Delete(const NamespaceId& ns, absl::Span<const BlockKey> keys,
                                       bool recursive);
+
+  // The `top` blocks of `ns` with the most uses (ties: most recently used
+  // first), and how many it holds in all. NOT_FOUND for a namespace that is
+  // not open. O(blocks) under the lock: an operator's view.
+  absl::StatusOr<std::pair<std::vector<BlockView>, uint64_t>> TopBlocks(const NamespaceId& ns,
+                                                                        size_t top)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops up to `max_blocks` unpinned blocks of `ns` (of every namespace
+  // when nullopt) from every tier, children before parents; a pinned block
+  // keeps its ancestors. Counted as deletions. Call again until it evicts
+  // nothing. O(blocks) under the lock per call.
+  EvictResult Evict(const std::optional<NamespaceId>& ns, size_t max_blocks)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Counters and sizes. `scan_for_stranded` also counts stranded blocks, an
   // O(blocks) self-check under the lock (always 0 unless the index is broken).

@@ -632,3 +632,65 @@ TEST_F(BlockCacheTest, RandomizedEvictionNeverStrands) {
 
 }  // namespace
 }  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+// Operator eviction empties one namespace, children before parents, in
+// batches; a leased block stays with its ancestors (never strand), and other
+// namespaces are untouched.
+TEST_F(BlockCacheTest, EvictEmptiesANamespaceButKeepsPinnedPrefixes) {
+  const NamespaceId other = OpenNs("model-b", "");
+  ASSERT_TRUE(Put(ns_, {"a", "b", "c", "d"}).ok());
+  ASSERT_TRUE(Put(ns_, {"x", "y"}, "b").ok());  // a branch under b
+  ASSERT_TRUE(Put(other, {"a", "b"}).ok());
+  // Lease "a", "b", "x": x is pinned, so x, b and a stay.
+  auto lease = cache_->Lookup(ns_, Keys({"a", "b", "x"}), true, absl::ZeroDuration());
+  ASSERT_TRUE(lease.ok());
+  ASSERT_EQ(lease->blocks.size(), 3u);
+
+  EvictResult first = cache_->Evict(ns_, 2);  // deepest first: d and y
+  EXPECT_EQ(first.blocks_evicted, 2u);
+  EXPECT_EQ(first.blocks_left, 4u);
+  EXPECT_EQ(Matched(ns_, {"a", "b", "c", "d"}), 3u);
+  EvictResult rest = cache_->Evict(ns_, 100);
+  EXPECT_EQ(rest.blocks_evicted, 1u);  // c; a, b, x are leased
+  EXPECT_EQ(rest.blocks_left, 3u);
+  EXPECT_EQ(cache_->Evict(ns_, 100).blocks_evicted, 0u);
+  EXPECT_EQ(Matched(ns_, {"a", "b", "x"}), 3u);
+  EXPECT_EQ(cache_->Snapshot(true).stranded_blocks, 0u);
+  EXPECT_EQ(Matched(other, {"a", "b"}), 2u);  // another namespace is untouched
+
+  ASSERT_TRUE(cache_->Release(lease->lease_id).ok());
+  EXPECT_EQ(cache_->Evict(ns_, 100).blocks_evicted, 3u);
+  EXPECT_EQ(Matched(ns_, {"a"}), 0u);
+  // Every namespace at once.
+  EvictResult all = cache_->Evict(std::nullopt, 100);
+  EXPECT_EQ(all.blocks_evicted, 2u);
+  EXPECT_EQ(all.blocks_left, 0u);
+  EXPECT_EQ(cache_->Snapshot().blocks, 0u);
+}
+
+TEST_F(BlockCacheTest, TopBlocksAreTheMostUsed) {
+  ASSERT_TRUE(Put(ns_, {"a", "b", "c"}).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Matched(ns_, {"a", "b"}), 2u);
+  ASSERT_EQ(Matched(ns_, {"a"}), 1u);
+  auto top = cache_->TopBlocks(ns_, 2);
+  ASSERT_TRUE(top.ok());
+  EXPECT_EQ(top->second, 3u);
+  ASSERT_EQ(top->first.size(), 2u);
+  EXPECT_EQ(top->first[0].key, Key("a"));
+  EXPECT_EQ(top->first[1].key, Key("b"));
+  EXPECT_GT(top->first[0].uses, top->first[1].uses);
+  EXPECT_EQ(top->first[1].parent, Key("a"));
+  EXPECT_EQ(top->first[0].children, 1u);
+  EXPECT_TRUE(top->first[0].in_host);
+  NamespaceSpec closed;
+  closed.model_id = "never-opened";
+  closed.layout = KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1};
+  EXPECT_EQ(cache_->TopBlocks(NamespaceId::Of(closed), 5).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -142,7 +142,11 @@ class PrefixIndex {
 
   template <typename Fn>
   void ForEach(Fn&& fn) const {
-    for (const auto& [k, rec] : records_) fn(*rec);
+    for (const auto& [k, rec] : records_) fn(static_cast<const BlockRecord&>(*rec));
+  }
+  template <typename Fn>
+  void ForEachMutable(Fn&& fn) {
+    for (auto& [k, rec] : records_) fn(*rec);
   }
 
  private:

@@ -15,6 +15,7 @@
 #include "CLI/CLI.hpp"
 #include "google/protobuf/message.h"
 #include "kvtier/credentials.h"
+#include "kvtier/v1/admin.grpc.pb.h"
 
 namespace kvtier {
 
@@ -44,6 +45,22 @@ int RpcFailed(const Globals& g, const char* what, const grpc::Status& s);
 int LocalError(const std::string& message);
 void PrintJson(const google::protobuf::Message& m);
 std::string HumanBytes(uint64_t bytes);
+
+// Calls one Admin RPC. Returns 0 and fills `response`, or the exit status.
+// With --json it also prints the response and sets *printed.
+template <typename Request, typename Response>
+int CallAdmin(const Globals& g, const char* name,
+              grpc::Status (v1::Admin::Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
+              Response* response, bool* printed) {
+  auto stub = v1::Admin::NewStub(Connect(g));
+  grpc::ClientContext ctx;
+  SetDeadline(g, &ctx);
+  grpc::Status s = (stub.get()->*rpc)(&ctx, Request(), response);
+  if (!s.ok()) return RpcFailed(g, name, s);
+  *printed = g.json;
+  if (g.json) PrintJson(*response);
+  return 0;
+}
 
 // A progress bar on stderr for long operations ("evict  [#####    ] 52%
 // 1200/2300 blocks"); silent when stderr is not a terminal unless forced.

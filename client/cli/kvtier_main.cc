@@ -1,5 +1,9 @@
 // kvtier: the operator's command line for kvtierd.
-//   kvtier [--addr A] [--json] status | tiers | namespaces
+//   kvtier [--addr A] [--json] [--tls-ca F [--tls-cert F --tls-key F]] [--token-file F]
+//   kvtier status | tiers | namespaces | wear | peers | health
+//   kvtier blocks --namespace ID [--top N]
+//   kvtier evict --namespace ID | --all
+//   kvtier watch [--interval S] [--count N]
 //   kvtier put FILE [--block-bytes 256KiB]      prints the block keys (hex)
 //   kvtier get KEY... -o FILE [--block-bytes N | --namespace ID]
 //   kvtier peers
@@ -25,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/daemon_connection.h"
 #include "client/cli/file_blocks.h"
+#include "client/cli/operator_views.h"
 #include "client/cli/replay.h"
 #include "client/planner/plan_command.h"
 #include "google/protobuf/util/json_util.h"
@@ -63,22 +68,6 @@ bool Unhex(const std::string& hex, std::string* out) {
 }
 
 // --- status / tiers / namespaces ------------------------------------------
-
-// Calls one Admin RPC. Returns 0 and fills `response`, or the exit status.
-// With --json it also prints the response and sets *printed.
-template <typename Request, typename Response>
-int CallAdmin(const Globals& g, const char* name,
-              grpc::Status (v1::Admin::Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
-              Response* response, bool* printed) {
-  auto stub = v1::Admin::NewStub(Connect(g));
-  grpc::ClientContext ctx;
-  SetDeadline(g, &ctx);
-  grpc::Status s = (stub.get()->*rpc)(&ctx, Request(), response);
-  if (!s.ok()) return RpcFailed(g, name, s);
-  *printed = g.json;
-  if (g.json) PrintJson(*response);
-  return 0;
-}
 
 int Status(const Globals& g) {
   v1::GetStatusResponse r;
@@ -191,29 +180,6 @@ int Health(const Globals& g) {
   return serving == 1 ? 0 : 1;
 }
 
-int Tiers(const Globals& g) {
-  v1::ListTiersResponse r;
-  bool printed = false;
-  if (int rc = CallAdmin(g, "ListTiers", &v1::Admin::Stub::ListTiers, &r, &printed);
-      rc != 0 || printed) {
-    return rc;
-  }
-  for (const v1::TierStatus& t : r.tiers()) {
-    std::string kind = v1::TierKind_Name(t.kind());
-    kind = kind.substr(std::string("TIER_KIND_").size());
-    std::cout << kind << ": " << HumanBytes(t.used_bytes()) << " used of "
-              << HumanBytes(t.capacity_bytes()) << ", " << t.blocks() << " blocks ("
-              << HumanBytes(t.stored_bytes()) << "), " << t.evictable_blocks() << " evictable, "
-              << t.evictions() << " evicted\n";
-    for (const v1::DeviceStatus& d : t.devices()) {
-      std::cout << "  " << d.dir() << ": " << HumanBytes(d.used_bytes()) << " used of "
-                << HumanBytes(d.capacity_bytes()) << ", " << HumanBytes(d.bytes_written())
-                << " written, " << HumanBytes(d.bytes_read()) << " read\n";
-    }
-  }
-  return 0;
-}
-
 int Peers(const Globals& g) {
   v1::ListPeersResponse r;
   bool printed = false;
@@ -250,8 +216,9 @@ int Namespaces(const Globals& g) {
     std::cout << n.namespace_id() << "  " << n.model_id() << "  layers=" << l.num_layers()
               << " kv_heads=" << l.num_kv_heads() << " head_dim=" << l.head_dim()
               << " tokens/block=" << l.tokens_per_block() << " tp=" << l.tp_rank() << "/"
-              << l.tp_size() << (n.salted() ? " salted" : "") << "  " << n.blocks() << " blocks, "
-              << HumanBytes(n.bytes())
+              << l.tp_size() << (n.salted() ? " salted" : "")
+              << (n.tenant().empty() ? "" : " tenant=" + n.tenant()) << "  " << n.blocks()
+              << " blocks, " << HumanBytes(n.bytes())
               << (n.cost_model().empty() ? "" : "  model=" + n.cost_model())
               << (n.nvme_admitted()
                       ? ""
@@ -542,6 +509,28 @@ int Run(int argc, char** argv) {
   auto* peers = app.add_subcommand("peers", "peer daemons: transport, bytes moved, bandwidth");
   auto* health =
       app.add_subcommand("health", "gRPC health check (exit 0 when serving); needs no credentials");
+  std::string blocks_ns;
+  uint32_t blocks_top = 20;
+  auto* blocks = app.add_subcommand("blocks", "the most used blocks of a namespace");
+  blocks->add_option("--namespace", blocks_ns, "namespace id (see `kvtier namespaces`)")
+      ->required();
+  blocks->add_option("--top", blocks_top, "how many blocks (1..10000)")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  std::string evict_ns;
+  bool evict_all = false, evict_progress = true;
+  auto* evict = app.add_subcommand(
+      "evict", "drop a namespace's unpinned blocks from every tier (progress on stderr)");
+  evict->add_option("--namespace", evict_ns, "namespace id");
+  evict->add_flag("--all", evict_all, "every namespace");
+  evict->add_flag("!--no-progress", evict_progress, "no progress bar");
+  double watch_interval = 2;
+  int watch_count = 0;
+  auto* watch = app.add_subcommand("watch", "a summary and the tier table, refreshed");
+  watch->add_option("--interval", watch_interval, "seconds between refreshes")
+      ->capture_default_str();
+  watch->add_option("--count", watch_count, "stop after N refreshes (0: never)")
+      ->capture_default_str();
 
   FileNamespace fns;
   uint64_t chunk_bytes = 1 << 20;
@@ -651,6 +640,9 @@ int Run(int argc, char** argv) {
   }
   if (status->parsed()) return Status(g);
   if (health->parsed()) return Health(g);
+  if (blocks->parsed()) return Blocks(g, blocks_ns, blocks_top);
+  if (evict->parsed()) return Evict(g, evict_ns, evict_all, evict_progress);
+  if (watch->parsed()) return Watch(g, watch_interval, watch_count);
   if (tiers->parsed()) return Tiers(g);
   if (namespaces->parsed()) return Namespaces(g);
   if (wear->parsed()) return Wear(g);

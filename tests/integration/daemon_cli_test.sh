@@ -106,7 +106,36 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 [[ "${demoted:-0}" -eq 58 ]] || fail "blocks did not reach nvme (demotions=${demoted:-none})"
-"$KVTIER" --addr "$ADDR" tiers | grep -q "^NVME:" || fail "tiers does not list the nvme tier"
+"$KVTIER" --addr "$ADDR" tiers >"$WORK/tiers.txt"
+grep -q "^TIER .*CAPACITY .*USED .*BLOCKS .*HITS% .*READ BW" "$WORK/tiers.txt" || fail "tiers header: $(cat "$WORK/tiers.txt")"
+grep -q "^nvme " "$WORK/tiers.txt" || fail "tiers does not list the nvme tier: $(cat "$WORK/tiers.txt")"
+grep -q "^host .* 58 " "$WORK/tiers.txt" || fail "tiers host row: $(cat "$WORK/tiers.txt")"
+
+step "operator views: health, blocks, watch, evict (each also --json)"
+"$KVTIER" --addr "$ADDR" health | grep -q "SERVING" || fail "health"
+[[ $("$KVTIER" --addr "$ADDR" --json health) == '{"status": "SERVING"}' ]] || fail "health --json"
+NS1=$("$KVTIER" --addr "$ADDR" namespaces | awk '/ 12 blocks,/ {print $1}')
+"$KVTIER" --addr "$ADDR" blocks --namespace "$NS1" --top 5 >"$WORK/blocks.txt"
+[[ $(grep -c " host,nvme " "$WORK/blocks.txt") -eq 5 ]] || fail "blocks: $(cat "$WORK/blocks.txt")"
+grep -q "^5 of [0-9]* blocks, most used first" "$WORK/blocks.txt" || fail "blocks footer"
+"$KVTIER" --addr "$ADDR" --json blocks --namespace "$NS1" --top 2 | grep -q '"total_blocks"' || fail "blocks --json"
+rc=0; "$KVTIER" --addr "$ADDR" blocks --namespace 00 2>/dev/null || rc=$?
+[[ $rc -eq 1 ]] || fail "blocks with a bad namespace id should exit 1, got $rc"
+"$KVTIER" --addr "$ADDR" watch --count 2 --interval 0.2 >"$WORK/watch.txt"
+[[ $(grep -c "^kvtierd .* up " "$WORK/watch.txt") -eq 2 ]] || fail "watch did not refresh twice"
+[[ $("$KVTIER" --addr "$ADDR" --json watch --count 2 --interval 0.2 | wc -l) -eq 2 ]] || fail "watch --json"
+"$KVTIER" --addr "$ADDR" tiers --json | grep -q '"hit_ratio"' || fail "tiers --json"
+"$KVTIER" --addr "$ADDR" namespaces --json | grep -q '"tenant"' || fail "namespaces --json lacks the tenant"
+rc=0; "$KVTIER" --addr "$ADDR" evict 2>/dev/null || rc=$?
+[[ $rc -eq 2 ]] || fail "evict without a scope should be a usage error"
+# The second put namespace (64 KiB blocks) goes; the first stays.
+NS2=$("$KVTIER" --addr "$ADDR" namespaces | awk '/ 46 blocks,/ {print $1}')
+"$KVTIER" --addr "$ADDR" --json evict --namespace "$NS2" >"$WORK/evict.json"
+grep -q '"blocks_evicted": "46"' "$WORK/evict.json" || fail "evict: $(cat "$WORK/evict.json")"
+grep -q '"done": true' "$WORK/evict.json" || fail "evict did not finish"
+# shellcheck disable=SC2046
+"$KVTIER" --addr "$ADDR" get $(cat "$WORK/keys.txt") -o "$WORK/still.bin"
+cmp "$WORK/in.bin" "$WORK/still.bin" || fail "evicting one namespace touched another"
 "$KVTIER" --addr "$ADDR" wear >"$WORK/wear.txt"
 grep -q "admission to nvme: open" "$WORK/wear.txt" || fail "wear: $(cat "$WORK/wear.txt")"
 grep -q "SMART: " "$WORK/wear.txt" || fail "wear does not report SMART"

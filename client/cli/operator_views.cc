@@ -1,0 +1,266 @@
+#include "client/cli/operator_views.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+
+namespace kvtier {
+namespace {
+
+std::string HexOf(const std::string& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+std::string TierName(v1::TierKind kind) {
+  std::string name = v1::TierKind_Name(kind);
+  return absl::AsciiStrToLower(name.substr(std::string("TIER_KIND_").size()));
+}
+
+double Ratio(double part, double whole) { return whole > 0 ? part / whole : 0; }
+
+struct TierRow {
+  std::string tier;
+  v1::TierKind kind = v1::TIER_KIND_UNSPECIFIED;
+  uint64_t capacity = 0, used = 0, blocks = 0, evictions = 0;
+  uint64_t hits = 0;       // block reads served by this tier
+  double hit_ratio = 0;    // hits over all block reads
+  double bytes_per_s = 0;  // measured read bandwidth (0 = unknown)
+};
+
+// One table from GetStatus (hits, planner bandwidth, GPU tier) and ListTiers.
+int ReadTiers(const Globals& g, std::vector<TierRow>* rows, v1::GetStatusResponse* status) {
+  Globals quiet = g;
+  quiet.json = false;
+  bool printed = false;
+  if (int rc = CallAdmin(quiet, "GetStatus", &v1::Admin::Stub::GetStatus, status, &printed);
+      rc != 0) {
+    return rc;
+  }
+  v1::ListTiersResponse tiers;
+  if (int rc = CallAdmin(quiet, "ListTiers", &v1::Admin::Stub::ListTiers, &tiers, &printed);
+      rc != 0) {
+    return rc;
+  }
+  const v1::Counters& c = status->counters();
+  const v1::GpuInfo& gpu = status->gpu();
+  const double reads = static_cast<double>(c.host_hits() + c.nvme_hits() + gpu.tier_hits());
+  if (gpu.tier_capacity_bytes() > 0) {
+    rows->push_back({"gpu", v1::TIER_KIND_GPU, gpu.tier_capacity_bytes(), gpu.tier_resident_bytes(),
+                     gpu.tier_resident_blocks(), gpu.tier_evictions(), gpu.tier_hits(),
+                     Ratio(static_cast<double>(gpu.tier_hits()), reads), 0});
+  }
+  for (const v1::TierStatus& t : tiers.tiers()) {
+    TierRow row{TierName(t.kind()),
+                t.kind(),
+                t.capacity_bytes(),
+                t.used_bytes(),
+                t.blocks(),
+                t.evictions(),
+                0,
+                0,
+                0};
+    row.hits = t.kind() == v1::TIER_KIND_HOST   ? c.host_hits()
+               : t.kind() == v1::TIER_KIND_NVME ? c.nvme_hits()
+                                                : 0;
+    row.hit_ratio = Ratio(static_cast<double>(row.hits), reads);
+    for (const v1::TierEstimate& e : status->planner().tiers()) {
+      if (e.tier() == t.kind()) row.bytes_per_s = e.bytes_per_s();
+    }
+    rows->push_back(row);
+  }
+  return 0;
+}
+
+void PrintTierTable(const std::vector<TierRow>& rows, const v1::GetStatusResponse& status) {
+  std::printf("%-5s %11s %11s %6s %9s %9s %7s %13s\n", "TIER", "CAPACITY", "USED", "USE%", "BLOCKS",
+              "EVICTED", "HITS%", "READ BW");
+  for (const TierRow& r : rows) {
+    std::printf("%-5s %11s %11s %5.1f%% %9llu %9llu %6.1f%% %13s\n", r.tier.c_str(),
+                HumanBytes(r.capacity).c_str(), HumanBytes(r.used).c_str(),
+                100 * Ratio(static_cast<double>(r.used), static_cast<double>(r.capacity)),
+                static_cast<unsigned long long>(r.blocks),
+                static_cast<unsigned long long>(r.evictions), 100 * r.hit_ratio,
+                r.bytes_per_s > 0
+                    ? (HumanBytes(static_cast<uint64_t>(r.bytes_per_s)) + "/s").c_str()
+                    : "-");
+  }
+  const v1::Counters& c = status.counters();
+  std::printf(
+      "lookups: %llu keys, %.1f%% found cached; HITS%% = share of block reads served "
+      "by the tier\n",
+      static_cast<unsigned long long>(c.lookup_keys()),
+      100 * Ratio(static_cast<double>(c.lookup_hits()), static_cast<double>(c.lookup_keys())));
+}
+
+nlohmann::json TierJson(const std::vector<TierRow>& rows, const v1::GetStatusResponse& status) {
+  nlohmann::json out;
+  out["tiers"] = nlohmann::json::array();
+  for (const TierRow& r : rows) {
+    out["tiers"].push_back({{"tier", r.tier},
+                            {"kind", v1::TierKind_Name(r.kind)},
+                            {"capacity_bytes", r.capacity},
+                            {"used_bytes", r.used},
+                            {"blocks", r.blocks},
+                            {"evictions", r.evictions},
+                            {"hits", r.hits},
+                            {"hit_ratio", r.hit_ratio},
+                            {"read_bytes_per_s", r.bytes_per_s}});
+  }
+  const v1::Counters& c = status.counters();
+  out["lookup_keys"] = c.lookup_keys();
+  out["lookup_hits"] = c.lookup_hits();
+  return out;
+}
+
+}  // namespace
+
+int Tiers(const Globals& g) {
+  std::vector<TierRow> rows;
+  v1::GetStatusResponse status;
+  if (int rc = ReadTiers(g, &rows, &status); rc != 0) return rc;
+  if (g.json) {
+    std::cout << TierJson(rows, status).dump(2) << "\n";
+  } else {
+    PrintTierTable(rows, status);
+  }
+  return 0;
+}
+
+int Blocks(const Globals& g, const std::string& namespace_id, uint32_t top) {
+  auto stub = v1::Admin::NewStub(Connect(g));
+  grpc::ClientContext ctx;
+  SetDeadline(g, &ctx);
+  v1::ListBlocksRequest req;
+  req.set_namespace_id(namespace_id);
+  req.set_top(top);
+  v1::ListBlocksResponse r;
+  if (grpc::Status s = stub->ListBlocks(&ctx, req, &r); !s.ok()) {
+    return RpcFailed(g, "ListBlocks", s);
+  }
+  if (g.json) {
+    PrintJson(r);
+    return 0;
+  }
+  std::printf("%-34s %-18s %10s %-9s %6s %6s %8s\n", "KEY", "PARENT", "SIZE", "TIERS", "USES",
+              "LEASES", "CHILDREN");
+  for (const v1::BlockStatus& b : r.blocks()) {
+    std::string tiers;
+    for (int t : b.tiers()) {
+      tiers += (tiers.empty() ? "" : ",") + TierName(static_cast<v1::TierKind>(t));
+    }
+    std::string parent = b.parent_key().empty() ? "-" : HexOf(b.parent_key()).substr(0, 16);
+    std::printf("%-34s %-18s %10s %-9s %6u %6u %8u\n", HexOf(b.key()).c_str(), parent.c_str(),
+                HumanBytes(b.size_bytes()).c_str(), tiers.c_str(), b.uses(), b.leases(),
+                b.children());
+  }
+  std::printf("%d of %llu blocks, most used first\n", r.blocks_size(),
+              static_cast<unsigned long long>(r.total_blocks()));
+  return 0;
+}
+
+int Evict(const Globals& g, const std::string& namespace_id, bool all_namespaces, bool progress) {
+  if (namespace_id.empty() == !all_namespaces) {
+    return LocalError("evict needs --namespace ID or --all (not both)");
+  }
+  auto stub = v1::Admin::NewStub(Connect(g));
+  grpc::ClientContext ctx;  // no deadline: a large eviction takes what it takes
+  v1::EvictRequest req;
+  req.set_namespace_id(namespace_id);
+  req.set_all_namespaces(all_namespaces);
+  std::unique_ptr<grpc::ClientReader<v1::EvictProgress>> reader = stub->Evict(&ctx, req);
+  ProgressBar bar("evict", progress && !g.json && isatty(STDERR_FILENO));
+  v1::EvictProgress p, last;
+  while (reader->Read(&p)) {
+    last = p;
+    bar.Update(p.blocks_evicted(), p.blocks_total(), "blocks");
+  }
+  bar.Finish();
+  if (grpc::Status s = reader->Finish(); !s.ok()) return RpcFailed(g, "Evict", s);
+  if (g.json) {
+    PrintJson(last);
+    return 0;
+  }
+  std::printf("evicted %llu blocks (%s)", static_cast<unsigned long long>(last.blocks_evicted()),
+              HumanBytes(last.bytes_freed()).c_str());
+  if (last.blocks_left() > 0) {
+    std::printf("; %llu left: held by leases or in use, or parents of such blocks",
+                static_cast<unsigned long long>(last.blocks_left()));
+  }
+  std::printf("\n");
+  return 0;
+}
+
+int Watch(const Globals& g, double interval_s, int count) {
+  if (!(interval_s >= 0.1)) return LocalError("--interval must be at least 0.1 s");
+  const bool clear = !g.json && isatty(STDOUT_FILENO);
+  v1::GetStatusResponse prev;
+  auto prev_time = std::chrono::steady_clock::now();
+  for (int i = 0; count <= 0 || i < count; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::duration<double>(interval_s));
+    std::vector<TierRow> rows;
+    v1::GetStatusResponse status;
+    if (int rc = ReadTiers(g, &rows, &status); rc != 0) return rc;
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - prev_time).count();
+    const v1::Counters& c = status.counters();
+    const v1::Counters& p = prev.counters();
+    auto rate = [&](uint64_t cur, uint64_t before) {
+      return i == 0 || dt <= 0 ? 0.0 : static_cast<double>(cur - std::min(cur, before)) / dt;
+    };
+    const double lookups = rate(c.lookup_keys(), p.lookup_keys());
+    const double hits = rate(c.lookup_hits(), p.lookup_hits());
+    const double put_bps = rate(c.bytes_put(), p.bytes_put());
+    const double get_bps = rate(c.bytes_get(), p.bytes_get());
+    const double evictions = rate(c.evictions(), p.evictions());
+    if (g.json) {
+      nlohmann::json line = TierJson(rows, status);
+      line["lookup_keys_per_s"] = lookups;
+      line["lookup_hit_ratio_now"] = Ratio(hits, lookups);
+      line["put_bytes_per_s"] = put_bps;
+      line["get_bytes_per_s"] = get_bps;
+      line["evictions_per_s"] = evictions;
+      line["blocks"] = status.blocks();
+      line["active_leases"] = status.active_leases();
+      std::cout << line.dump() << std::endl;
+    } else {
+      if (clear) std::printf("\033[H\033[2J");
+      const std::time_t t = std::time(nullptr);
+      char when[32];
+      std::strftime(when, sizeof(when), "%H:%M:%S", std::localtime(&t));
+      std::printf("kvtierd %s at %s, up %llus  [%s, every %.1fs; Ctrl-C to stop]\n",
+                  status.build().version().c_str(), g.addr.c_str(),
+                  static_cast<unsigned long long>(status.uptime_seconds()), when, interval_s);
+      std::printf("%llu blocks (%s) in %u namespaces, %u leases%s\n",
+                  static_cast<unsigned long long>(status.blocks()),
+                  HumanBytes(status.bytes()).c_str(), status.namespaces(), status.active_leases(),
+                  status.nvme().degraded() ? ", NVMe DEGRADED" : "");
+      std::printf("now: %.0f lookups/s (%.1f%% hit), put %s/s, get %s/s, %.0f evictions/s\n\n",
+                  lookups, 100 * Ratio(hits, lookups),
+                  HumanBytes(static_cast<uint64_t>(put_bps)).c_str(),
+                  HumanBytes(static_cast<uint64_t>(get_bps)).c_str(), evictions);
+      PrintTierTable(rows, status);
+      std::fflush(stdout);
+    }
+    prev = status;
+    prev_time = now;
+  }
+  return 0;
+}
+
+}  // namespace kvtier
