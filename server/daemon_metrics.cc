@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/cpp/channel.h"
 #include "server/build_info.h"
 #include "server/grpc_auth.h"
 #include "server/proto_metrics.h"
@@ -48,7 +49,7 @@ class RpcMetrics {
     requests_
         .Add({{"service", service},
               {"method", method},
-              {"code", CodeName(code)},
+              {"code", StatusCodeName(code)},
               {"tenant", tenant}})
         .Increment();
     latency_.Add({{"service", service}, {"method", method}}, Buckets()).Observe(seconds);
@@ -61,27 +62,7 @@ class RpcMetrics {
         50e-3, 100e-3, 250e-3, 500e-3, 1,    2.5,    5,    10};
     return *b;
   }
-  static std::string CodeName(grpc::StatusCode code) {
-    static const char* const kNames[] = {"OK",
-                                         "CANCELLED",
-                                         "UNKNOWN",
-                                         "INVALID_ARGUMENT",
-                                         "DEADLINE_EXCEEDED",
-                                         "NOT_FOUND",
-                                         "ALREADY_EXISTS",
-                                         "PERMISSION_DENIED",
-                                         "RESOURCE_EXHAUSTED",
-                                         "FAILED_PRECONDITION",
-                                         "ABORTED",
-                                         "OUT_OF_RANGE",
-                                         "UNIMPLEMENTED",
-                                         "INTERNAL",
-                                         "UNAVAILABLE",
-                                         "DATA_LOSS",
-                                         "UNAUTHENTICATED"};
-    const int c = static_cast<int>(code);
-    return c >= 0 && c <= 16 ? kNames[c] : absl::StrCat(c);
-  }
+
   std::string TenantLabel(grpc::ServerContextBase* context) {
     if (context == nullptr) return "none";
     absl::StatusOr<Identity> who = CallerOf(*auth_, *context);

@@ -186,8 +186,20 @@ absl::Status BlockCache::RecoverFromCatalog() {
   enum State : uint8_t { kPending, kDone, kDropped };
   std::vector<State> state(entries.size(), kPending);
   uint64_t recovered = 0, dropped = corrupt;
+  // A large catalog takes a while: the log shows a progress bar (in tenths).
+  const bool show_progress = entries.size() >= 100'000;
+  int shown_tenths = 0;
+  if (show_progress) {
+    spdlog::info("nvme tier: indexing {} catalog entries", entries.size());
+  }
   absl::MutexLock lock(&mu_);
   for (size_t start = 0; start < entries.size(); ++start) {
+    if (const int tenths = static_cast<int>(start * 10 / entries.size());
+        show_progress && tenths > shown_tenths) {
+      shown_tenths = tenths;
+      spdlog::info("nvme tier: recovering [{}{}] {}% ({}/{})", std::string(tenths, '#'),
+                   std::string(10 - tenths, ' '), tenths * 10, start, entries.size());
+    }
     // Walk up to the first ancestor that is settled, then settle downwards.
     std::vector<size_t> chain;
     size_t at = start;

@@ -72,31 +72,9 @@ void SetDeadline(const Globals& g, grpc::ClientContext* ctx) {
                     std::chrono::milliseconds(static_cast<int64_t>(g.timeout_s * 1000)));
 }
 
-std::string CodeName(grpc::StatusCode code) {
-  static const char* const kNames[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
-  const int i = static_cast<int>(code);
-  return (i >= 0 && i < 17) ? kNames[i] : std::to_string(i);
-}
-
 int RpcFailed(const Globals& g, const char* what, const grpc::Status& s) {
   std::fprintf(stderr, "kvtier: %s on %s failed: %s: %s\n", what, g.addr.c_str(),
-               CodeName(s.error_code()).c_str(), s.error_message().c_str());
+               StatusCodeName(s.error_code()).c_str(), s.error_message().c_str());
   return 1;
 }
 
@@ -113,6 +91,16 @@ void PrintJson(const google::protobuf::Message& m) {
   std::string out;
   (void)google::protobuf::util::MessageToJsonString(m, &out, o);
   std::cout << out;
+}
+
+std::string Hex(const std::string& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
 }
 
 std::string HumanBytes(uint64_t b) {

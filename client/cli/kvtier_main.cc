@@ -40,16 +40,6 @@
 namespace kvtier {
 namespace {
 
-std::string Hex(const std::string& bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
-}
-
 bool Unhex(const std::string& hex, std::string* out) {
   if (hex.empty() || hex.size() % 2 != 0 || hex.size() > 64) return false;
   out->clear();

@@ -17,16 +17,6 @@
 namespace kvtier {
 namespace {
 
-std::string HexOf(const std::string& bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
-}
-
 std::string TierName(v1::TierKind kind) {
   std::string name = v1::TierKind_Name(kind);
   return absl::AsciiStrToLower(name.substr(std::string("TIER_KIND_").size()));
@@ -164,8 +154,8 @@ int Blocks(const Globals& g, const std::string& namespace_id, uint32_t top) {
     for (int t : b.tiers()) {
       tiers += (tiers.empty() ? "" : ",") + TierName(static_cast<v1::TierKind>(t));
     }
-    std::string parent = b.parent_key().empty() ? "-" : HexOf(b.parent_key()).substr(0, 16);
-    std::printf("%-34s %-18s %10s %-9s %6u %6u %8u\n", HexOf(b.key()).c_str(), parent.c_str(),
+    std::string parent = b.parent_key().empty() ? "-" : Hex(b.parent_key()).substr(0, 16);
+    std::printf("%-34s %-18s %10s %-9s %6u %6u %8u\n", Hex(b.key()).c_str(), parent.c_str(),
                 HumanBytes(b.size_bytes()).c_str(), tiers.c_str(), b.uses(), b.leases(),
                 b.children());
   }

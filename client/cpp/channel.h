@@ -25,6 +25,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& ta
                                                            const Credentials& credentials,
                                                            grpc::ChannelArguments args = {});
 
+// "OK", "NOT_FOUND", ... (the number for a code gRPC does not define).
+std::string StatusCodeName(grpc::StatusCode code);
+
 // Reads a whole (small) file, e.g. a PEM file or a token file; surrounding
 // whitespace is kept. INVALID_ARGUMENT naming the file when it cannot be read.
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const char* what);

@@ -10,3 +10,20 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 step() { echo "--- $*"; }
+
+# start_kvtierd LOG ARGS...: starts "$KVTIERD" ARGS in the background (stdout
+# to LOG.out, stderr to LOG.err) and waits until it logs its address; sets
+# DAEMON_PID and ADDR.
+start_kvtierd() {
+  local log=$1; shift
+  "$KVTIERD" "$@" >"$log.out" 2>"$log.err" &
+  DAEMON_PID=$!
+  PIDS+=("$DAEMON_PID")
+  for _ in $(seq 1 100); do
+    ADDR=$(sed -n 's/.*kvtierd listening on \(.*\)$/\1/p' "$log.err" | head -1)
+    [[ -n "$ADDR" ]] && return 0
+    kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$log.err" >&2; fail "kvtierd exited at start"; }
+    sleep 0.1
+  done
+  fail "kvtierd did not report its address: $(cat "$log.err")"
+}

@@ -17,16 +17,7 @@ source "$(dirname "$0")/cli_test_lib.sh"
 # Starts kvtierd with extra args; sets DAEMON_PID and ADDR (from its log).
 start_daemon() {
   local log=$1; shift
-  "$KVTIERD" --set metrics.listen=127.0.0.1:0 "$@" >"$log.out" 2>"$log.err" &
-  DAEMON_PID=$!
-  PIDS+=("$DAEMON_PID")
-  for _ in $(seq 1 100); do
-    ADDR=$(sed -n 's/.*kvtierd listening on \(.*\)$/\1/p' "$log.err" | head -1)
-    [[ -n "$ADDR" ]] && return 0
-    kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$log.err" >&2; fail "kvtierd exited at start"; }
-    sleep 0.1
-  done
-  fail "kvtierd did not report its address"
+  start_kvtierd "$log" --set metrics.listen=127.0.0.1:0 "$@"
 }
 
 stop_daemon() {
@@ -169,6 +160,16 @@ grep -q '"recovered_blocks": "[1-9]' "$WORK/status3.json" || fail "nothing recov
 cmp "$WORK/in.bin" "$WORK/out3.bin" || fail "file read back after restart differs"
 "$KVTIER" --addr "$ADDR" status --json | grep -q '"promotions": "12"' || fail "blocks were not promoted from nvme"
 stop_daemon TERM "$WORK/d3"
+
+step "backup and restore of the nvme tier (docs/operations.md): stop, archive, wipe, restore"
+tar -C "$WORK" -cSf "$WORK/nvme-backup.tar" nvme
+rm -rf "$WORK/nvme"
+tar -C "$WORK" -xSf "$WORK/nvme-backup.tar"
+start_daemon "$WORK/d5" --listen 127.0.0.1:0 "${NVME[@]}"
+# shellcheck disable=SC2046
+"$KVTIER" --addr "$ADDR" get $(cat "$WORK/keys.txt") -o "$WORK/out5.bin"
+cmp "$WORK/in.bin" "$WORK/out5.bin" || fail "restored nvme tier served different bytes"
+stop_daemon TERM "$WORK/d5"
 
 step "unix socket; SIGTERM stops cleanly"
 start_daemon "$WORK/d2" --listen "unix:$WORK/kvtier.sock" --host-tier-bytes 64MiB "${NO_NVME[@]}" \

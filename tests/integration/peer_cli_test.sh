@@ -15,20 +15,11 @@ export UCX_NET_DEVICES=lo UCX_TLS=tcp
 
 # start_daemon NAME ROLE: sets ADDR_<NAME>.
 start_daemon() {
-  local name=$1 role=$2 log="$WORK/$1"
-  "$KVTIERD" --listen 127.0.0.1:0 --host-tier-bytes 128MiB --set nvme.dirs= \
+  local name=$1 role=$2
+  start_kvtierd "$WORK/$name" --listen 127.0.0.1:0 --host-tier-bytes 128MiB --set nvme.dirs= \
     --set costmodel.probe_tiers=false --set gpu.tier=off --set "peer.role=$role" \
-    --set peer.transport=ucx --set metrics.listen=off >"$log.out" 2>"$log.err" &
-  PIDS+=("$!")
-  local addr=""
-  for _ in $(seq 1 100); do
-    addr=$(sed -n 's/.*kvtierd listening on \(.*\)$/\1/p' "$log.err" | head -1)
-    [[ -n "$addr" ]] && break
-    kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$log.err" >&2; fail "kvtierd $name exited"; }
-    sleep 0.1
-  done
-  [[ -n "$addr" ]] || fail "kvtierd $name did not report its address"
-  printf -v "ADDR_$name" '%s' "$addr"
+    --set peer.transport=ucx --set metrics.listen=off
+  printf -v "ADDR_$name" '%s' "$ADDR"
 }
 
 start_daemon prefill prefill

@@ -14,19 +14,11 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 step "kvtierd with metrics on a free port and an NVMe tier"
 MPORT=$(free_port)
-"$KVTIERD" --listen 127.0.0.1:0 --host-tier-bytes 64MiB --set host_tier.slab_bytes=1MiB \
-  --set "metrics.listen=127.0.0.1:$MPORT" \
+start_kvtierd "$WORK/d" --listen 127.0.0.1:0 --host-tier-bytes 64MiB \
+  --set host_tier.slab_bytes=1MiB --set "metrics.listen=127.0.0.1:$MPORT" \
   --set "nvme.dirs=$WORK/nvme" --set nvme.bytes_per_dir=64MiB --set limits.max_block_bytes=1MiB \
   --set nvme.slab_bytes=4MiB --set nvme.write_policy=write_through --set nvme.mover_interval_ms=20 \
-  --set costmodel.probe_tiers=false --set peer.transport=off >"$WORK/d.out" 2>"$WORK/d.err" &
-PIDS+=("$!")
-ADDR=""
-for _ in $(seq 1 100); do
-  ADDR=$(sed -n 's/.*kvtierd listening on \(.*\)$/\1/p' "$WORK/d.err" | head -1)
-  [[ -n "$ADDR" ]] && break
-  sleep 0.1
-done
-[[ -n "$ADDR" ]] || fail "kvtierd did not start: $(cat "$WORK/d.err")"
+  --set costmodel.probe_tiers=false --set peer.transport=off
 grep -q "metrics on http://127.0.0.1:$MPORT/metrics" "$WORK/d.err" || fail "metrics address not logged"
 
 step "traffic: put, get and a miss"

@@ -22,20 +22,12 @@ YAML
 chmod 600 "$WORK/identities.yaml"
 
 step "kvtierd with mutual TLS and identities"
-"$KVTIERD" --listen 127.0.0.1:0 --host-tier-bytes 64MiB --set host_tier.slab_bytes=1MiB \
-  --set limits.max_block_bytes=1MiB --set nvme.dirs= --set metrics.listen=off \
-  --set costmodel.probe_tiers=false \
-  --set peer.transport=off --set "security.tls_cert=$WORK/pki/server.pem" \
-  --set "security.tls_key=$WORK/pki/server.key" --set "security.tls_client_ca=$WORK/pki/ca.pem" \
-  --set "security.identities_file=$WORK/identities.yaml" >"$WORK/d.out" 2>"$WORK/d.err" &
-PIDS+=("$!")
-ADDR=""
-for _ in $(seq 1 100); do
-  ADDR=$(sed -n 's/.*kvtierd listening on \(.*\)$/\1/p' "$WORK/d.err" | head -1)
-  [[ -n "$ADDR" ]] && break
-  sleep 0.1
-done
-[[ -n "$ADDR" ]] || fail "kvtierd did not start: $(cat "$WORK/d.err")"
+start_kvtierd "$WORK/d" --listen 127.0.0.1:0 --host-tier-bytes 64MiB \
+  --set host_tier.slab_bytes=1MiB --set limits.max_block_bytes=1MiB --set nvme.dirs= \
+  --set metrics.listen=off --set costmodel.probe_tiers=false --set peer.transport=off \
+  --set "security.tls_cert=$WORK/pki/server.pem" --set "security.tls_key=$WORK/pki/server.key" \
+  --set "security.tls_client_ca=$WORK/pki/ca.pem" \
+  --set "security.identities_file=$WORK/identities.yaml"
 grep -q "security: mutual TLS, authentication on (3 identities)" "$WORK/d.err" || fail "security line"
 TLS=(--tls-ca "$WORK/pki/ca.pem" --tls-server-name localhost)
 

@@ -25,6 +25,7 @@
 #include "kvtier/v1/peer.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
+#include "storage/test_bytes.h"
 
 #ifndef KVTIER_SOURCE_DIR
 #error "KVTIER_SOURCE_DIR must name the source tree"
@@ -41,13 +42,8 @@ constexpr char kAdminToken[] = "admin-token-0123456789";
 constexpr char kPeerToken[] = "peer-token-0123456789";
 
 std::string Bytes(const std::string& tag, size_t n) {
-  std::string out(n, '\0');
-  uint64_t x = std::hash<std::string>()(tag) | 1;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    out[i] = static_cast<char>(x >> 56);
-  }
-  return out;
+  const std::vector<uint8_t> b = DeterministicBytes(tag, n);
+  return std::string(b.begin(), b.end());
 }
 
 // 2 * 1 layer * 1 head * 64 dim * 16 tokens * 2 bytes = 4 KiB blocks.
