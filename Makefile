@@ -31,6 +31,7 @@ bench: build
 	./$(BUILD_DIR)/bench/nvme_store --dir $(BUILD_DIR)/nvme-bench
 	./$(BUILD_DIR)/bench/lookup_plan
 	./$(BUILD_DIR)/bench/lookup_rpc
+	./$(BUILD_DIR)/bench/secure_rpc
 	./$(BUILD_DIR)/bench/shm_save_load
 	./$(BUILD_DIR)/bench/gather_scatter
 	@if [ -x ./$(BUILD_DIR)/bench/gpu_copy ]; then ./$(BUILD_DIR)/bench/gpu_copy; fi

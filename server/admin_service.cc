@@ -9,8 +9,8 @@
 
 namespace kvtier {
 
-void AdminService::StatusView(v1::GetStatusResponse* response) {
-  const CacheSnapshot snap = cache_->Snapshot(/*scan_for_stranded=*/true);
+void AdminService::StatusView(v1::GetStatusResponse* response, bool scan_for_stranded) {
+  const CacheSnapshot snap = cache_->Snapshot(scan_for_stranded);
   v1::BuildInfo* build = response->mutable_build();
   build->set_version(kKvtierVersion);
   build->set_with_cuda(kBuiltWithCuda);

@@ -49,7 +49,10 @@ class AdminService final : public v1::Admin::Service {
 
   // The views the RPCs answer with, for other readers in the daemon (the
   // metrics exporter); no access check.
-  void StatusView(v1::GetStatusResponse* response) ABSL_LOCKS_EXCLUDED(mu_);
+  // `scan_for_stranded`: count stranded blocks, an O(blocks) scan under the
+  // cache's lock (else they read 0).
+  void StatusView(v1::GetStatusResponse* response, bool scan_for_stranded = true)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void TiersView(v1::ListTiersResponse* response);
   void NamespacesView(v1::ListNamespacesResponse* response);
   void WearView(v1::GetWearResponse* response);  // reads SMART logs (I/O)

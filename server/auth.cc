@@ -37,6 +37,8 @@ std::string Sha256Hex(absl::string_view text) {
 
 bool ValidTenantName(absl::string_view tenant) {
   if (tenant.empty() || tenant.size() > 64) return false;
+  // Label values of their own in the metrics.
+  if (tenant == "none" || tenant == "other" || tenant == "unauthenticated") return false;
   for (char c : tenant) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
       return false;

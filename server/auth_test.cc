@@ -161,6 +161,9 @@ TEST(AuthTest, TenantNames) {
   EXPECT_FALSE(ValidTenantName("a b"));
   EXPECT_FALSE(ValidTenantName("a/b"));
   EXPECT_FALSE(ValidTenantName(std::string(65, 'a')));
+  for (const char* reserved : {"none", "other", "unauthenticated"}) {
+    EXPECT_FALSE(ValidTenantName(reserved)) << reserved;
+  }
 }
 
 }  // namespace

@@ -138,6 +138,7 @@ const std::vector<KeySpec>& Keys() {
       Field("peer.role", &DaemonConfig::peer_role, ParseString),
       Field("peer.timeout_ms", &DaemonConfig::peer_timeout_ms, ParseU32),
       Field("peer.max_pending", &DaemonConfig::peer_max_pending, ParseU32),
+      Field("peer.allowed", &DaemonConfig::peer_allowed, ParseString),
       Field("security.tls_cert", &DaemonConfig::tls_cert, ParseString),
       Field("security.tls_key", &DaemonConfig::tls_key, ParseString),
       Field("security.tls_client_ca", &DaemonConfig::tls_client_ca, ParseString),
@@ -360,6 +361,11 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
     return bad("peer.timeout_ms must be in 1..600000");
   }
   if (c.peer_max_pending == 0) return bad("peer.max_pending must be > 0");
+  if (!c.peer_token_file.empty() && c.peer_allowed.empty()) {
+    return bad(
+        "security.peer_token_file needs peer.allowed: the daemon presents its token only to the "
+        "peers listed there");
+  }
   if (c.tls_cert.empty() != c.tls_key.empty()) {
     return bad("security.tls_cert and security.tls_key must be set together");
   }

@@ -89,11 +89,16 @@ struct DaemonConfig {
   std::string peer_role = "both";  // prefill, decode or both
   uint32_t peer_timeout_ms = 10'000;
   uint32_t peer_max_pending = 1024;
+  // Comma-separated host:port of the peers transfers may name ("" = any;
+  // required when security.peer_token_file is set).
+  std::string peer_allowed;
 
   // Security (docs/operations.md#security). TLS is on when tls_cert and
-  // tls_key are set; tls_client_ca additionally requires and verifies client
-  // certificates (mutual TLS). Authentication is on when identities_file is
-  // set: every call must then present a known token or client certificate.
+  // tls_key are set; tls_client_ca additionally verifies client
+  // certificates (mutual TLS; the handshake requires one unless identities
+  // are configured, which accept a token instead). Authentication is on when
+  // identities_file is set: every call must then present a known token or
+  // client certificate.
   std::string tls_cert;       // PEM server certificate chain
   std::string tls_key;        // PEM private key
   std::string tls_client_ca;  // PEM CA bundle for client certificates
@@ -107,7 +112,7 @@ struct DaemonConfig {
   // Prometheus metrics (docs/operations.md#metrics): host:port, or off.
   std::string metrics_listen = "127.0.0.1:9400";
   // Namespaces exported with their own labels (largest first); the rest
-  // are summed under namespace="other".
+  // are counted in kvtier_namespaces_unlabelled (and in the tenant totals).
   uint32_t metrics_max_namespaces = 32;
 
   // Fetch-or-recompute planner (docs/planner.md).

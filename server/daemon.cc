@@ -203,6 +203,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     options.timeout = absl::Milliseconds(config.peer_timeout_ms);
     options.max_pending = config.peer_max_pending;
     options.max_keys = config.max_keys_per_request;
+    for (absl::string_view p : absl::StrSplit(config.peer_allowed, ',', absl::SkipWhitespace())) {
+      options.allowed_peers.emplace_back(absl::StripAsciiWhitespace(p));
+    }
     absl::StatusOr<std::unique_ptr<PeerTransfer>> peer =
         PeerTransfer::Create(d->cache_.get(), std::move(transport), why,
                              GrpcPeerChannels(*std::move(peer_credentials)), options);
@@ -249,7 +252,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.RegisterService(d->admin_service_.get());
   d->metrics_ = std::make_unique<DaemonMetrics>(d->admin_service_.get(), d->auth_.get(),
                                                 config.metrics_max_namespaces);
-  {
+  if (config.metrics_listen != "off") {  // nobody would read the RPC metrics otherwise
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> rpc;
     rpc.push_back(d->metrics_->InterceptorFactory());
     builder.experimental().SetInterceptorCreators(std::move(rpc));

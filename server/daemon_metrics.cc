@@ -135,7 +135,22 @@ class AdminViewCollector final : public prometheus::Collectable {
              {"io_uring", kBuiltWithUring ? "yes" : "no"}},
             1);
     v1::GetStatusResponse status;
-    admin_->StatusView(&status);
+    {
+      // The stranded-block self-check scans the whole index under the
+      // cache's lock: once a minute at most, not at every scrape.
+      absl::MutexLock lock(&stranded_mu_);
+      const absl::Time now = absl::Now();
+      const bool scan = now - last_stranded_scan_ >= absl::Minutes(1);
+      admin_->StatusView(&status, scan);
+      if (scan) {
+        last_stranded_scan_ = now;
+        stranded_blocks_ = status.stranded_blocks();
+        stranded_bytes_ = status.stranded_bytes();
+      } else {
+        status.set_stranded_blocks(stranded_blocks_);
+        status.set_stranded_bytes(stranded_bytes_);
+      }
+    }
     out.AddMessage(status, "", {});
     for (const v1::TierEstimate& t : status.planner().tiers()) {
       out.AddMessage(t, "planner_tier_", {{"tier", TierName(t.tier())}});
@@ -226,6 +241,10 @@ class AdminViewCollector final : public prometheus::Collectable {
 
   AdminService* const admin_;
   const uint32_t max_namespaces_;
+  mutable absl::Mutex stranded_mu_;
+  mutable absl::Time last_stranded_scan_ ABSL_GUARDED_BY(stranded_mu_) = absl::InfinitePast();
+  mutable uint64_t stranded_blocks_ ABSL_GUARDED_BY(stranded_mu_) = 0;
+  mutable uint64_t stranded_bytes_ ABSL_GUARDED_BY(stranded_mu_) = 0;
 };
 
 DaemonMetrics::DaemonMetrics(AdminService* admin, const Authenticator* auth,

@@ -5,7 +5,8 @@
 //     data path counters, tier occupancy, planner decisions, transfers, wear;
 //     namespaces labelled {namespace, model, tenant} for the largest
 //     metrics.max_namespaces of them, and per-tenant totals;
-//   - per RPC, from a gRPC server interceptor: kvtier_rpc_requests_total
+//   - per RPC, from a gRPC server interceptor (installed only when metrics
+//     are served): kvtier_rpc_requests_total
 //     {service, method, code, tenant} and the latency histogram
 //     kvtier_rpc_duration_seconds{service, method}. Tenant labels are those
 //     of the identities file (at most 64 distinct values; more read "other").

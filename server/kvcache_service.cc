@@ -279,7 +279,7 @@ grpc::Status KvCacheService::Release(grpc::ServerContext* context,
   if (request->lease_id().empty()) {
     return Finish("Release", absl::InvalidArgumentError("lease_id is required"));
   }
-  absl::StatusOr<uint32_t> n = cache_->Release(request->lease_id());
+  absl::StatusOr<uint32_t> n = cache_->Release(request->lease_id(), who->tenant);
   if (!n.ok()) return Finish("Release", n.status());
   response->set_blocks_released(*n);
   return grpc::Status::OK;
@@ -311,8 +311,14 @@ grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext* context,
   std::unique_ptr<MemoryRegion> region;
   const v1::MemoryRegion& r = request->region();
   if (r.has_shared_memory()) {
+    // With authentication, each tenant's files live in a directory of its
+    // own, shm_dir/TENANT (one the operator mounts into that tenant's engine
+    // containers only): a tenant cannot name another tenant's buffers.
+    const std::string allowed_dir = auth_->enabled()
+                                        ? absl::StrCat(regions_->shm_dir(), "/", who->tenant)
+                                        : regions_->shm_dir();
     absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> shm = SharedMemoryRegion::Open(
-        r.shared_memory().path(), r.shared_memory().size_bytes(), regions_->shm_dir());
+        r.shared_memory().path(), r.shared_memory().size_bytes(), allowed_dir);
     if (!shm.ok()) return Finish("RegisterMemory", shm.status());
     // The owner must be the engine that maps the file: a pid from another
     // pid namespace would name some unrelated process.

@@ -161,6 +161,12 @@ absl::Status PeerTransfer::CheckUsable(bool as_source, absl::Span<const BlockKey
         absl::StrCat("a transfer takes 1..", options_.max_keys, " keys, not ", keys.size()));
   }
   if (peer.empty()) return absl::InvalidArgumentError("no peer address given");
+  if (!options_.allowed_peers.empty() &&
+      std::find(options_.allowed_peers.begin(), options_.allowed_peers.end(), peer) ==
+          options_.allowed_peers.end()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("peer '", peer.substr(0, 200), "' is not in peer.allowed"));
+  }
   return absl::OkStatus();
 }
 

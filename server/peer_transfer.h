@@ -57,6 +57,10 @@ struct PeerTransferOptions {
   // Stages plus exports held for peers at once.
   uint32_t max_pending = 1024;
   uint32_t max_keys = 65536;
+  // The peer addresses transfers may name (as given, "host:port"); empty =
+  // any. A daemon that presents credentials to its peers must list them, or
+  // an engine could have it send them to an address of its choosing.
+  std::vector<std::string> allowed_peers;
 };
 
 struct TransferOutcome {

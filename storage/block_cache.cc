@@ -386,7 +386,9 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
       id = absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(bitgen_),
                            absl::Uniform<uint64_t>(bitgen_));
     } while (leases_.contains(id));
-    Lease lease{matched, clock_->Now() + ttl};
+    auto ns_entry = namespaces_.find(ns);
+    Lease lease{matched, clock_->Now() + ttl,
+                ns_entry != namespaces_.end() ? ns_entry->second.spec.tenant : std::string()};
     for (BlockRecord* rec : matched) index_.AddLease(rec);
     lease_expiry_.emplace(lease.expiry, id);
     result.lease_expiry = lease.expiry;
@@ -397,11 +399,11 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
   return result;
 }
 
-absl::StatusOr<uint32_t> BlockCache::Release(absl::string_view lease_id) {
+absl::StatusOr<uint32_t> BlockCache::Release(absl::string_view lease_id, absl::string_view tenant) {
   absl::MutexLock lock(&mu_);
   ExpireLeasesLocked();
   auto it = leases_.find(lease_id);
-  if (it == leases_.end()) {
+  if (it == leases_.end() || it->second.tenant != tenant) {
     return absl::NotFoundError(
         absl::StrCat("lease '", lease_id.substr(0, 64), "' is unknown or expired"));
   }
@@ -826,26 +828,31 @@ absl::StatusOr<std::pair<std::vector<BlockView>, uint64_t>> BlockCache::TopBlock
 EvictResult BlockCache::Evict(const std::optional<NamespaceId>& ns, size_t max_blocks) {
   absl::MutexLock lock(&mu_);
   ExpireLeasesLocked();
-  std::vector<std::pair<size_t, BlockRecord*>> by_depth;
+  // One pass finds the unpinned leaves in scope; removing a leaf may make its
+  // parent one, so each removal walks up its chain. O(blocks) per call, with
+  // no per-block depth walk.
+  uint64_t in_scope = 0;
+  std::vector<BlockRecord*> leaves;
   index_.ForEachMutable([&](BlockRecord& r) {
     if (ns.has_value() && !(r.ns == *ns)) return;
-    size_t depth = 0;
-    for (const BlockRecord* p = r.parent; p != nullptr; p = p->parent) ++depth;
-    by_depth.emplace_back(depth, &r);
+    ++in_scope;
+    if (r.children.empty() && !r.pinned()) leaves.push_back(&r);
   });
-  // Deepest first, so children go before their parents within one call.
-  std::sort(by_depth.begin(), by_depth.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
   EvictResult result;
-  for (auto& [depth, rec] : by_depth) {
-    if (result.blocks_evicted >= max_blocks || rec->pinned() || !rec->children.empty()) {
-      ++result.blocks_left;
-      continue;
+  // A record in `leaves` has no children, so no chain walk reaches it: each
+  // is removed only when its turn comes, never before.
+  for (BlockRecord* rec : leaves) {
+    while (rec != nullptr && result.blocks_evicted < max_blocks && rec->children.empty() &&
+           !rec->pinned()) {
+      BlockRecord* parent = rec->parent;
+      result.blocks_evicted += 1;
+      result.bytes_freed += rec->size;
+      RemoveLocked(rec);
+      rec = parent;
     }
-    result.blocks_evicted += 1;
-    result.bytes_freed += rec->size;
-    RemoveLocked(rec);
+    if (result.blocks_evicted >= max_blocks) break;
   }
+  result.blocks_left = in_scope - result.blocks_evicted;
   counters_.blocks_deleted += result.blocks_evicted;
   return result;
 }

@@ -284,7 +284,9 @@ class BlockCache {
 
   // Ends a lease; returns how many blocks it pinned. NOT_FOUND if unknown or
   // already expired.
-  absl::StatusOr<uint32_t> Release(absl::string_view lease_id);
+  // `tenant` must own the namespace the lease was taken in; another
+  // tenant's lease reads as unknown (NOT_FOUND).
+  absl::StatusOr<uint32_t> Release(absl::string_view lease_id, absl::string_view tenant = "");
 
   // Removes blocks (and, if recursive, their descendants). NOT_FOUND if a
   // key is not cached; FAILED_PRECONDITION if a block is leased or in use,
@@ -349,6 +351,7 @@ class BlockCache {
   struct Lease {
     std::vector<BlockRecord*> blocks;
     absl::Time expiry;
+    std::string tenant;  // of the namespace it was taken in
   };
 
   BlockCache(const BlockCacheOptions& options, Clock* clock, std::unique_ptr<HostArena> arena,

@@ -28,6 +28,9 @@ void AddGlobalFlags(CLI::App& app, Globals* g) {
   g->credentials.token = Env("KVTIER_TOKEN");
   g->token_file = Env("KVTIER_TOKEN_FILE");
   g->credentials.tls_ca_file = Env("KVTIER_TLS_CA");
+  g->credentials.tls_cert_file = Env("KVTIER_TLS_CERT");
+  g->credentials.tls_key_file = Env("KVTIER_TLS_KEY");
+  g->credentials.tls_server_name = Env("KVTIER_TLS_SERVER_NAME");
   app.add_option("--addr", g->addr, "daemon address, host:port or unix:/path (env KVTIER_ADDR)")
       ->capture_default_str();
   app.add_flag("--json", g->json, "machine-readable output");

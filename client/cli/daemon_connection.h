@@ -29,7 +29,8 @@ struct Globals {
 
 // Adds --addr, --json, --timeout, --tls-ca, --tls-cert, --tls-key,
 // --tls-server-name, --token-file (environment: KVTIER_ADDR, KVTIER_TOKEN,
-// KVTIER_TOKEN_FILE, KVTIER_TLS_CA).
+// KVTIER_TOKEN_FILE, KVTIER_TLS_CA, KVTIER_TLS_CERT, KVTIER_TLS_KEY,
+// KVTIER_TLS_SERVER_NAME).
 void AddGlobalFlags(CLI::App& app, Globals* g);
 // After parsing: reads the token file. Returns 0 or the exit status (2).
 int ResolveGlobals(Globals* g);

@@ -9,11 +9,13 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -625,6 +627,97 @@ TEST_F(PeerTransferRpcTest, AReceiverStoppedOrKilledMidPushFailsItCleanly) {
   auto got = cc->Get(ns_, more);
   ASSERT_TRUE(got.ok()) << got.status();
   for (size_t i = 0; i < more.size(); ++i) EXPECT_EQ((*got)[i], Bytes(ns_ + more[i], kBlock));
+}
+
+}  // namespace
+}  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+// With authentication on both daemons: the engines are tenant "alpha" (same
+// namespace id on both sides), the prefill daemon presents its peer token to
+// the decode daemon, and the push lands. A prefill daemon without the token
+// is refused by the decode daemon's Peer service (UNAUTHENTICATED), and
+// nothing lands.
+TEST(AuthenticatedPeerTransferTest, PeersPresentTheirTokenAndTenantsKeepTheirNamespace) {
+  setenv("UCX_NET_DEVICES", "lo", 1);
+  setenv("UCX_TLS", "tcp", 1);
+  const std::string dir = absl::StrCat(::testing::TempDir(), "kvtier-peer-auth-", getpid());
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  const std::string identities = dir + "/identities.yaml";
+  {
+    std::ofstream out(identities);
+    out << "identities:\n"
+        << "  - {name: engine, token: alpha-token-0123456789, tenant: alpha}\n"
+        << "  - {name: prefill-daemon, token: peer-token-0123456789, role: peer}\n";
+  }
+  ASSERT_EQ(chmod(identities.c_str(), 0600), 0);
+  {
+    std::ofstream out(dir + "/peer.token");
+    out << "peer-token-0123456789\n";
+  }
+  auto start = [&](const std::string& role, const std::string& token_for) {
+    DaemonConfig c = Config(role);
+    c.identities_file = identities;
+    if (!token_for.empty()) {
+      c.peer_token_file = dir + "/peer.token";
+      c.peer_allowed = token_for;
+    }
+    auto d = Daemon::Start(c);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *std::move(d) : nullptr;
+  };
+  std::unique_ptr<Daemon> decode = start("decode", "");
+  ASSERT_TRUE(decode != nullptr);
+  std::unique_ptr<Daemon> prefill = start("prefill", decode->listen_address());
+  std::unique_ptr<Daemon> bare = start("prefill", "");
+  ASSERT_TRUE(prefill && bare);
+  // A token without the list of peers it may go to is a configuration error.
+  {
+    DaemonConfig c = Config("prefill");
+    c.peer_token_file = dir + "/peer.token";
+    EXPECT_EQ(Daemon::Start(c).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  client::ClientOptions engine;
+  engine.credentials.token = "alpha-token-0123456789";
+  auto pc = *Client::Connect(prefill->listen_address(), engine);
+  auto bc = *Client::Connect(bare->listen_address(), engine);
+  auto dc = *Client::Connect(decode->listen_address(), engine);
+  auto ns = pc->OpenNamespace(Spec());
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  ASSERT_EQ(dc->OpenNamespace(Spec())->id, ns->id);
+  ASSERT_EQ(bc->OpenNamespace(Spec())->id, ns->id);
+  const std::vector<std::string> keys = Keys("auth", 3);
+  std::vector<std::string> data;
+  for (const std::string& k : keys) data.push_back(Bytes(k, kBlock));
+  ASSERT_TRUE(pc->Put(ns->id, keys, data).ok());
+  ASSERT_TRUE(bc->Put(ns->id, keys, data).ok());
+
+  auto refused = bc->Transfer(ns->id, keys, decode->listen_address(), TransferDirection::kPush);
+  const bool refused_whole =
+      !refused.ok() && refused.status().code() == absl::StatusCode::kUnauthenticated;
+  bool refused_each = refused.ok();
+  if (refused.ok()) {
+    for (const auto& b : refused->blocks) {
+      refused_each = refused_each && b.status.code() == absl::StatusCode::kUnauthenticated;
+    }
+  }
+  EXPECT_TRUE(refused_whole || refused_each)
+      << (refused.ok() ? refused->blocks[0].status : refused.status());
+  EXPECT_EQ(dc->Lookup(ns->id, keys)->matched, 0u);
+
+  // An engine cannot make the daemon send its token anywhere else: an
+  // address outside peer.allowed is refused before any connection.
+  const std::string elsewhere = absl::StrCat("127.0.0.1:", FreePort());
+  EXPECT_EQ(pc->Transfer(ns->id, keys, elsewhere, TransferDirection::kPush).status().code(),
+            absl::StatusCode::kPermissionDenied);
+
+  auto pushed = pc->Transfer(ns->id, keys, decode->listen_address(), TransferDirection::kPush);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  for (const auto& b : pushed->blocks) EXPECT_TRUE(b.status.ok()) << b.status;
+  EXPECT_EQ(*dc->Get(ns->id, keys), data);
+  ASSERT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
 }
 
 }  // namespace

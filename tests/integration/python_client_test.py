@@ -132,6 +132,53 @@ class PythonClientTest(unittest.TestCase):
             with self.assertRaises(ValueError):
                 decode.transfer(ns.id, keys, prefill.address, "sideways")
 
+    def test_tls_tokens_and_tenants(self):
+        """TLS with bearer tokens: the tenant comes from the token; two tenants
+        with identical requests get separate namespaces and bytes."""
+        workdir = tempfile.mkdtemp(prefix="kvtier-py-sec-")
+        try:
+            deploy = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy")
+            subprocess.run(["bash", os.path.join(deploy, "make-certs.sh"),
+                            os.path.join(workdir, "pki")], check=True, stdout=subprocess.DEVNULL)
+            identities = os.path.join(workdir, "identities.yaml")
+            with open(identities, "w") as f:
+                f.write("identities:\n"
+                        "  - {token: alpha-token-0123456789, tenant: alpha}\n"
+                        "  - {token: beta-token-0123456789, tenant: beta}\n")
+            os.chmod(identities, 0o600)
+            pki = os.path.join(workdir, "pki")
+            extra = ("--set", "security.tls_cert=" + os.path.join(pki, "server.pem"),
+                     "--set", "security.tls_key=" + os.path.join(pki, "server.key"),
+                     "--set", "security.identities_file=" + identities)
+            with own_daemon("kvtier-py-tls-", extra) as (_, plain):
+                tls = dict(tls_ca=os.path.join(pki, "ca.pem"), tls_server_name="localhost",
+                           timeout=10)
+                alpha = Client(plain.address, token="alpha-token-0123456789", **tls)
+                beta = Client(plain.address, token="beta-token-0123456789", **tls)
+                nobody = Client(plain.address, **tls)
+                try:
+                    spec = dict(num_layers=1, num_kv_heads=1, head_dim=128,
+                                tokens_per_block=BLOCK_TOKENS, salt=b"s")
+                    with self.assertRaises(KvtierError) as e:
+                        nobody.open_namespace("m", **spec)
+                    self.assertEqual(e.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+                    a = alpha.open_namespace("m", **spec)
+                    b = beta.open_namespace("m", **spec)
+                    self.assertNotEqual(a.id, b.id)
+                    alpha.put(a.id, [b"k"], [b"A" * BLOCK_BYTES])
+                    self.assertEqual(beta.lookup(b.id, [b"k"]).matched, 0)
+                    beta.put(b.id, [b"k"], [b"B" * BLOCK_BYTES])
+                    self.assertEqual(alpha.get(a.id, [b"k"]), [b"A" * BLOCK_BYTES])
+                    self.assertEqual(beta.get(b.id, [b"k"]), [b"B" * BLOCK_BYTES])
+                    with self.assertRaises(KvtierError) as e:
+                        beta.get(a.id, [b"k"])
+                    self.assertEqual(e.exception.code, grpc.StatusCode.PERMISSION_DENIED)
+                finally:
+                    for c in (alpha, beta, nobody):
+                        c.close()
+        finally:
+            shutil.rmtree(workdir)
+
     def test_client_calls(self):
         self.assertEqual(self.ns.block_bytes, BLOCK_BYTES)
         keys = [b"py-a", b"py-b"]

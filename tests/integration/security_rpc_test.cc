@@ -181,14 +181,17 @@ TEST_F(SecurityRpcTest, MissingOrWrongTokensAreUnauthenticated) {
 }
 
 TEST_F(SecurityRpcTest, RolesGateTheAdminAndPeerServices) {
-  StartDaemon(Config());
+  DaemonConfig config = Config();
+  config.metrics_listen = "127.0.0.1:0";  // RPC metrics are recorded when served
+  StartDaemon(config);
   EXPECT_EQ(AdminCode(Token(kAlphaToken)), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(AdminCode(Token(kPeerToken)), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(AdminCode(Token(kAdminToken)), grpc::StatusCode::OK);
   // The Peer service hands out the arena's remote key: tenants may not call it.
   EXPECT_EQ(PeerHelloCode(Token(kAlphaToken)), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_NE(PeerHelloCode(Token(kPeerToken)), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_NE(PeerHelloCode(Token(kPeerToken)), grpc::StatusCode::UNAUTHENTICATED);
+  // A peer gets through to the Peer service, which answers that this daemon
+  // has no transport (peer.transport is off here).
+  EXPECT_EQ(PeerHelloCode(Token(kPeerToken)), grpc::StatusCode::UNAVAILABLE);
   // A peer or a tenant-less admin has no namespaces of its own.
   for (const char* token : {kPeerToken, kAdminToken}) {
     std::unique_ptr<Client> c = ClientWith(Token(token));
@@ -224,6 +227,9 @@ TEST_F(SecurityRpcTest, TenantsWithIdenticalKeysNeverSeeEachOthersBlocks) {
   config.nvme_io_engine = "pread";
   config.nvme_admit_min_uses = 0;
   config.nvme_mover_interval_ms = 10;
+  config.shm_dir = absl::StrCat("/dev/shm/kvtier-security-", getpid());
+  std::filesystem::create_directories(config.shm_dir + "/alpha");
+  std::filesystem::create_directories(config.shm_dir + "/beta");
   StartDaemon(config);
   std::unique_ptr<Client> alpha = ClientWith(Token(kAlphaToken));
   std::unique_ptr<Client> beta = ClientWith(Token(kBetaToken));
@@ -263,23 +269,48 @@ TEST_F(SecurityRpcTest, TenantsWithIdenticalKeysNeverSeeEachOthersBlocks) {
   EXPECT_EQ(alpha->Lookup(a->id, keys)->matched, 3u);
   EXPECT_EQ(*alpha->Get(a->id, keys), a_data);
 
-  // A memory region belongs to the tenant that registered it.
-  const std::string shm = absl::StrCat("/dev/shm/kvtier-security-", getpid());
-  {
-    const int fd = open(shm.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  // A lease belongs to its tenant: another cannot release it.
+  client::LookupOptions leased;
+  leased.take_lease = true;
+  absl::StatusOr<client::LookupResult> lease = alpha->Lookup(a->id, keys, leased);
+  ASSERT_TRUE(lease.ok() && !lease->lease_id.empty());
+  EXPECT_EQ(beta->Release(lease->lease_id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*alpha->Release(lease->lease_id), 3u);
+
+  // Shared memory: each tenant registers files only from shm_dir/TENANT, and
+  // a region belongs to the tenant that registered it.
+  auto make_file = [](const std::string& path) {
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
     ASSERT_GE(fd, 0);
     ASSERT_EQ(ftruncate(fd, 1 << 20), 0);
     close(fd);
-  }
-  absl::StatusOr<std::string> region = alpha->RegisterMemory(shm, 1 << 20, 0);
+  };
+  const std::string alpha_file = config.shm_dir + "/alpha/engine.buf";
+  const std::string beta_file = config.shm_dir + "/beta/engine.buf";
+  const std::string shared_file = config.shm_dir + "/engine.buf";
+  make_file(alpha_file);
+  make_file(beta_file);
+  make_file(shared_file);
+  EXPECT_EQ(beta->RegisterMemory(alpha_file, 1 << 20, 0).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(beta->RegisterMemory(shared_file, 1 << 20, 0).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<std::string> region = alpha->RegisterMemory(alpha_file, 1 << 20, 0);
   ASSERT_TRUE(region.ok()) << region.status();
+  absl::StatusOr<std::string> beta_region = beta->RegisterMemory(beta_file, 1 << 20, 0);
+  ASSERT_TRUE(beta_region.ok()) << beta_region.status();
   EXPECT_EQ(beta->Load(b->id, *region, {{keys[0], "", 0, 4096, {}}},
                        [](const client::BlockCompletion&) {})
                 .code(),
             absl::StatusCode::kNotFound);
+  EXPECT_EQ(beta->Save(a->id, *beta_region, {{"k9", "k2", 0, 4096, {}}},
+                       [](const client::BlockCompletion&) {})
+                .code(),
+            denied);
   EXPECT_EQ(beta->UnregisterMemory(*region).code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(alpha->UnregisterMemory(*region).ok());
-  unlink(shm.c_str());
+  EXPECT_TRUE(beta->UnregisterMemory(*beta_region).ok());
+  EXPECT_EQ(alpha->Lookup(a->id, {"k0", "k1", "k2", "k9"})->matched, 3u);  // nothing saved
 
   // Restart on the same NVMe directory once both tenants' blocks are
   // persisted: the blocks come back from NVMe, and each tenant still gets
@@ -308,6 +339,7 @@ TEST_F(SecurityRpcTest, TenantsWithIdenticalKeysNeverSeeEachOthersBlocks) {
   EXPECT_EQ(*alpha->Get(a->id, keys), a_data);
   EXPECT_EQ(*beta->Get(b->id, keys), b_data);
   EXPECT_EQ(beta->Get(a->id, keys).status().code(), denied);
+  std::filesystem::remove_all(config.shm_dir);
 }
 
 TEST_F(SecurityRpcTest, MutualTlsNamesTheTenantByCertificate) {

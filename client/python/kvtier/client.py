@@ -117,12 +117,63 @@ class SharedRegion:
         self.close()
 
 
+class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                   grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds 'authorization: Bearer TOKEN' to every call of a channel."""
+
+    def __init__(self, token: str):
+        self._header = ("authorization", "Bearer " + token)
+
+    def _details(self, details):
+        metadata = list(details.metadata or []) + [self._header]
+        return details._replace(metadata=metadata)
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation, details, requests):
+        return continuation(self._details(details), requests)
+
+    def intercept_stream_stream(self, continuation, details, requests):
+        return continuation(self._details(details), requests)
+
+
 class Client:
+    """A connection to kvtierd.
+
+    With security on (docs/operations.md#security): `tls_ca` (PEM file) turns on
+    TLS, `tls_cert`/`tls_key` add a client certificate (mutual TLS),
+    `tls_server_name` overrides the name checked in the daemon's certificate, and
+    `token` is sent as a bearer token with every call.
+    """
+
     def __init__(self, address: str, timeout: float = 30.0,
-                 max_message_bytes: int = 64 << 20):
+                 max_message_bytes: int = 64 << 20, token: str = "", tls_ca: str = "",
+                 tls_cert: str = "", tls_key: str = "", tls_server_name: str = ""):
         options = [("grpc.max_send_message_length", max_message_bytes),
                    ("grpc.max_receive_message_length", max_message_bytes)]
-        self._channel = grpc.insecure_channel(address, options=options)
+        if bool(tls_cert) != bool(tls_key):
+            raise ValueError("a client certificate needs both tls_cert and tls_key")
+        if tls_ca:
+            def read(path):
+                with open(path, "rb") as f:
+                    return f.read()
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=read(tls_ca),
+                private_key=read(tls_key) if tls_key else None,
+                certificate_chain=read(tls_cert) if tls_cert else None)
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override", tls_server_name))
+            self._channel = grpc.secure_channel(address, creds, options=options)
+        elif tls_cert:
+            raise ValueError("a client certificate needs TLS: give tls_ca too")
+        else:
+            self._channel = grpc.insecure_channel(address, options=options)
+        if token:
+            self._channel = grpc.intercept_channel(self._channel, _BearerToken(token))
         self._stub = kvcache_pb2_grpc.KvCacheStub(self._channel)
         self._timeout = timeout
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
