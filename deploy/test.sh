@@ -101,6 +101,11 @@ step "prefill -> decode transfer over UCX"
 "${COMPOSE[@]}" exec -T kvtierd-prefill sh -c 'head -c 4194304 /dev/urandom > /tmp/prompt.kv'
 kv kvtierd-prefill --addr $P put /tmp/prompt.kv --block-bytes 1MiB >/tmp/kvtier-pd-keys.txt
 mapfile -t KEYS </tmp/kvtier-pd-keys.txt
+# The decode side's engine opens the same namespace (a get does, through the
+# CLI) and does not have the blocks yet.
+if kv kvtierd-decode --addr $D get --block-bytes 1MiB -o /tmp/early.kv "${KEYS[@]}" 2>/dev/null; then
+  fail "decode had the blocks before the transfer"
+fi
 kv kvtierd-prefill --addr $P transfer --peer $D --push --block-bytes 1MiB "${KEYS[@]}"
 kv kvtierd-decode --addr $D get --block-bytes 1MiB -o /tmp/back.kv "${KEYS[@]}"
 "${COMPOSE[@]}" exec -T kvtierd-prefill cat /tmp/prompt.kv | sha256sum >/tmp/kvtier-a.sha
@@ -112,7 +117,9 @@ kv kvtierd-prefill --addr $P peers
 step "metrics through Prometheus"
 query() {
   curl -sf --get "http://127.0.0.1:9090/api/v1/query" --data-urlencode "query=$1" |
-    python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(" ".join(f"{x[\"metric\"].get(\"role\",\"\")}={x[\"value\"][1]}" for x in r))'
+    python3 -c 'import json, sys
+r = json.load(sys.stdin)["data"]["result"]
+print(" ".join("%s=%s" % (x["metric"].get("role", ""), x["value"][1]) for x in r))'
 }
 for _ in $(seq 1 60); do
   [[ "$(query 'sum(kvtier_peer_blocks_sent_total)' 2>/dev/null || true)" == "=4" ]] && break
