@@ -57,6 +57,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::string(argv[i]) == "--calls") calls = std::atoi(argv[i + 1]);
   }
+  if (calls < 1) {
+    std::fprintf(stderr, "--calls must be at least 1\n");
+    return 2;
+  }
   spdlog::set_level(spdlog::level::warn);
   const std::string dir = absl::StrCat("/tmp/kvtier-secure-rpc-", getpid());
   if (std::system(

@@ -2,10 +2,19 @@
 # runtime-packages.sh BINARY...: the Debian packages that own the shared
 # libraries the binaries link, one per line. Used by the Dockerfile's build
 # stage so that the runtime image installs exactly those. Fails naming a
-# library no package owns. (On Debian 12, /lib is /usr/lib, but dpkg records
-# some packages' files under one and some under the other: both are tried.)
+# library that is missing or that no package owns. (On Debian 12, /lib is
+# /usr/lib, but dpkg records some packages' files under one and some under
+# the other: both are tried.)
 set -eu
-for lib in $(ldd "$@" | awk '/=> \// {print $3}' | sort -u); do
+deps=$(ldd "$@")
+if echo "$deps" | grep -q "not found"; then
+  echo "runtime-packages: missing libraries:" >&2
+  echo "$deps" | grep "not found" >&2
+  exit 1
+fi
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+for lib in $(echo "$deps" | awk '/=> \// {print $3}' | sort -u); do
   real=$(readlink -f "$lib")
   pkg=""
   for path in "$lib" "$real" "${real#/usr}" "/usr$real"; do
@@ -13,5 +22,6 @@ for lib in $(ldd "$@" | awk '/=> \// {print $3}' | sort -u); do
     [ -n "$pkg" ] && break
   done
   [ -n "$pkg" ] || { echo "runtime-packages: no package owns $lib" >&2; exit 1; }
-  echo "$pkg"
-done | sort -u
+  echo "$pkg" >>"$out"
+done
+sort -u "$out"

@@ -39,6 +39,8 @@ bool ValidTenantName(absl::string_view tenant) {
   if (tenant.empty() || tenant.size() > 64) return false;
   // Label values of their own in the metrics.
   if (tenant == "none" || tenant == "other" || tenant == "unauthenticated") return false;
+  // A tenant names a directory (server.shm_dir/TENANT): no "." or "..".
+  if (tenant[0] == '.') return false;
   for (char c : tenant) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
       return false;

@@ -90,8 +90,9 @@ class Authenticator {
 // SHA-256 of `text` as 64 lowercase hex digits.
 std::string Sha256Hex(absl::string_view text);
 
-// Tenant names: 1..64 of [A-Za-z0-9._-], except "none", "other" and
-// "unauthenticated" (metric label values of their own).
+// Tenant names: 1..64 of [A-Za-z0-9._-], not starting with '.' (a tenant
+// names a directory), except "none", "other" and "unauthenticated" (metric
+// label values of their own).
 bool ValidTenantName(absl::string_view tenant);
 
 }  // namespace kvtier

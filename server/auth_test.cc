@@ -161,7 +161,7 @@ TEST(AuthTest, TenantNames) {
   EXPECT_FALSE(ValidTenantName("a b"));
   EXPECT_FALSE(ValidTenantName("a/b"));
   EXPECT_FALSE(ValidTenantName(std::string(65, 'a')));
-  for (const char* reserved : {"none", "other", "unauthenticated"}) {
+  for (const char* reserved : {"none", "other", "unauthenticated", ".", "..", ".hidden"}) {
     EXPECT_FALSE(ValidTenantName(reserved)) << reserved;
   }
 }

@@ -699,6 +699,7 @@ TEST(AuthenticatedPeerTransferTest, PeersPresentTheirTokenAndTenantsKeepTheirNam
       !refused.ok() && refused.status().code() == absl::StatusCode::kUnauthenticated;
   bool refused_each = refused.ok();
   if (refused.ok()) {
+    ASSERT_EQ(refused->blocks.size(), keys.size());
     for (const auto& b : refused->blocks) {
       refused_each = refused_each && b.status.code() == absl::StatusCode::kUnauthenticated;
     }
