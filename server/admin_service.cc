@@ -225,18 +225,14 @@ void AdminService::PeersView(v1::ListPeersResponse* response) {
 
 grpc::Status AdminService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest*,
                                      v1::GetStatusResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
   StatusView(response);
   return grpc::Status::OK;
 }
 
 grpc::Status AdminService::ListTiers(grpc::ServerContext* context, const v1::ListTiersRequest*,
                                      v1::ListTiersResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
   TiersView(response);
   return grpc::Status::OK;
 }
@@ -244,27 +240,21 @@ grpc::Status AdminService::ListTiers(grpc::ServerContext* context, const v1::Lis
 grpc::Status AdminService::ListNamespaces(grpc::ServerContext* context,
                                           const v1::ListNamespacesRequest*,
                                           v1::ListNamespacesResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
   NamespacesView(response);
   return grpc::Status::OK;
 }
 
 grpc::Status AdminService::GetWear(grpc::ServerContext* context, const v1::GetWearRequest*,
                                    v1::GetWearResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
   WearView(response);
   return grpc::Status::OK;
 }
 
 grpc::Status AdminService::ListPeers(grpc::ServerContext* context, const v1::ListPeersRequest*,
                                      v1::ListPeersResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
   PeersView(response);
   return grpc::Status::OK;
 }
@@ -272,9 +262,7 @@ grpc::Status AdminService::ListPeers(grpc::ServerContext* context, const v1::Lis
 grpc::Status AdminService::ListBlocks(grpc::ServerContext* context,
                                       const v1::ListBlocksRequest* request,
                                       v1::ListBlocksResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
   if (!ns.ok()) return ToGrpcStatus(ns.status());
   if (request->top() > 10000) {
@@ -299,9 +287,7 @@ grpc::Status AdminService::ListBlocks(grpc::ServerContext* context,
 
 grpc::Status AdminService::Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
                                  grpc::ServerWriter<v1::EvictProgress>* writer) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kAdmin); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
   std::optional<NamespaceId> ns;
   if (request->namespace_id().empty()) {
     if (!request->all_namespaces()) {

@@ -12,7 +12,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/cpp/channel.h"
@@ -185,17 +187,9 @@ class AdminViewCollector final : public prometheus::Collectable {
   }
 
  private:
+  // "host" for TIER_KIND_HOST, as the CLI names tiers.
   static std::string TierName(v1::TierKind kind) {
-    switch (kind) {
-      case v1::TIER_KIND_HOST:
-        return "host";
-      case v1::TIER_KIND_NVME:
-        return "nvme";
-      case v1::TIER_KIND_GPU:
-        return "gpu";
-      default:
-        return "unknown";
-    }
+    return absl::AsciiStrToLower(absl::StripPrefix(v1::TierKind_Name(kind), "TIER_KIND_"));
   }
 
   void AddNamespaces(MetricFamilies* out) const {

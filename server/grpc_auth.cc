@@ -52,13 +52,9 @@ absl::StatusOr<Credentials> PeerCredentialsFor(const DaemonConfig& config) {
   }
   if (!config.peer_token_file.empty()) {
     absl::StatusOr<std::string> token =
-        ReadSmallFile(config.peer_token_file, "security.peer_token_file");
+        ReadTokenFile(config.peer_token_file, "security.peer_token_file");
     if (!token.ok()) return token.status();
-    c.token = std::string(absl::StripAsciiWhitespace(*token));
-    if (c.token.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("security.peer_token_file '", config.peer_token_file, "' is empty"));
-    }
+    c.token = *std::move(token);
   }
   return c;
 }
@@ -98,6 +94,14 @@ absl::StatusOr<Identity> Admit(const Authenticator& auth, const grpc::ServerCont
     return s;
   }
   return who;
+}
+
+grpc::Status AdmitRole(const Authenticator& auth, const grpc::ServerContextBase& context,
+                       Role needed) {
+  absl::StatusOr<Identity> who = Admit(auth, context, needed);
+  if (who.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(who.status().code()),
+                      std::string(who.status().message()));
 }
 
 }  // namespace kvtier

@@ -42,6 +42,11 @@ absl::StatusOr<Identity> CallerOf(const Authenticator& auth,
 absl::StatusOr<Identity> Admit(const Authenticator& auth, const grpc::ServerContextBase& context,
                                Role needed);
 
+// Admit for handlers that need only the verdict: OK, or the refusal as a
+// gRPC status.
+grpc::Status AdmitRole(const Authenticator& auth, const grpc::ServerContextBase& context,
+                       Role needed);
+
 }  // namespace kvtier
 
 #endif  // KVTIER_SERVER_GRPC_AUTH_H_

@@ -58,9 +58,7 @@ absl::Status CompletionToStatus(const v1::BlockCompletion& completion) {
 
 grpc::Status PeerService::Hello(grpc::ServerContext* context, const v1::HelloRequest* request,
                                 v1::HelloResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kPeer); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kPeer); !s.ok()) return s;
   absl::StatusOr<PeerHello> hello = transfer_->Hello(request->daemon_id());
   if (!hello.ok()) return ToGrpcStatus(hello.status());
   response->set_daemon_id(hello->daemon_id);
@@ -76,9 +74,7 @@ grpc::Status PeerService::Hello(grpc::ServerContext* context, const v1::HelloReq
 
 grpc::Status PeerService::Stage(grpc::ServerContext* context, const v1::StageRequest* request,
                                 v1::StageResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kPeer); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kPeer); !s.ok()) return s;
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
   if (!ns.ok()) return ToGrpcStatus(ns.status());
   std::vector<PeerBlockInfo> blocks;
@@ -102,9 +98,7 @@ grpc::Status PeerService::Stage(grpc::ServerContext* context, const v1::StageReq
 
 grpc::Status PeerService::Commit(grpc::ServerContext* context, const v1::CommitRequest* request,
                                  v1::CommitResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kPeer); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kPeer); !s.ok()) return s;
   absl::StatusOr<std::vector<absl::Status>> done =
       transfer_->Commit(request->stage_id(), request->received());
   if (!done.ok()) return ToGrpcStatus(done.status());
@@ -114,9 +108,7 @@ grpc::Status PeerService::Commit(grpc::ServerContext* context, const v1::CommitR
 
 grpc::Status PeerService::Export(grpc::ServerContext* context, const v1::ExportRequest* request,
                                  v1::ExportResponse* response) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kPeer); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kPeer); !s.ok()) return s;
   absl::StatusOr<NamespaceKeys> nk =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!nk.ok()) return ToGrpcStatus(nk.status());
@@ -132,9 +124,7 @@ grpc::Status PeerService::Export(grpc::ServerContext* context, const v1::ExportR
 grpc::Status PeerService::ReleaseExport(grpc::ServerContext* context,
                                         const v1::ReleaseExportRequest* request,
                                         v1::ReleaseExportResponse*) {
-  if (absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kPeer); !who.ok()) {
-    return ToGrpcStatus(who.status());
-  }
+  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kPeer); !s.ok()) return s;
   return ToGrpcStatus(transfer_->ReleaseExport(request->export_id()));
 }
 

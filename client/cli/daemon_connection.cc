@@ -48,12 +48,9 @@ void AddGlobalFlags(CLI::App& app, Globals* g) {
 
 int ResolveGlobals(Globals* g) {
   if (!g->token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadSmallFile(g->token_file, "token file");
+    absl::StatusOr<std::string> token = ReadTokenFile(g->token_file, "token file");
     if (!token.ok()) return LocalError(std::string(token.status().message()));
-    g->credentials.token = std::string(absl::StripAsciiWhitespace(*token));
-    if (g->credentials.token.empty()) {
-      return LocalError("token file '" + g->token_file + "' is empty");
-    }
+    g->credentials.token = *std::move(token);
   }
   return 0;
 }
@@ -94,16 +91,6 @@ void PrintJson(const google::protobuf::Message& m) {
   std::string out;
   (void)google::protobuf::util::MessageToJsonString(m, &out, o);
   std::cout << out;
-}
-
-std::string Hex(const std::string& bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
 }
 
 std::string HumanBytes(uint64_t b) {

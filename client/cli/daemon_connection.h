@@ -44,8 +44,6 @@ int RpcFailed(const Globals& g, const char* what, const grpc::Status& s);
 // Prints "kvtier: message"; returns 2.
 int LocalError(const std::string& message);
 void PrintJson(const google::protobuf::Message& m);
-// Lowercase hex of raw bytes (block keys).
-std::string Hex(const std::string& bytes);
 std::string HumanBytes(uint64_t bytes);
 
 // Calls one Admin RPC. Returns 0 and fills `response`, or the exit status.

@@ -26,6 +26,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/daemon_connection.h"
 #include "client/cli/file_blocks.h"
@@ -344,10 +345,10 @@ int Put(const Globals& g, const std::string& path, const FileNamespace& f, uint6
     j["blocks_stored"] = resp.blocks_stored();
     j["blocks_already_cached"] = resp.blocks_already_cached();
     j["keys"] = nlohmann::json::array();
-    for (const FileBlock& b : blocks) j["keys"].push_back(Hex(b.key));
+    for (const FileBlock& b : blocks) j["keys"].push_back(absl::BytesToHexString(b.key));
     std::cout << j.dump(2) << "\n";
   } else {
-    for (const FileBlock& b : blocks) std::cout << Hex(b.key) << "\n";
+    for (const FileBlock& b : blocks) std::cout << absl::BytesToHexString(b.key) << "\n";
     std::fprintf(stderr, "kvtier: put %zu blocks (%s; %u new, %u already cached) in namespace %s\n",
                  blocks.size(), HumanBytes(contents.size()).c_str(), resp.blocks_stored(),
                  resp.blocks_already_cached(), ns.c_str());
@@ -386,7 +387,7 @@ int Transfer(const Globals& g, const std::vector<std::string>& hex_keys, const s
     PrintJson(resp);
   } else {
     for (const v1::BlockCompletion& c : resp.blocks()) {
-      std::cout << Hex(c.key()) << "  "
+      std::cout << absl::BytesToHexString(c.key()) << "  "
                 << (c.code() == 0
                         ? "ok"
                         : absl::StatusCodeToString(static_cast<absl::StatusCode>(c.code())))

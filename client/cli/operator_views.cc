@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
@@ -154,10 +155,11 @@ int Blocks(const Globals& g, const std::string& namespace_id, uint32_t top) {
     for (int t : b.tiers()) {
       tiers += (tiers.empty() ? "" : ",") + TierName(static_cast<v1::TierKind>(t));
     }
-    std::string parent = b.parent_key().empty() ? "-" : Hex(b.parent_key()).substr(0, 16);
-    std::printf("%-34s %-18s %10s %-9s %6u %6u %8u\n", Hex(b.key()).c_str(), parent.c_str(),
-                HumanBytes(b.size_bytes()).c_str(), tiers.c_str(), b.uses(), b.leases(),
-                b.children());
+    std::string parent =
+        b.parent_key().empty() ? "-" : absl::BytesToHexString(b.parent_key()).substr(0, 16);
+    std::printf("%-34s %-18s %10s %-9s %6u %6u %8u\n", absl::BytesToHexString(b.key()).c_str(),
+                parent.c_str(), HumanBytes(b.size_bytes()).c_str(), tiers.c_str(), b.uses(),
+                b.leases(), b.children());
   }
   std::printf("%d of %llu blocks, most used first\n", r.blocks_size(),
               static_cast<unsigned long long>(r.total_blocks()));

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli/daemon_connection.h"
 #include "costmodel/catalog.h"
 #include "costmodel/fetch_plan.h"
 #include "costmodel/kv_footprint.h"
@@ -161,6 +163,7 @@ int RunReplay(const ReplayOptions& o) {
   } t;
   std::vector<uint8_t> expect(o.block_bytes);
   const auto start = SteadyClock::now();
+  ProgressBar bar("replay", o.progress);
   const double host_bw = d.gpu.host_link_bytes_per_s;
   int rc = 0;
   for (size_t ri = 0; ri < trace.size(); ++ri) {
@@ -252,15 +255,13 @@ int RunReplay(const ReplayOptions& o) {
       if (!s.ok()) ++t.rpc_errors;
     }
     if (!hit->lease_id.empty()) (void)(*client)->Release(hit->lease_id);
-    if (o.progress && (ri % 50 == 49 || ri + 1 == trace.size())) {
-      const int width = 30;
-      const int done = static_cast<int>(width * (ri + 1) / trace.size());
-      std::fprintf(stderr, "\rreplay [%s%s] %zu/%zu  token hit %.3f",
-                   std::string(done, '#').c_str(), std::string(width - done, '.').c_str(), ri + 1,
-                   trace.size(), t.tokens ? static_cast<double>(t.hit_tokens) / t.tokens : 0.0);
-      if (ri + 1 == trace.size()) std::fprintf(stderr, "\n");
+    if (ri % 50 == 49 || ri + 1 == trace.size()) {
+      bar.Update(ri + 1, trace.size(),
+                 absl::StrFormat("requests, token hit %.3f",
+                                 t.tokens ? static_cast<double>(t.hit_tokens) / t.tokens : 0.0));
     }
   }
+  bar.Finish();
   const double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
   (void)(*client)->UnregisterMemory(*region_id);
   if (t.wrong_bytes > 0 || t.rpc_errors > 0) rc = 1;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace kvtier {
@@ -74,6 +75,16 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const char* w
   if (in.bad())
     return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " '", path, "'"));
   return text.str();
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const char* what) {
+  absl::StatusOr<std::string> text = ReadSmallFile(path, what);
+  if (!text.ok()) return text.status();
+  std::string token(absl::StripAsciiWhitespace(*text));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " '", path, "' is empty"));
+  }
+  return token;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& target,

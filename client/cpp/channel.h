@@ -28,6 +28,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& ta
 // "OK", "NOT_FOUND", ... (the number for a code gRPC does not define).
 std::string StatusCodeName(grpc::StatusCode code);
 
+// A bearer token from a file: its content without surrounding whitespace.
+// INVALID_ARGUMENT naming the file when it cannot be read or is empty.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const char* what);
+
 // Reads a whole (small) file, e.g. a PEM file or a token file; surrounding
 // whitespace is kept. INVALID_ARGUMENT naming the file when it cannot be read.
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const char* what);
