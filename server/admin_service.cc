@@ -50,6 +50,7 @@ void AdminService::StatusView(v1::GetStatusResponse* response, bool scan_for_str
     t->set_transport(info.transport.name);
     t->set_transports(info.transport.transports);
     t->set_detects_peer_failure(info.transport.detects_peer_failure);
+    t->set_net_devices(info.transport.net_devices);
   }
   response->set_registered_regions(static_cast<uint32_t>(regions_->size()));
   response->set_stranded_blocks(snap.stranded_blocks);

@@ -4,15 +4,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
-#include <sstream>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "costmodel/catalog.h"
+#include "server/config_validation.h"
 #include "spdlog/common.h"
 #include "yaml-cpp/yaml.h"
 
@@ -100,6 +100,7 @@ const std::vector<KeySpec>& Keys() {
       Field("server.max_message_bytes", &DaemonConfig::max_message_bytes, ParseBytes),
       Field("server.get_chunk_bytes", &DaemonConfig::get_chunk_bytes, ParseBytes),
       Field("server.shutdown_grace_ms", &DaemonConfig::shutdown_grace_ms, ParseU32),
+      Field("server.max_connection_idle_ms", &DaemonConfig::max_connection_idle_ms, ParseU32),
       Field("server.shm_dir", &DaemonConfig::shm_dir, ParseString),
       Field("host_tier.bytes", &DaemonConfig::host_tier_bytes, ParseBytes),
       Field("host_tier.slab_bytes", &DaemonConfig::host_slab_bytes, ParseBytes),
@@ -109,6 +110,13 @@ const std::vector<KeySpec>& Keys() {
       Field("limits.max_leases", &DaemonConfig::max_leases, ParseU32),
       Field("limits.max_regions", &DaemonConfig::max_regions, ParseU32),
       Field("limits.max_region_bytes", &DaemonConfig::max_region_bytes, ParseBytes),
+      Field("limits.tenant_max_namespaces", &DaemonConfig::tenant_max_namespaces, ParseU32),
+      Field("limits.tenant_max_leases", &DaemonConfig::tenant_max_leases, ParseU32),
+      Field("limits.tenant_max_lease_blocks", &DaemonConfig::tenant_max_lease_blocks, ParseU32),
+      Field("limits.tenant_max_regions", &DaemonConfig::tenant_max_regions, ParseU32),
+      Field("limits.tenant_max_region_bytes", &DaemonConfig::tenant_max_region_bytes, ParseBytes),
+      Field("limits.tenant_reserved_bytes", &DaemonConfig::tenant_reserved_bytes, ParseBytes),
+      Field("limits.stream_idle_timeout_ms", &DaemonConfig::stream_idle_timeout_ms, ParseU32),
       Field("leases.default_ttl_ms", &DaemonConfig::default_lease_ttl_ms, ParseU32),
       Field("leases.max_ttl_ms", &DaemonConfig::max_lease_ttl_ms, ParseU32),
       Field("log.level", &DaemonConfig::log_level, ParseString),
@@ -139,6 +147,7 @@ const std::vector<KeySpec>& Keys() {
       Field("peer.timeout_ms", &DaemonConfig::peer_timeout_ms, ParseU32),
       Field("peer.max_pending", &DaemonConfig::peer_max_pending, ParseU32),
       Field("peer.allowed", &DaemonConfig::peer_allowed, ParseString),
+      Field("peer.net_devices", &DaemonConfig::peer_net_devices, ParseString),
       Field("security.tls_cert", &DaemonConfig::tls_cert, ParseString),
       Field("security.tls_key", &DaemonConfig::tls_key, ParseString),
       Field("security.tls_client_ca", &DaemonConfig::tls_client_ca, ParseString),
@@ -156,14 +165,22 @@ const std::vector<KeySpec>& Keys() {
   return *keys;
 }
 
-// Flattens a YAML mapping into (dotted key, scalar, line) triples.
+// Flattens a YAML mapping into (dotted key, scalar, line) triples. A key
+// that appears twice in one mapping is an error naming both lines: yaml-cpp
+// keeps both, and the last would silently win.
 absl::Status Flatten(const YAML::Node& node, const std::string& prefix,
                      std::vector<std::tuple<std::string, std::string, int>>* out) {
+  absl::flat_hash_map<std::string, int> seen;  // key -> its first line
   for (const auto& kv : node) {
     const std::string name = kv.first.as<std::string>();
     const std::string path = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
     const YAML::Node& value = kv.second;
     const int line = kv.first.Mark().line + 1;
+    if (auto [it, fresh] = seen.emplace(name, line); !fresh) {
+      return absl::InvalidArgumentError(absl::StrCat("config line ", line, ": duplicate key '",
+                                                     path, "' (lines ", it->second, " and ", line,
+                                                     ")"));
+    }
     if (value.IsMap()) {
       if (absl::Status s = Flatten(value, path, out); !s.ok()) return s;
     } else if (value.IsScalar()) {
@@ -276,11 +293,9 @@ absl::Status ApplyYaml(absl::string_view yaml, DaemonConfig* config) {
 }
 
 absl::Status ApplyYamlFile(const std::string& path, DaemonConfig* config) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "'"));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  absl::Status s = ApplyYaml(buf.str(), config);
+  absl::StatusOr<std::string> text = ReadBoundedFile(path, "--config");
+  if (!text.ok()) return text.status();
+  absl::Status s = ApplyYaml(*text, config);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   return s;
 }
@@ -288,6 +303,7 @@ absl::Status ApplyYamlFile(const std::string& path, DaemonConfig* config) {
 absl::Status ValidateConfig(const DaemonConfig& c) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (c.listen.empty()) return bad("server.listen must not be empty");
+  if (absl::Status s = ValidateListenAddress("server.listen", c.listen, true); !s.ok()) return s;
   if (c.max_message_bytes < (uint64_t{1} << 20) || c.max_message_bytes > (uint64_t{1} << 30)) {
     return bad("server.max_message_bytes must be in 1MiB..1GiB");
   }
@@ -305,6 +321,13 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
   }
   if (c.max_block_bytes == 0 || c.max_block_bytes > c.host_slab_bytes) {
     return bad("limits.max_block_bytes must be in 1..host_tier.slab_bytes");
+  }
+  if (c.tenant_max_namespaces == 0 || c.tenant_max_leases == 0 ||
+      c.tenant_max_lease_blocks == 0 || c.tenant_max_regions == 0 ||
+      c.tenant_max_region_bytes == 0) {
+    return bad(
+        "limits.tenant_max_namespaces, tenant_max_leases, tenant_max_lease_blocks, "
+        "tenant_max_regions and tenant_max_region_bytes must be > 0");
   }
   if (c.max_namespaces == 0 || c.max_keys_per_request == 0 || c.max_leases == 0) {
     return bad("limits.max_namespaces, max_keys_per_request and max_leases must be > 0");
@@ -361,6 +384,11 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
     return bad("peer.timeout_ms must be in 1..600000");
   }
   if (c.peer_max_pending == 0) return bad("peer.max_pending must be > 0");
+  if (c.peer_net_devices.empty() ||
+      c.peer_net_devices.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                           "0123456789_.:,-") != std::string::npos) {
+    return bad("peer.net_devices must be auto, all or a comma-separated list of devices");
+  }
   if (!c.peer_token_file.empty() && c.peer_allowed.empty()) {
     return bad(
         "security.peer_token_file needs peer.allowed: the daemon presents its token only to the "
@@ -372,8 +400,11 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
   if (!c.tls_client_ca.empty() && c.tls_cert.empty()) {
     return bad("security.tls_client_ca needs TLS: set security.tls_cert and security.tls_key");
   }
-  if (c.metrics_listen != "off" && c.metrics_listen.rfind(':') == std::string::npos) {
-    return bad("metrics.listen must be host:port or off");
+  if (c.metrics_listen != "off") {
+    if (absl::Status s = ValidateListenAddress("metrics.listen", c.metrics_listen, false);
+        !s.ok()) {
+      return bad(s.message(), " (metrics.listen is host:port or off)");
+    }
   }
   if (!(c.costmodel_mfu > 0)) return bad("costmodel.mfu must be in (0, 1]");
   if (c.costmodel_compute_dtype != "bf16" && c.costmodel_compute_dtype != "fp8") {

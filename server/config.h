@@ -4,7 +4,8 @@
 // that name the key.
 //
 // YAML layout (every key optional):
-//   server:    listen, max_message_bytes, get_chunk_bytes, shutdown_grace_ms
+//   server:    listen, max_message_bytes, get_chunk_bytes, shutdown_grace_ms,
+//              max_connection_idle_ms
 //   host_tier: bytes, slab_bytes
 //   limits:    max_block_bytes, max_namespaces, max_keys_per_request, max_leases
 //   leases:    default_ttl_ms, max_ttl_ms
@@ -39,6 +40,9 @@ struct DaemonConfig {
   uint64_t max_message_bytes = uint64_t{16} << 20;
   uint64_t get_chunk_bytes = uint64_t{1} << 20;
   uint32_t shutdown_grace_ms = 5000;
+  // A connection with no call for this long is closed (the client reconnects
+  // at its next call); 0: never.
+  uint32_t max_connection_idle_ms = 300'000;
 
   uint64_t host_tier_bytes = 0;  // set by DefaultConfig from RAM
   uint64_t host_slab_bytes = uint64_t{64} << 20;
@@ -46,9 +50,23 @@ struct DaemonConfig {
   uint64_t max_block_bytes = uint64_t{64} << 20;
   uint32_t max_namespaces = 1024;
   uint32_t max_keys_per_request = 65536;
-  uint32_t max_leases = 1 << 20;
+  uint32_t max_leases = 1 << 16;
   uint32_t max_regions = 64;                        // registered memory regions
   uint64_t max_region_bytes = uint64_t{256} << 30;  // their mapped bytes in all
+  // Each tenant's share of the limits above (with authentication off there
+  // is one tenant and the shares are the whole, except lease blocks and
+  // reserved bytes, which bound memory): docs/security.md.
+  uint32_t tenant_max_namespaces = 256;
+  uint32_t tenant_max_leases = 16384;
+  uint32_t tenant_max_lease_blocks = 1 << 21;  // blocks pinned by one tenant's leases
+  uint32_t tenant_max_regions = 16;
+  uint64_t tenant_max_region_bytes = uint64_t{64} << 30;
+  // Host bytes one tenant's unfinished writes may reserve; 0 = half the
+  // tier with authentication, the whole tier without.
+  uint64_t tenant_reserved_bytes = 0;
+  // A Put, Get, Save or Load stream that moves nothing for this long is
+  // cancelled (and what it reserved or pinned is freed); 0: never.
+  uint32_t stream_idle_timeout_ms = 30'000;
   std::string shm_dir = "/dev/shm";                 // where RegisterMemory files must be
 
   uint32_t default_lease_ttl_ms = 30'000;
@@ -84,7 +102,8 @@ struct DaemonConfig {
   uint32_t gpu_device = 0;                           // the GPU the copy engine and the tier use
 
   // Prefill-to-decode transfer (docs/operations.md). transport: auto (UCX
-  // when built with it), ucx (fail to start without it) or off.
+  // when built with it and some peer.* key configures transfer; off
+  // otherwise), ucx (fail to start without it) or off.
   std::string peer_transport = "auto";
   std::string peer_role = "both";  // prefill, decode or both
   uint32_t peer_timeout_ms = 10'000;
@@ -92,6 +111,10 @@ struct DaemonConfig {
   // Comma-separated host:port of the peers transfers may name ("" = any;
   // required when security.peer_token_file is set).
   std::string peer_allowed;
+  // Network devices the peer transport may use: auto (UCX_NET_DEVICES when
+  // set, else the interface owning server.listen's address), all, or a
+  // comma-separated UCX device list ("lo", "eth0", "mlx5_0:1").
+  std::string peer_net_devices = "auto";
 
   // Security (docs/operations.md#security). TLS is on when tls_cert and
   // tls_key are set; tls_client_ca additionally verifies client
@@ -142,9 +165,15 @@ absl::Status SetConfigAssignment(absl::string_view assignment, DaemonConfig* con
 // returns INVALID_ARGUMENT naming the key or line, and leaves `config`
 // unchanged.
 absl::Status ApplyYaml(absl::string_view yaml, DaemonConfig* config);
-// Reads and applies a YAML file; NOT_FOUND if it cannot be read.
+// Reads and applies a YAML file; NOT_FOUND if it cannot be read,
+// INVALID_ARGUMENT (before reading) for anything but a regular file of at
+// most 1 MiB (a directory, /dev/zero, a FIFO). A key that appears twice in
+// one mapping is INVALID_ARGUMENT naming it and both lines.
 absl::Status ApplyYamlFile(const std::string& path, DaemonConfig* config);
-// Cross-field checks (sizes fit each other, TTLs ordered, log level known).
+// Cross-field checks (sizes fit each other, TTLs ordered, log level known,
+// listen addresses well formed with ports in 0..65535). Pure; the checks
+// against this machine (directories, memory) are ValidateConfigForHost in
+// server/config_validation.h.
 absl::Status ValidateConfig(const DaemonConfig& config);
 // The configuration as YAML, every key present; ApplyYaml reads it back.
 std::string ConfigToYaml(const DaemonConfig& config);

@@ -1,9 +1,16 @@
 #include "server/config.h"
 
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "server/config_validation.h"
 
 namespace kvtier {
 namespace {
@@ -148,6 +155,185 @@ TEST(ConfigTest, PrintedYamlReadsBackIdentically) {
     const std::string leaf = key.substr(key.find('.') + 1);
     EXPECT_NE(yaml.find(leaf + ":"), std::string::npos) << key;
   }
+}
+
+// Item 9 (configuration gaps): each of these was accepted and misbehaved.
+
+// A scratch directory, removed at the end of the test.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = std::filesystem::temp_directory_path() / "kvtier-config-test-XXXXXX";
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~ScratchDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+bool OnTmpfs(const std::string& dir) {
+  struct statfs fs;
+  return statfs(dir.c_str(), &fs) == 0 &&
+         (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC);
+}
+
+TEST(ConfigTest, DuplicateYamlKeysAreRefusedNamingTheKeyAndBothLines) {
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  const std::string before = ConfigToYaml(c);
+  absl::Status s = ApplyYaml("server:\n  listen: 127.0.0.1:1\n  listen: 127.0.0.1:2\n", &c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("duplicate key 'server.listen' (lines 2 and 3)"), std::string::npos)
+      << s;
+  EXPECT_EQ(ConfigToYaml(c), before);
+  // A section given twice is a duplicate too (its keys would merge silently).
+  s = ApplyYaml("log:\n  level: warn\nhost_tier:\n  bytes: 1GiB\nlog:\n  level: debug\n", &c);
+  EXPECT_NE(s.message().find("duplicate key 'log' (lines 1 and 5)"), std::string::npos) << s;
+  // The same leaf name in two sections is not a duplicate.
+  EXPECT_TRUE(ApplyYaml("server:\n  listen: 127.0.0.1:0\nmetrics:\n  listen: off\n", &c).ok());
+}
+
+TEST(ConfigTest, ListenAddressesMustBeHostPortWithAPortInRange) {
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  for (const char* ok : {"127.0.0.1:0", "127.0.0.1:65535", "0.0.0.0:50051", "[::1]:50051",
+                         "localhost:7", "unix:/tmp/kvtier.sock", "unix-abstract:kvtier"}) {
+    c.listen = ok;
+    EXPECT_TRUE(ValidateConfig(c).ok()) << ok << ": " << ValidateConfig(c);
+  }
+  c.listen = "127.0.0.1:99999";
+  absl::Status s = ValidateConfig(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("server.listen '127.0.0.1:99999': the port 99999 is outside 0..65535"),
+            std::string::npos)
+      << s;
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:-1", "127.0.0.1:80x", ":50051",
+                          "::1:50051", "[::1:50051", "unix:", "127.0.0.1:99999999999999999999"}) {
+    c.listen = bad;
+    s = ValidateConfig(c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("server.listen"), std::string::npos) << bad << ": " << s;
+  }
+  c = DefaultConfig(16 * kGiB);
+  c.metrics_listen = "127.0.0.1:70000";
+  s = ValidateConfig(c);
+  EXPECT_NE(s.message().find("metrics.listen '127.0.0.1:70000'"), std::string::npos) << s;
+  c.metrics_listen = "unix:/tmp/m.sock";  // the metrics endpoint is HTTP on TCP only
+  EXPECT_FALSE(ValidateConfig(c).ok());
+  c.metrics_listen = "off";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
+TEST(ConfigTest, NvmeDirsNamingOneDirectoryTwiceAreRefused) {
+  ScratchDir scratch;
+  const std::string a = scratch.path() + "/a";
+  const std::string b = scratch.path() + "/b";
+  std::filesystem::create_directories(a);
+  std::filesystem::create_directories(b);
+  std::filesystem::create_directory_symlink(a, scratch.path() + "/link-to-a");
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  c.max_regions = 0;  // no shm_dir check here
+  c.nvme_dirs = absl::StrCat(a, ",", b);
+  EXPECT_TRUE(ValidateConfigForHost(c, 16 * kGiB).ok());
+  // The same text, a trailing slash, a dot, a symlink, a directory not made yet.
+  for (const std::string& twice :
+       {absl::StrCat(a, ",", a), absl::StrCat(a, ", ", a, "/"),
+        absl::StrCat(a, ",", scratch.path(), "/./a"),
+        absl::StrCat(a, ",", scratch.path(), "/link-to-a"),
+        absl::StrCat(scratch.path(), "/new,", scratch.path(), "/new/")}) {
+    c.nvme_dirs = twice;
+    const absl::Status s = ValidateConfigForHost(c, 16 * kGiB);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << twice;
+    EXPECT_NE(s.message().find("nvme.dirs names one directory twice"), std::string::npos) << s;
+  }
+  c.nvme_dirs = absl::StrCat(a, ",", scratch.path(), "/link-to-a");
+  const absl::Status s = ValidateConfigForHost(c, 16 * kGiB);
+  EXPECT_NE(s.message().find(absl::StrCat("'", a, "' and '", scratch.path(), "/link-to-a'")),
+            std::string::npos)
+      << s;  // both spellings
+  // A file where a directory should be.
+  std::ofstream(scratch.path() + "/file") << "x";
+  c.nvme_dirs = scratch.path() + "/file";
+  EXPECT_NE(ValidateConfigForHost(c, 16 * kGiB).message().find("not a directory"),
+            std::string::npos);
+}
+
+TEST(ConfigTest, HostTierLargerThanPhysicalMemoryIsRefused) {
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  c.max_regions = 0;
+  c.host_tier_bytes = 2 * kGiB;
+  EXPECT_TRUE(ValidateConfigForHost(c, 2 * kGiB).ok());
+  const absl::Status s = ValidateConfigForHost(c, 1 * kGiB);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("host_tier.bytes (2147483648 bytes (2.0 GiB)) exceeds this machine's "
+                             "physical memory (1073741824 bytes (1.0 GiB))"),
+            std::string::npos)
+      << s;
+  // The real figure: the defaults always fit.
+  c = DefaultConfig(PhysicalMemoryBytes());
+  c.max_regions = 0;
+  c.nvme_dirs = "";
+  EXPECT_TRUE(ValidateConfigForHost(c, PhysicalMemoryBytes()).ok());
+}
+
+TEST(ConfigTest, ShmDirMustExistOnTmpfsUnlessRegionsAreOff) {
+  ScratchDir scratch;
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  c.nvme_dirs = "";
+  c.shm_dir = scratch.path() + "/missing";
+  absl::Status s = ValidateConfigForHost(c, 16 * kGiB);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(
+      s.message().find(absl::StrCat("server.shm_dir '", c.shm_dir, "': No such file or directory")),
+      std::string::npos)
+      << s;
+  c.max_regions = 0;  // shared-memory registration off: nothing to check
+  EXPECT_TRUE(ValidateConfigForHost(c, 16 * kGiB).ok());
+  c.max_regions = 64;
+  if (OnTmpfs("/dev/shm")) {
+    c.shm_dir = "/dev/shm";
+    EXPECT_TRUE(ValidateConfigForHost(c, 16 * kGiB).ok());
+  }
+  if (OnTmpfs(scratch.path())) GTEST_SKIP() << scratch.path() << " is on tmpfs itself";
+  c.shm_dir = scratch.path();
+  s = ValidateConfigForHost(c, 16 * kGiB);
+  EXPECT_NE(s.message().find("is not on tmpfs or hugetlbfs"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("server.shm_dir"), std::string::npos) << s;
+}
+
+TEST(ConfigTest, ConfigFileMustBeARegularFileOfAtMostOneMebibyte) {
+  ScratchDir scratch;
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  absl::Status s = ApplyYamlFile(scratch.path(), &c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("not a regular file (a directory)"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("--config"), std::string::npos) << s;
+  s = ApplyYamlFile("/dev/zero", &c);  // would never end
+  EXPECT_NE(s.message().find("not a regular file (a character device)"), std::string::npos) << s;
+  const std::string fifo = scratch.path() + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  s = ApplyYamlFile(fifo, &c);  // would block for a writer
+  EXPECT_NE(s.message().find("not a regular file (a FIFO)"), std::string::npos) << s;
+  const std::string big = scratch.path() + "/big.yaml";
+  {
+    std::ofstream out(big);
+    out << "log:\n  level: info\n" << std::string(kMaxConfigFileBytes, '#') << "\n";
+  }
+  s = ApplyYamlFile(big, &c);
+  EXPECT_NE(s.message().find("over the 1048576-byte limit"), std::string::npos) << s;
+  const std::string good = scratch.path() + "/good.yaml";
+  std::ofstream(good) << "log:\n  level: warn\n";
+  ASSERT_TRUE(ApplyYamlFile(good, &c).ok());
+  EXPECT_EQ(c.log_level, "warn");
+}
+
+TEST(ConfigTest, TlsFilesMustBePem) {
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  c.tls_cert = "/etc/kvtier/cert.pem";
+  c.tls_key = "/etc/kvtier/key.pem";
+  const absl::Status s = ValidateTlsPem(c, "garbage\n", "more garbage\n", "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "security.tls_cert: '/etc/kvtier/cert.pem' is not a PEM certificate");
 }
 
 }  // namespace

@@ -16,8 +16,8 @@
 #include "server/daemon_metrics.h"
 #include "server/grpc_auth.h"
 #include "server/grpc_peer_channel.h"
+#include "server/peer_setup.h"
 #include "spdlog/spdlog.h"
-#include "transfer/transport_factory.h"
 
 namespace kvtier {
 namespace {
@@ -98,6 +98,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   options.max_namespaces = config.max_namespaces;
   options.max_keys_per_request = config.max_keys_per_request;
   options.max_leases = config.max_leases;
+  // Each tenant's share. With authentication off there is one tenant, whose
+  // share of namespaces and leases is the whole; lease blocks and reserved
+  // bytes bound memory, so they apply to it too.
+  const bool tenants = d->auth_->enabled();
+  options.tenant.max_namespaces = tenants ? config.tenant_max_namespaces : config.max_namespaces;
+  options.tenant.max_leases = tenants ? config.tenant_max_leases : config.max_leases;
+  options.tenant.max_lease_blocks = config.tenant_max_lease_blocks;
+  options.tenant.max_reserved_bytes = config.tenant_reserved_bytes != 0 ? config.tenant_reserved_bytes
+                                      : tenants ? config.host_tier_bytes / 2
+                                                : 0;  // the whole tier
   options.default_lease_ttl = absl::Milliseconds(config.default_lease_ttl_ms);
   options.max_lease_ttl = absl::Milliseconds(config.max_lease_ttl_ms);
   if (!config.nvme_dirs.empty()) {
@@ -179,25 +189,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     spdlog::info("gpu tier: off ({})", d->gpu_tier_note_);
   }
   d->regions_ =
-      std::make_unique<RegionTable>(config.max_regions, config.max_region_bytes, config.shm_dir);
+      std::make_unique<RegionTable>(config.max_regions, config.max_region_bytes, config.shm_dir,
+                                    tenants ? config.tenant_max_regions : config.max_regions,
+                                    tenants ? config.tenant_max_region_bytes : UINT64_MAX);
   {
-    std::unique_ptr<Transport> transport;
     std::string why;
-    if (config.peer_transport == "off") {
-      why = "peer transfer is off (peer.transport: off)";
-    } else if (seams.transport != nullptr) {
-      transport = std::move(seams.transport);
-    } else {
-      absl::StatusOr<std::unique_ptr<Transport>> t = CreateTransport();
-      if (t.ok()) {
-        transport = *std::move(t);
-      } else if (config.peer_transport == "ucx") {
-        return absl::FailedPreconditionError(
-            absl::StrCat("peer.transport is ucx but ", t.status().message()));
-      } else {
-        why = std::string(t.status().message());
-      }
-    }
+    absl::StatusOr<std::unique_ptr<Transport>> chosen =
+        ChoosePeerTransport(config, std::move(seams.transport), &why);
+    if (!chosen.ok()) return chosen.status();
+    std::unique_ptr<Transport> transport = *std::move(chosen);
     PeerTransferOptions options;
     options.role = *ParsePeerRole(config.peer_role);  // validated with the config
     options.timeout = absl::Milliseconds(config.peer_timeout_ms);
@@ -213,8 +213,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     d->peer_transfer_ = *std::move(peer);
     const PeerTransferInfo info = d->peer_transfer_->Info();
     if (info.available) {
-      spdlog::info("peer transfer: {} (transports {}{}), role {}", info.transport.name,
-                   info.transport.transports,
+      spdlog::info("peer transfer: {} (transports {}, net devices {}{}), role {}",
+                   info.transport.name, info.transport.transports, info.transport.net_devices,
                    info.transport.detects_peer_failure ? ", peer failure detection" : "",
                    PeerRoleName(info.role));
     } else {
@@ -228,10 +228,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
           peer->ExpireStale();
         }
       });
+  d->idle_reaper_ = std::make_unique<StreamIdleReaper>(
+      absl::Milliseconds(config.stream_idle_timeout_ms), &d->clock_);
   d->kvcache_service_ = std::make_unique<KvCacheService>(
       d->auth_.get(), d->cache_.get(), d->planner_.get(), d->regions_.get(), config.get_chunk_bytes,
       config.max_message_bytes - 65536, d->copy_engine_.get(), std::move(seams.open_cuda_ipc),
-      &d->transforms_, d->gpu_tier_.get(), d->peer_transfer_.get());
+      &d->transforms_, d->gpu_tier_.get(), d->peer_transfer_.get(), d->idle_reaper_.get());
 
   // Both are process-wide switches of gRPC's; they only affect servers built
   // after them, and every kvtierd server wants them.
@@ -243,6 +245,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.AddListeningPort(config.listen, *server_credentials, &port);
   // A second daemon on the same port must fail, not share it silently.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Idle connections hold descriptors: one that has not finished its
+  // handshake (TLS and the HTTP/2 preface) in 10 s is closed, and so is one
+  // with no call for server.max_connection_idle_ms.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
+  if (config.max_connection_idle_ms > 0) {
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+        static_cast<int>(std::min<uint32_t>(config.max_connection_idle_ms, INT32_MAX)));
+  }
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(d->kvcache_service_.get());
@@ -288,9 +299,23 @@ void Daemon::Shutdown(absl::Duration grace) {
   absl::MutexLock lock(&shutdown_mu_);
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  const absl::Time deadline = absl::Now() + grace;
   server_->GetHealthCheckService()->SetServingStatus(false);
-  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+  server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
+  // No call runs any more: persist what the write policy still owes NVMe
+  // (write-through blocks acknowledged but not yet written) in what is left
+  // of the grace period.
+  if (cache_->nvme_enabled() && grace > absl::ZeroDuration()) {
+    bool cut = false;
+    const absl::Time start = absl::Now();
+    const size_t n = cache_->DrainWrites(deadline, &cut);
+    if (n > 0 || cut) {
+      spdlog::info("shutdown: wrote {} blocks to NVMe in {}{}", n,
+                   absl::FormatDuration(absl::Now() - start),
+                   cut ? "; the grace period ended with blocks still unwritten" : "");
+    }
+  }
 }
 
 }  // namespace kvtier

@@ -91,6 +91,8 @@ class Daemon {
   absl::Notification stop_reaper_;
   std::thread reaper_;
   std::string listen_address_;
+  // Cancels streams that stop moving; outlives the services that use it.
+  std::unique_ptr<StreamIdleReaper> idle_reaper_;
   std::unique_ptr<KvCacheService> kvcache_service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<PeerService> peer_service_;

@@ -5,7 +5,6 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
-#include <exception>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -256,21 +255,17 @@ DaemonMetrics::InterceptorFactory() {
 
 absl::Status DaemonMetrics::Listen(const std::string& address) {
   if (address == "off") return absl::OkStatus();
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) {
+  if (address.rfind(':') == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("metrics.listen '", address, "' is not host:port or off"));
   }
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on '", address, "' (address in use?): ", e.what()));
-  }
-  exposer_->RegisterCollectable(registry_);
-  exposer_->RegisterCollectable(views_);
-  const std::vector<int> ports = exposer_->GetListeningPorts();
-  address_ = absl::StrCat(address.substr(0, colon), ":", ports.empty() ? 0 : ports.front());
+  MetricsHttpServerOptions options;
+  options.address = address;
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
+      MetricsHttpServer::Create(options, [this] { return Render(); });
+  if (!http.ok()) return http.status();
+  http_ = *std::move(http);
+  address_ = http_->address();
   return absl::OkStatus();
 }
 

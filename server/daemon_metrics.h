@@ -1,4 +1,4 @@
-// DaemonMetrics: kvtierd's Prometheus endpoint (prometheus-cpp), by default
+// DaemonMetrics: kvtierd's Prometheus endpoint (prometheus-cpp metrics), by default
 // http://127.0.0.1:9400/metrics (metrics.listen). It serves
 //   - at each scrape, every number of the Admin views (status, tiers,
 //     namespaces, wear, peers) through MetricFamilies: storage engine and
@@ -17,7 +17,6 @@
 #define KVTIER_SERVER_DAEMON_METRICS_H_
 
 #include <grpcpp/support/server_interceptor.h>
-#include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
 #include <memory>
@@ -26,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "server/admin_service.h"
 #include "server/auth.h"
+#include "server/metrics_http_server.h"
 
 namespace kvtier {
 
@@ -43,8 +43,10 @@ class DaemonMetrics {
   // For grpc::ServerBuilder::experimental().SetInterceptorCreators.
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> InterceptorFactory();
 
-  // Serves /metrics on "host:port" (port 0 picks one). UNAVAILABLE when the
-  // address cannot be bound. "off" serves nothing.
+  // Serves /metrics on "host:port" (port 0 picks one) from an event-driven
+  // HTTP server (server/metrics_http_server.h: slow clients cannot stall a
+  // scrape). UNAVAILABLE when the address cannot be bound. "off" serves
+  // nothing.
   absl::Status Listen(const std::string& address);
   // "127.0.0.1:9400" once listening; "" otherwise.
   const std::string& address() const { return address_; }
@@ -56,8 +58,8 @@ class DaemonMetrics {
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<RpcMetrics> rpc_;
   std::shared_ptr<AdminViewCollector> views_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
   std::string address_;
+  std::unique_ptr<MetricsHttpServer> http_;  // last: stopped first, before what it reads
 };
 
 }  // namespace kvtier

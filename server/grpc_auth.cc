@@ -10,23 +10,32 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cpp/channel.h"
+#include "server/config_validation.h"
+#include "server/log_rate_limiter.h"
 #include "spdlog/spdlog.h"
+#include "storage/clock.h"
 
 namespace kvtier {
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
     const DaemonConfig& config) {
   if (config.tls_cert.empty()) return grpc::InsecureServerCredentials();
-  absl::StatusOr<std::string> cert = ReadSmallFile(config.tls_cert, "security.tls_cert");
+  absl::StatusOr<std::string> cert = ReadPemFile(config.tls_cert, "security.tls_cert");
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadSmallFile(config.tls_key, "security.tls_key");
+  absl::StatusOr<std::string> key = ReadPemFile(config.tls_key, "security.tls_key");
   if (!key.ok()) return key.status();
+  // gRPC would only fail at bind time, as "cannot listen": say which file is wrong.
+  std::string client_ca;
+  if (!config.tls_client_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadPemFile(config.tls_client_ca, "security.tls_client_ca");
+    if (!ca.ok()) return ca.status();
+    client_ca = *std::move(ca);
+  }
+  if (absl::Status s = ValidateTlsPem(config, *cert, *key, client_ca); !s.ok()) return s;
   grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   ssl.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
   if (!config.tls_client_ca.empty()) {
-    absl::StatusOr<std::string> ca = ReadSmallFile(config.tls_client_ca, "security.tls_client_ca");
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *std::move(ca);
+    ssl.pem_root_certs = std::move(client_ca);
     // With identities, a certificate is one credential among others (a
     // caller may present a token instead), and one that is missing is
     // refused per call with UNAUTHENTICATED. Without identities, the
@@ -82,15 +91,43 @@ absl::StatusOr<Identity> CallerOf(const Authenticator& auth,
   return auth.Identify(token, std::nullopt);
 }
 
+namespace {
+
+// The refusal lines of the whole process, which has one log: a client
+// retrying a refused call in a loop writes one line per reason every 10 s,
+// not one per call (the calls themselves are all counted, by code, in
+// kvtier_rpc_requests_total, and by reason in RefusalCount).
+LogRateLimiter& RefusalLog() {
+  static SystemClock* const clock = new SystemClock();
+  static LogRateLimiter* const limiter = new LogRateLimiter(absl::Seconds(10), clock);
+  return *limiter;
+}
+
+void LogRefusal(const grpc::ServerContextBase& context, const absl::Status& why) {
+  const std::string reason(why.message());
+  const LogRateLimiter::Verdict v = RefusalLog().Record(reason);
+  if (!v.log) return;
+  if (v.suppressed == 0) {
+    spdlog::warn("refused a call from {}: {}", context.peer(), reason);
+  } else {
+    spdlog::warn("refused a call from {}: {} ({} more suppressed)", context.peer(), reason,
+                 v.suppressed);
+  }
+}
+
+}  // namespace
+
+uint64_t RefusalCount(absl::string_view reason) { return RefusalLog().Count(reason); }
+
 absl::StatusOr<Identity> Admit(const Authenticator& auth, const grpc::ServerContextBase& context,
                                Role needed) {
   absl::StatusOr<Identity> who = CallerOf(auth, context);
   if (!who.ok()) {
-    spdlog::warn("refused a call from {}: {}", context.peer(), std::string(who.status().message()));
+    LogRefusal(context, who.status());
     return who.status();
   }
   if (absl::Status s = Authenticator::Authorize(*who, needed); !s.ok()) {
-    spdlog::warn("refused a call from {}: {}", context.peer(), std::string(s.message()));
+    LogRefusal(context, s);
     return s;
   }
   return who;

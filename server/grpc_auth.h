@@ -2,16 +2,18 @@
 // config, and the identity of a call (its bearer token or the common name of
 // its verified client certificate) checked against a role.
 //
-// Thread-safety: pure functions.
+// Thread-safety: thread-safe (the refusal log limiter is the only state).
 #ifndef KVTIER_SERVER_GRPC_AUTH_H_
 #define KVTIER_SERVER_GRPC_AUTH_H_
 
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_context.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kvtier/credentials.h"
 #include "server/auth.h"
 #include "server/config.h"
@@ -38,9 +40,14 @@ absl::StatusOr<Identity> CallerOf(const Authenticator& auth,
                                   const grpc::ServerContextBase& context);
 
 // The caller, if it may call a method needing `needed`; else the
-// UNAUTHENTICATED or PERMISSION_DENIED status to answer with (logged).
+// UNAUTHENTICATED or PERMISSION_DENIED status to answer with, logged at most
+// once per reason (the status message) every 10 s in the process; the line
+// after a quiet spell says how many were suppressed.
 absl::StatusOr<Identity> Admit(const Authenticator& auth, const grpc::ServerContextBase& context,
                                Role needed);
+
+// Refusals of this process with the status message `reason`, logged or not.
+uint64_t RefusalCount(absl::string_view reason);
 
 // Admit for handlers that need only the verdict: OK, or the refusal as a
 // gRPC status.

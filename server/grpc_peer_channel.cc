@@ -45,6 +45,7 @@ class GrpcPeerChannel final : public PeerChannel {
     h.memory = {resp.memory_base(), resp.memory_size(), resp.remote_key()};
     h.transport = resp.transport();
     h.transports = resp.transports();
+    h.net_devices = resp.net_devices();
     return h;
   }
 

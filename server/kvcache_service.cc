@@ -139,7 +139,9 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context, const Identity&
     return s;
   };
   int64_t index = -1;
+  const std::unique_ptr<StreamIdleReaper::Watch> watch = WatchIdle(context);
   while (reader->Read(&chunk)) {
+    watch->Touch();
     ++index;
     if (batch == nullptr) {
       absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(chunk.namespace_id());
@@ -243,6 +245,7 @@ grpc::Status KvCacheService::Get(grpc::ServerContext* context, const v1::GetRequ
   const std::shared_ptr<BlockTransform> transform = transforms_->Find(req->ns);
   std::vector<uint8_t> decoded(transform != nullptr ? transform->plain_bytes() : 0);
   v1::GetChunk chunk;
+  const std::unique_ptr<StreamIdleReaper::Watch> watch = WatchIdle(context);
   for (const BlockCache::ReadHandle& h : *handles) {
     absl::Span<const uint8_t> bytes = h.bytes();
     if (transform != nullptr) {
@@ -266,6 +269,7 @@ grpc::Status KvCacheService::Get(grpc::ServerContext* context, const v1::GetRequ
       if (!writer->Write(chunk)) {
         return Finish("Get", absl::CancelledError("client went away during Get"));
       }
+      watch->Touch();
       offset += n;
     } while (offset < bytes.size());
   }
@@ -299,6 +303,28 @@ grpc::Status KvCacheService::Delete(grpc::ServerContext* context, const v1::Dele
   response->set_blocks_deleted(r->blocks_deleted);
   response->set_bytes_freed(r->bytes_freed);
   return grpc::Status::OK;
+}
+
+grpc::Status KvCacheService::CloseNamespace(grpc::ServerContext* context,
+                                            const v1::CloseNamespaceRequest* request,
+                                            v1::CloseNamespaceResponse* response) {
+  KVTIER_ADMIT_TENANT("CloseNamespace", who);
+  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
+  if (!ns.ok()) return Finish("CloseNamespace", ns.status());
+  if (absl::Status s = cache_->CheckTenant(*ns, who->tenant); !s.ok()) {
+    return Finish("CloseNamespace", s);
+  }
+  absl::StatusOr<CloseResult> r = cache_->CloseNamespace(*ns, request->drop_blocks());
+  if (!r.ok()) return Finish("CloseNamespace", r.status());
+  response->set_leases_released(r->leases_released);
+  response->set_blocks_dropped(r->blocks_dropped);
+  response->set_blocks_kept(r->blocks_kept);
+  return grpc::Status::OK;
+}
+
+std::unique_ptr<StreamIdleReaper::Watch> KvCacheService::WatchIdle(grpc::ServerContext* context) {
+  if (idle_reaper_ == nullptr) return StreamIdleReaper::Unwatched();
+  return idle_reaper_->Track([context] { context->TryCancel(); });
 }
 
 grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext* context,
@@ -432,6 +458,7 @@ grpc::Status KvCacheService::RegionTransfer(
   absl::StatusOr<std::shared_ptr<MemoryRegion>> region = regions_->Find(region_id, who->tenant);
   if (!region.ok()) return Finish(rpc, region.status());
   v1::BlockCompletion c;
+  const std::unique_ptr<StreamIdleReaper::Watch> watch = WatchIdle(context);
   auto sink = [&](const BlockOutcome& o) {
     if (context->IsCancelled()) return false;
     c.Clear();
@@ -440,7 +467,9 @@ grpc::Status KvCacheService::RegionTransfer(
     c.set_code(static_cast<int32_t>(o.status.code()));
     c.set_message(std::string(o.status.message()));
     c.set_size_bytes(o.bytes);
-    return writer->Write(c);
+    if (!writer->Write(c)) return false;
+    watch->Touch();
+    return true;
   };
   const KeepGoing keep_going = [context] { return !context->IsCancelled(); };
   const std::shared_ptr<BlockTransform> transform = transforms_->Find(*ns);

@@ -16,6 +16,7 @@
 #include "server/auth.h"
 #include "server/lookup_planner.h"
 #include "server/peer_transfer.h"
+#include "server/stream_idle_reaper.h"
 #include "server/storage_encoding.h"
 #include "storage/block_cache.h"
 #include "storage/copy_engine.h"
@@ -38,11 +39,13 @@ class KvCacheService final : public v1::KvCache::Service {
   // `transforms` holds the storage encodings of open namespaces;
   // `gpu_tier` (may be null) serves Loads into GPU regions of its device;
   // `peer_transfer` moves blocks to and from peer daemons (Transfer);
-  // `auth` admits callers (role tenant) and gives their tenant.
+  // `auth` admits callers (role tenant) and gives their tenant;
+  // `idle_reaper` (may be null: never) cancels streams that stop moving.
   KvCacheService(const Authenticator* auth, BlockCache* cache, LookupPlanner* planner,
                  RegionTable* regions, uint64_t get_chunk_bytes, uint64_t max_chunk_bytes,
                  CopyEngine* copy_engine, CudaIpcOpener open_cuda_ipc,
-                 NamespaceTransforms* transforms, GpuTier* gpu_tier, PeerTransfer* peer_transfer)
+                 NamespaceTransforms* transforms, GpuTier* gpu_tier, PeerTransfer* peer_transfer,
+                 StreamIdleReaper* idle_reaper = nullptr)
       : auth_(auth),
         cache_(cache),
         planner_(planner),
@@ -53,7 +56,8 @@ class KvCacheService final : public v1::KvCache::Service {
         copy_engine_(copy_engine),
         open_cuda_ipc_(std::move(open_cuda_ipc)),
         gpu_tier_(gpu_tier),
-        peer_transfer_(peer_transfer) {}
+        peer_transfer_(peer_transfer),
+        idle_reaper_(idle_reaper) {}
 
   grpc::Status OpenNamespace(grpc::ServerContext* context, const v1::OpenNamespaceRequest* request,
                              v1::OpenNamespaceResponse* response) override;
@@ -67,6 +71,9 @@ class KvCacheService final : public v1::KvCache::Service {
                        v1::ReleaseResponse* response) override;
   grpc::Status Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
                       v1::DeleteResponse* response) override;
+  grpc::Status CloseNamespace(grpc::ServerContext* context,
+                              const v1::CloseNamespaceRequest* request,
+                              v1::CloseNamespaceResponse* response) override;
   grpc::Status RegisterMemory(grpc::ServerContext* context,
                               const v1::RegisterMemoryRequest* request,
                               v1::RegisterMemoryResponse* response) override;
@@ -100,6 +107,10 @@ class KvCacheService final : public v1::KvCache::Service {
   const CudaIpcOpener open_cuda_ipc_;
   GpuTier* const gpu_tier_;  // may be null
   PeerTransfer* const peer_transfer_;
+  StreamIdleReaper* const idle_reaper_;  // may be null
+
+  // Tracks a streaming call with idle_reaper_ (an inert watch without one).
+  std::unique_ptr<StreamIdleReaper::Watch> WatchIdle(grpc::ServerContext* context);
 };
 
 }  // namespace kvtier

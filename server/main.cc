@@ -2,8 +2,11 @@
 // waits for SIGINT or SIGTERM.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -12,11 +15,37 @@
 #include "absl/strings/str_join.h"
 #include "server/build_info.h"
 #include "server/config.h"
+#include "server/config_validation.h"
 #include "server/daemon.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace {
+
+// Every connection, NVMe file and shared-memory region takes a descriptor,
+// and a soft RLIMIT_NOFILE of 256 or 1024 (common defaults) is soon reached:
+// gRPC's accept loop then stalls. The soft limit goes up to the hard one.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    spdlog::warn("open files: cannot read RLIMIT_NOFILE: {}", std::strerror(errno));
+    return;
+  }
+  if (limit.rlim_cur >= limit.rlim_max) {
+    spdlog::info("open files: limit {} (the hard limit)", static_cast<uint64_t>(limit.rlim_cur));
+    return;
+  }
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    spdlog::warn("open files: cannot raise the limit from {} to {}: {}",
+                 static_cast<uint64_t>(before), static_cast<uint64_t>(limit.rlim_max),
+                 std::strerror(errno));
+    return;
+  }
+  spdlog::info("open files: limit raised from {} to {} (the hard limit)",
+               static_cast<uint64_t>(before), static_cast<uint64_t>(limit.rlim_max));
+}
 
 int Run(int argc, char** argv) {
   using kvtier::DaemonConfig;
@@ -54,6 +83,8 @@ int Run(int argc, char** argv) {
     if (status.ok()) status = kvtier::SetConfigAssignment(s, &config);
   }
   if (status.ok()) status = kvtier::ValidateConfig(config);
+  // Against this machine: nvme.dirs distinct, host tier within RAM, shm_dir on tmpfs.
+  if (status.ok()) status = kvtier::ValidateConfigForHost(config, kvtier::PhysicalMemoryBytes());
   if (!status.ok()) {
     std::fprintf(stderr, "kvtierd: invalid configuration: %s\n",
                  std::string(status.message()).c_str());
@@ -76,6 +107,7 @@ int Run(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  RaiseOpenFileLimit();
   absl::StatusOr<std::unique_ptr<kvtier::Daemon>> daemon = kvtier::Daemon::Start(config);
   if (!daemon.ok()) {
     spdlog::critical("cannot start: {}", daemon.status().ToString());

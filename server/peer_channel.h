@@ -29,6 +29,7 @@ struct PeerHello {
   ExposedMemory memory;
   std::string transport;
   std::string transports;
+  std::string net_devices;  // the devices the peer's transport listens on
 };
 
 // One block of a transfer: what the source knows of it and where its bytes

@@ -69,6 +69,7 @@ grpc::Status PeerService::Hello(grpc::ServerContext* context, const v1::HelloReq
   response->set_remote_key(hello->memory.remote_key);
   response->set_transport(hello->transport);
   response->set_transports(hello->transports);
+  response->set_net_devices(hello->net_devices);
   return grpc::Status::OK;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/landing_fill.h"
 #include "spdlog/spdlog.h"
 #include "storage/checksum.h"
 
@@ -134,15 +135,6 @@ std::string PeerTransfer::NewId() {
   const uint64_t a = absl::Uniform<uint64_t>(bitgen_);
   const uint64_t b = absl::Uniform<uint64_t>(bitgen_);
   return absl::StrCat(absl::Hex(a, absl::kZeroPad16), absl::Hex(b, absl::kZeroPad16));
-}
-
-PeerTransferInfo PeerTransfer::Info() const {
-  PeerTransferInfo info;
-  info.available = transport_ != nullptr;
-  info.detail = unavailable_reason_;
-  info.role = options_.role;
-  if (transport_ != nullptr) info.transport = transport_->Capabilities();
-  return info;
 }
 
 absl::Status PeerTransfer::CheckUsable(bool as_source, absl::Span<const BlockKey> keys,
@@ -553,20 +545,6 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Pull(const NamespaceId& ns,
   return out;
 }
 
-absl::StatusOr<PeerHello> PeerTransfer::Hello(const std::string& caller_id) {
-  if (transport_ == nullptr) return absl::UnavailableError(unavailable_reason_);
-  spdlog::debug("peer hello from daemon {}", caller_id);
-  PeerHello hello;
-  hello.daemon_id = daemon_id_;
-  hello.role = PeerRoleName(options_.role);
-  hello.transport_address = transport_->LocalAddress();
-  hello.memory = exposed_;
-  const TransportCapabilities caps = transport_->Capabilities();
-  hello.transport = caps.name;
-  hello.transports = caps.transports;
-  return hello;
-}
-
 absl::StatusOr<StageResult> PeerTransfer::Stage(const NamespaceId& ns,
                                                 std::vector<PeerBlockInfo> blocks,
                                                 absl::Duration ttl) {
@@ -582,6 +560,8 @@ absl::StatusOr<StageResult> PeerTransfer::Stage(const NamespaceId& ns,
   if (pending() >= options_.max_pending) return TooManyPending();
   absl::StatusOr<Landing> landing = PrepareLanding(ns, blocks);
   if (!landing.ok()) return landing.status();
+  // Before the sender learns the slots: what they held must not verify.
+  FillLandingSlots(landing->slots, landing->blocks);
   StageResult result;
   result.daemon_id = daemon_id_;
   result.blocks = landing->blocks;

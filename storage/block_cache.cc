@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 #include "storage/checksum.h"
+#include "storage/sigbus_guard.h"
 #include "storage/tier_probe.h"
 
 namespace kvtier {
@@ -87,7 +88,12 @@ BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
     : options_(options),
       clock_(clock),
       arena_(std::move(arena)),
-      allocator_(std::move(allocator)) {}
+      allocator_(std::move(allocator)),
+      quotas_([&] {
+        TenantLimits limits = options.tenant;
+        if (limits.max_reserved_bytes == 0) limits.max_reserved_bytes = options.host_bytes;
+        return limits;
+      }()) {}
 
 BlockCache::~BlockCache() {
   {
@@ -281,6 +287,7 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
     return absl::ResourceExhaustedError(
         absl::StrCat("this daemon already has ", open, " namespaces open (max_namespaces)"));
   }
+  if (absl::Status s = quotas_.ChargeNamespace(normalized.tenant); !s.ok()) return s;
   if (it != namespaces_.end()) {
     it->second.spec = std::move(normalized);
     it->second.block_bytes = block_bytes;
@@ -295,17 +302,59 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
   return OpenNamespaceResult{id, block_bytes, true};
 }
 
+absl::StatusOr<CloseResult> BlockCache::CloseNamespace(const NamespaceId& ns, bool drop_blocks) {
+  CloseResult result;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns);
+    if (!entry.ok()) return entry.status();
+    std::vector<std::string> ended;
+    for (const auto& [id, lease] : leases_) {
+      if (lease.ns == ns) ended.push_back(id);
+    }
+    for (std::string& id : ended) DropLeaseLocked(std::move(id));
+    result.leases_released = static_cast<uint32_t>(ended.size());
+    (*entry)->opened = false;
+    quotas_.RefundNamespace((*entry)->spec.tenant);
+    spdlog::info("closed namespace {} (model '{}')", ns.ToHex(), (*entry)->spec.model_id);
+    // As for a namespace known only from recovery: it goes with its last
+    // block, or now if it holds none.
+    if ((*entry)->blocks == 0) namespaces_.erase(ns);
+  }
+  if (drop_blocks) {
+    // In bounded passes, so other callers get the lock in between.
+    for (;;) {
+      const EvictResult r = Evict(ns, 8 * kDeleteBatch);
+      result.blocks_dropped += r.blocks_evicted;
+      result.blocks_kept = r.blocks_left;
+      if (r.blocks_evicted == 0) break;
+    }
+  } else {
+    absl::MutexLock lock(&mu_);
+    auto it = namespaces_.find(ns);
+    result.blocks_kept = it == namespaces_.end() ? 0 : it->second.blocks;
+  }
+  return result;
+}
+
+TenantUsage BlockCache::UsageOf(absl::string_view tenant) {
+  absl::MutexLock lock(&mu_);
+  return quotas_.Usage(tenant);
+}
+
 size_t BlockCache::OpenNamespacesLocked() const {
   return static_cast<size_t>(std::count_if(namespaces_.begin(), namespaces_.end(),
                                            [](const auto& e) { return e.second.opened; }));
 }
 
+absl::Status NamespaceNotOpenError(const NamespaceId& ns) {
+  return absl::NotFoundError(
+      absl::StrCat("namespace ", ns.ToHex(), " is not open; call OpenNamespace first"));
+}
+
 absl::StatusOr<BlockCache::NamespaceEntry*> BlockCache::FindNamespaceLocked(const NamespaceId& ns) {
   auto it = namespaces_.find(ns);
-  if (it == namespaces_.end() || !it->second.opened) {
-    return absl::NotFoundError(
-        absl::StrCat("namespace ", ns.ToHex(), " is not open; call OpenNamespace first"));
-  }
+  if (it == namespaces_.end() || !it->second.opened) return NamespaceNotOpenError(ns);
   return &it->second;
 }
 
@@ -320,10 +369,10 @@ absl::Status BlockCache::CheckTenant(const NamespaceId& ns, absl::string_view te
   absl::MutexLock lock(&mu_);
   absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns);
   if (!entry.ok()) return entry.status();
-  if ((*entry)->spec.tenant != tenant) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("namespace ", ns.ToHex(), " belongs to another tenant"));
-  }
+  // Another tenant's namespace reads exactly as one that is not open: ids
+  // are public hashes, so any other answer would tell a tenant which models
+  // its neighbours serve.
+  if ((*entry)->spec.tenant != tenant) return NamespaceNotOpenError(ns);
   return absl::OkStatus();
 }
 
@@ -365,9 +414,14 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
     if (i > 0 && rec->parent != matched.back()) break;
     matched.push_back(rec);
   }
-  if (take_lease && !matched.empty() && leases_.size() >= options_.max_leases) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(leases_.size(), " leases are held (max_leases); release some"));
+  auto ns_entry = namespaces_.find(ns);
+  const std::string& tenant = ns_entry->second.spec.tenant;
+  if (take_lease && !matched.empty()) {
+    if (leases_.size() >= options_.max_leases) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(leases_.size(), " leases are held (max_leases); release some"));
+    }
+    if (absl::Status s = quotas_.ChargeLease(tenant, matched.size()); !s.ok()) return s;
   }
   LookupResult result;
   result.blocks.reserve(matched.size());
@@ -386,9 +440,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
       id = absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(bitgen_),
                            absl::Uniform<uint64_t>(bitgen_));
     } while (leases_.contains(id));
-    auto ns_entry = namespaces_.find(ns);
-    Lease lease{matched, clock_->Now() + ttl,
-                ns_entry != namespaces_.end() ? ns_entry->second.spec.tenant : std::string()};
+    Lease lease{matched, clock_->Now() + ttl, tenant, ns};
     for (BlockRecord* rec : matched) index_.AddLease(rec);
     lease_expiry_.emplace(lease.expiry, id);
     result.lease_expiry = lease.expiry;
@@ -426,6 +478,7 @@ void BlockCache::DropLeaseLocked(std::string id) {
   if (it == leases_.end()) return;
   Lease lease = std::move(it->second);
   leases_.erase(it);
+  quotas_.RefundLease(lease.tenant, lease.blocks.size());
   for (auto [e, end] = lease_expiry_.equal_range(lease.expiry); e != end; ++e) {
     if (e->second == id) {
       lease_expiry_.erase(e);
@@ -744,57 +797,88 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
 absl::StatusOr<DeleteResult> BlockCache::Delete(const NamespaceId& ns,
                                                 absl::Span<const BlockKey> keys, bool recursive) {
   if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  ExpireLeasesLocked();
-  if (absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns); !entry.ok()) {
-    return entry.status();
-  }
-  absl::flat_hash_set<BlockRecord*> doomed;
-  std::vector<BlockRecord*> roots;
-  for (const BlockKey& key : keys) {
-    BlockRecord* rec = index_.Find(ns, key);
-    if (rec == nullptr) {
-      return absl::NotFoundError(absl::StrCat("block ", key.ToHex(), " is not cached"));
+  // Phase 1, in one short hold of the lock: validate the whole request and
+  // list what goes, children before parents. O(blocks deleted).
+  std::vector<BlockKey> order;
+  {
+    absl::MutexLock lock(&mu_);
+    ExpireLeasesLocked();
+    if (absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns); !entry.ok()) {
+      return entry.status();
     }
-    roots.push_back(rec);
-    if (recursive) {
-      for (BlockRecord* r : index_.SubtreePostOrder(rec)) doomed.insert(r);
-    } else {
-      doomed.insert(rec);
+    std::vector<BlockRecord*> roots;
+    absl::flat_hash_set<BlockRecord*> named;
+    named.reserve(keys.size());
+    for (const BlockKey& key : keys) {
+      BlockRecord* rec = index_.Find(ns, key);
+      if (rec == nullptr) {
+        return absl::NotFoundError(absl::StrCat("block ", key.ToHex(), " is not cached"));
+      }
+      if (named.insert(rec).second) roots.push_back(rec);
     }
-  }
-  for (BlockRecord* rec : doomed) {
-    if (rec->leases > 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("block ", rec->key.ToHex(), " is held by a lease"));
-    }
-    if (rec->refs > 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("block ", rec->key.ToHex(), " is being read or written; retry"));
-    }
-    for (BlockRecord* child : rec->children) {
-      if (!doomed.contains(child)) {
-        return absl::FailedPreconditionError(absl::StrCat("block ", rec->key.ToHex(),
-                                                          " has cached child ", child->key.ToHex(),
-                                                          "; delete it too or set recursive"));
+    if (!recursive) {
+      for (BlockRecord* rec : roots) {
+        for (BlockRecord* child : rec->children) {
+          if (!named.contains(child)) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("block ", rec->key.ToHex(), " has cached child ", child->key.ToHex(),
+                             "; delete it too or set recursive"));
+          }
+        }
       }
     }
+    // Post-order from each named block over all of its children (without
+    // `recursive` those are all named, as just checked), each block once.
+    // The blocks form a tree, so one root reaches each descendant once;
+    // only several roots (one may lie under another) need a visited set.
+    const bool several = roots.size() > 1;
+    absl::flat_hash_set<BlockRecord*> visited;
+    std::vector<std::pair<BlockRecord*, bool>> stack;
+    std::vector<BlockRecord*> doomed;
+    for (BlockRecord* root : roots) {
+      if (several && visited.contains(root)) continue;
+      stack.push_back({root, false});
+      while (!stack.empty()) {
+        auto [rec, expanded] = stack.back();
+        stack.pop_back();
+        if (expanded) {
+          doomed.push_back(rec);
+          continue;
+        }
+        if (several && !visited.insert(rec).second) continue;
+        stack.push_back({rec, true});
+        for (BlockRecord* child : rec->children) stack.push_back({child, false});
+      }
+    }
+    for (BlockRecord* rec : doomed) {
+      if (rec->leases > 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("block ", rec->key.ToHex(), " is held by a lease"));
+      }
+      if (rec->refs > 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("block ", rec->key.ToHex(), " is being read or written; retry"));
+      }
+    }
+    order.reserve(doomed.size());
+    for (BlockRecord* rec : doomed) order.push_back(rec->key);
   }
-  // Remove children before parents: deepest first.
-  std::vector<std::pair<size_t, BlockRecord*>> by_depth;
-  for (BlockRecord* rec : doomed) {
-    size_t depth = 0;
-    for (BlockRecord* p = rec->parent; p != nullptr; p = p->parent) ++depth;
-    by_depth.emplace_back(depth, rec);
-  }
-  std::sort(by_depth.begin(), by_depth.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
+  // Phase 2: remove in batches, letting other callers in between, so a long
+  // chain does not stall the daemon. A block that a concurrent call pinned,
+  // extended or removed meanwhile is left to it (and so are its ancestors,
+  // which keep a cached child): the delete raced with that call and lost.
   DeleteResult result;
-  for (auto& [depth, rec] : by_depth) {
-    result.blocks_deleted += 1;
-    result.bytes_freed += rec->size;
-    RemoveLocked(rec);
+  for (size_t at = 0; at < order.size();) {
+    absl::MutexLock lock(&mu_);
+    for (const size_t end = std::min(order.size(), at + kDeleteBatch); at < end; ++at) {
+      BlockRecord* rec = index_.Find(ns, order[at]);
+      if (rec == nullptr || rec->pinned() || !rec->children.empty()) continue;
+      result.blocks_deleted += 1;
+      result.bytes_freed += rec->size;
+      RemoveLocked(rec);
+    }
   }
+  absl::MutexLock lock(&mu_);
   counters_.blocks_deleted += result.blocks_deleted;
   return result;
 }
@@ -864,7 +948,8 @@ absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> BlockCache::BeginPut(const
   absl::MutexLock lock(&mu_);
   absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns);
   if (!entry.ok()) return entry.status();
-  return std::unique_ptr<PutBatch>(new PutBatch(this, ns, (*entry)->block_bytes));
+  return std::unique_ptr<PutBatch>(
+      new PutBatch(this, ns, (*entry)->block_bytes, (*entry)->spec.tenant));
 }
 
 BlockCache::PutBatch::~PutBatch() {
@@ -881,6 +966,8 @@ void BlockCache::PutBatch::ReleaseLocked() {
   staged_.clear();
   for (BlockRecord* rec : pinned_) cache_->UnpinLocked(rec);
   pinned_.clear();
+  cache_->quotas_.RefundReservation(tenant_, reserved_bytes_);
+  reserved_bytes_ = 0;
   done_ = true;
 }
 
@@ -947,8 +1034,15 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
     }
     pin(existing);
   } else {
+    // The tenant's share first: a tenant whose open writes hold its share
+    // of the tier is refused before it can evict anyone's blocks.
+    if (absl::Status q = cache_->quotas_.ChargeReservation(tenant_, size); !q.ok()) return q;
     absl::StatusOr<SlabAllocator::Slot> slot = cache_->AllocateLocked(size);
-    if (!slot.ok()) return slot.status();
+    if (!slot.ok()) {
+      cache_->quotas_.RefundReservation(tenant_, size);
+      return slot.status();
+    }
+    reserved_bytes_ += size;
     staged.slot = *slot;
   }
   staged_index_.emplace(key, staged_.size());
@@ -968,7 +1062,8 @@ void BlockCache::ReportChecksumMismatch(const ReadHandle& handle) {
   DropSubtreeLocked(rec);  // the handle's pin keeps the record alive until it goes
 }
 
-absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data) {
+absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data,
+                                          absl::Span<const uint8_t> may_vanish) {
   if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
   if (staged_.empty()) {
     return Fail(absl::InvalidArgumentError("data arrived before any block was named"));
@@ -986,8 +1081,14 @@ absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data) {
     uint8_t* dst = cache_->SlotData(*s.slot) + s.filled;
     for (size_t done = 0; done < data.size(); done += kCopyChunk) {
       const size_t n = std::min(kCopyChunk, data.size() - done);
-      std::memcpy(dst + done, data.data() + done, n);
-      hasher_.Update(absl::Span<const uint8_t>(dst + done, n));
+      if (may_vanish.empty()) {
+        std::memcpy(dst + done, data.data() + done, n);
+        hasher_.Update(absl::Span<const uint8_t>(dst + done, n));
+      } else if (!GuardedCopyAndHash(dst + done, data.data() + done, n, hasher_,
+                                     may_vanish.data(), may_vanish.size())) {
+        hasher_.Reset();
+        return Fail(VanishedMemoryError(absl::StrCat("block ", s.key.ToHex())));
+      }
     }
   }
   s.filled += data.size();
@@ -1054,6 +1155,10 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
   }
   absl::MutexLock lock(&cache_->mu_);
   PrefixIndex& index = cache_->index_;
+  if (!cache_->FindNamespaceLocked(ns_).ok()) {
+    return Fail(absl::AbortedError(
+        absl::StrCat("namespace ", ns_.ToHex(), " was closed during the Put")));
+  }
   // Validate everything first: the batch lands whole or not at all.
   std::vector<bool> skip(staged_.size(), false);
   for (size_t i = 0; i < staged_.size(); ++i) {
@@ -1259,6 +1364,19 @@ size_t BlockCache::RunMoverOnce() {
   }
   absl::MutexLock lock(&mu_);
   BalanceLocked();
+  return written;
+}
+
+size_t BlockCache::DrainWrites(absl::Time deadline, bool* left) {
+  size_t written = 0;
+  bool cut = false;
+  while (nvme_ != nullptr && absl::Now() < deadline) {
+    const size_t n = RunMoverOnce();
+    if (n == 0) break;  // nothing more the policy wants written
+    written += n;
+    cut = absl::Now() >= deadline;
+  }
+  if (left != nullptr) *left = cut;
   return written;
 }
 

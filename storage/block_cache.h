@@ -48,6 +48,7 @@
 #include "storage/prefix_index.h"
 #include "storage/slab_allocator.h"
 #include "storage/smart_log.h"
+#include "storage/tenant_quotas.h"
 #include "storage/transfer_meter.h"
 #include "storage/wear_budget.h"
 
@@ -92,7 +93,10 @@ struct BlockCacheOptions {
   uint64_t max_block_bytes = uint64_t{64} << 20;
   uint32_t max_namespaces = 1024;
   uint32_t max_keys_per_request = 65536;
-  uint32_t max_leases = 1 << 20;
+  uint32_t max_leases = 1 << 16;
+  // Each tenant's share of the limits above and of the host tier's
+  // reservable bytes (tenant.max_reserved_bytes 0 = the whole tier).
+  TenantLimits tenant = {.max_reserved_bytes = 0};
   absl::Duration default_lease_ttl = absl::Seconds(30);
   absl::Duration max_lease_ttl = absl::Minutes(10);
   std::optional<NvmeTierOptions> nvme;
@@ -102,6 +106,9 @@ struct BlockCacheOptions {
   bool probe_tiers = false;
   uint64_t probe_bytes = uint64_t{16} << 20;
 };
+
+// NOT_FOUND: `ns` is not open (or not the caller's: the same answer).
+absl::Status NamespaceNotOpenError(const NamespaceId& ns);
 
 struct OpenNamespaceResult {
   NamespaceId id;
@@ -145,6 +152,12 @@ struct EvictResult {
   uint64_t blocks_evicted = 0;
   uint64_t bytes_freed = 0;
   uint64_t blocks_left = 0;  // still cached in scope
+};
+
+struct CloseResult {
+  uint32_t leases_released = 0;
+  uint64_t blocks_dropped = 0;
+  uint64_t blocks_kept = 0;
 };
 
 struct DeleteResult {
@@ -244,8 +257,19 @@ class BlockCache {
   BlockCache& operator=(const BlockCache&) = delete;
 
   // Validates and registers a namespace; idempotent.
-  // INVALID_ARGUMENT for a bad spec, RESOURCE_EXHAUSTED past max_namespaces.
+  // INVALID_ARGUMENT for a bad spec, RESOURCE_EXHAUSTED past max_namespaces
+  // or past the tenant's share of them (spec.tenant).
   absl::StatusOr<OpenNamespaceResult> OpenNamespace(const NamespaceSpec& spec);
+  // Closes an open namespace: it serves nothing until opened again, its
+  // place in the namespace limits is freed and its leases end; with
+  // drop_blocks its unpinned blocks leave every tier (children first).
+  // Blocks it keeps are served again after a re-open with the same spec.
+  // Puts into it that are still open fail at Commit (ABORTED). NOT_FOUND if
+  // it is not open.
+  absl::StatusOr<CloseResult> CloseNamespace(const NamespaceId& ns, bool drop_blocks)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // What `tenant` holds against its limits now.
+  TenantUsage UsageOf(absl::string_view tenant) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The host tier's memory, for registering it with copy engines (pinning
   // for GPU copies). Its contents belong to the cache.
@@ -273,8 +297,8 @@ class BlockCache {
   // Largest block of an open namespace; NOT_FOUND if it is not open.
   absl::StatusOr<uint64_t> NamespaceBlockBytes(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);
   // OK when `ns` is open and owned by `tenant` (NamespaceSpec::tenant);
-  // NOT_FOUND when it is not open, PERMISSION_DENIED when another tenant
-  // owns it.
+  // otherwise NOT_FOUND, the same answer (code and message) whether it is
+  // not open or another tenant's, so ids cannot be probed across tenants.
   absl::Status CheckTenant(const NamespaceId& ns, absl::string_view tenant)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -290,7 +314,13 @@ class BlockCache {
 
   // Removes blocks (and, if recursive, their descendants). NOT_FOUND if a
   // key is not cached; FAILED_PRECONDITION if a block is leased or in use,
-  // or (without recursive) has a cached child outside `keys`.
+  // or (without recursive) has a cached child outside `keys`; nothing is
+  // removed then. O(blocks deleted): the request is checked in one short
+  // hold of the lock, then blocks go children first in batches of
+  // kDeleteBatch with the lock released between them. A block that a
+  // concurrent call pins or extends meanwhile stays (with its ancestors);
+  // the result counts what was removed.
+  static constexpr size_t kDeleteBatch = 2048;
   absl::StatusOr<DeleteResult> Delete(const NamespaceId& ns, absl::Span<const BlockKey> keys,
                                       bool recursive);
 
@@ -323,6 +353,12 @@ class BlockCache {
   // it every mover_interval.
   size_t RunMoverOnce() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // For a clean stop: runs mover passes until the policy wants nothing more
+  // written (every write-through block is persisted) or `deadline` passes.
+  // Returns the blocks written; `left` (if given) is set to whether the
+  // deadline cut the backlog short.
+  size_t DrainWrites(absl::Time deadline, bool* left = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Whether the mover may write this namespace's blocks to NVMe (the
   // planner turns it off when the NVMe tier is not worth it for the model).
   // Blocks already on NVMe stay. NOT_FOUND for an unknown namespace.
@@ -352,6 +388,7 @@ class BlockCache {
     std::vector<BlockRecord*> blocks;
     absl::Time expiry;
     std::string tenant;  // of the namespace it was taken in
+    NamespaceId ns;
   };
 
   BlockCache(const BlockCacheOptions& options, Clock* clock, std::unique_ptr<HostArena> arena,
@@ -400,6 +437,7 @@ class BlockCache {
   absl::flat_hash_map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
   std::multimap<absl::Time, std::string> lease_expiry_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
+  TenantQuotas quotas_ ABSL_GUARDED_BY(mu_);
   CacheCounters counters_ ABSL_GUARDED_BY(mu_);
   uint64_t stored_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t host_stored_bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -476,7 +514,10 @@ class BlockCache::PutBatch {
   // RESOURCE_EXHAUSTED: no room even after evicting every evictable block.
   absl::Status StartBlock(const BlockKey& key, const BlockKey& parent, uint64_t size);
   // INVALID_ARGUMENT if no block is open or data overruns the block.
-  absl::Status Append(absl::Span<const uint8_t> data);
+  // `may_vanish`: memory around `data` that its owner may shrink under the
+  // daemon (a client's shared-memory file); reading a vanished page fails
+  // the batch with FAILED_PRECONDITION instead of raising SIGBUS.
+  absl::Status Append(absl::Span<const uint8_t> data, absl::Span<const uint8_t> may_vanish = {});
 
   // Names a block whose bytes another party writes straight into its slot
   // (a peer's remote put, or this daemon's remote get) instead of Append.
@@ -514,8 +555,8 @@ class BlockCache::PutBatch {
     bool landing = false;   // filled by StartLanding's caller, not Append
     bool verified = false;  // landing: checked by KeepVerifiedPrefix
   };
-  PutBatch(BlockCache* cache, const NamespaceId& ns, uint64_t block_bytes)
-      : cache_(cache), ns_(ns), block_bytes_(block_bytes) {}
+  PutBatch(BlockCache* cache, const NamespaceId& ns, uint64_t block_bytes, std::string tenant)
+      : cache_(cache), ns_(ns), block_bytes_(block_bytes), tenant_(std::move(tenant)) {}
   absl::Status Fail(absl::Status status);
   // StartBlock's work, without ending the batch on error.
   absl::Status Reserve(const BlockKey& key, const BlockKey& parent, uint64_t size);
@@ -524,6 +565,8 @@ class BlockCache::PutBatch {
   BlockCache* const cache_;
   const NamespaceId ns_;
   const uint64_t block_bytes_;
+  const std::string tenant_;    // charged for the slots this batch reserves
+  uint64_t reserved_bytes_ = 0;  // charged to tenant_ until the batch ends
   std::vector<Staged> staged_;
   absl::flat_hash_map<BlockKey, size_t> staged_index_;
   // Cached blocks this batch depends on (parents, already-cached keys),

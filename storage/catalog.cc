@@ -3,9 +3,14 @@
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace kvtier {
@@ -39,6 +44,42 @@ absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
   if (s.IsCorruption()) return absl::DataLossError(msg);
   if (s.IsNoSpace()) return absl::ResourceExhaustedError(msg);
   return absl::UnavailableError(msg);
+}
+
+// Opening a catalog writes before it can fail cleanly: a new MANIFEST
+// (about the old one's size), its logs flushed into a table (about their
+// size), OPTIONS, CURRENT and the first blocks of a new log. With the disk
+// full, RocksDB 7.8 does not return an error for some of these writes but
+// aborts on an assertion (WritableFileWriter, after a failed append). So the
+// space is checked first; this much on top of the manifest and the logs.
+constexpr uint64_t kOpenHeadroomBytes = uint64_t{1} << 20;
+
+// Bytes this process may still write on the filesystem holding `path` (or
+// its nearest existing ancestor); nullopt if unknown.
+std::optional<uint64_t> WritableBytes(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) return std::nullopt;
+  while (p.has_parent_path() && p != p.root_path() && !std::filesystem::exists(p, ec)) {
+    p = p.parent_path();
+  }
+  struct statvfs st;
+  if (statvfs(p.c_str(), &st) != 0) return std::nullopt;
+  const uint64_t blocks = geteuid() == 0 ? st.f_bfree : st.f_bavail;  // root may use the reserve
+  return blocks * st.f_frsize;
+}
+
+uint64_t BytesToOpen(const std::string& path) {
+  uint64_t need = kOpenHeadroomBytes;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!absl::EndsWith(name, ".log") && !absl::StartsWith(name, "MANIFEST-")) continue;
+    std::error_code size_ec;
+    const uintmax_t size = entry.file_size(size_ec);
+    if (!size_ec) need += size;
+  }
+  return need;
 }
 
 // Fixed-size value: version, device, size class, offset, payload bytes,
@@ -103,6 +144,13 @@ absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path) 
   options.create_if_missing = true;
   options.paranoid_checks = true;
   options.max_open_files = 256;
+  const uint64_t need = BytesToOpen(path);
+  if (const std::optional<uint64_t> room = WritableBytes(path); room && *room < need) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("nvme.dirs: catalog '", path, "': only ", *room,
+                     " bytes free on its filesystem; opening it needs at least ", need,
+                     " (RocksDB rewrites its manifest and flushes its log): free some space"));
+  }
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, path, &db);
   if (!s.ok()) return FromRocks(s, absl::StrCat("open '", path, "'"));

@@ -49,7 +49,9 @@ absl::StatusOr<CatalogEntry> DecodeCatalogRecord(absl::string_view key, absl::st
 class Catalog {
  public:
   // Opens (creating if needed) the catalog at `path`. UNAVAILABLE if RocksDB
-  // cannot open it (e.g. another daemon holds its lock).
+  // cannot open it (e.g. another daemon holds its lock); RESOURCE_EXHAUSTED,
+  // before RocksDB is called, when its filesystem lacks the room opening
+  // writes (a full disk would otherwise abort the process in RocksDB).
   static absl::StatusOr<std::unique_ptr<Catalog>> Open(const std::string& path);
   ~Catalog();
   Catalog(const Catalog&) = delete;

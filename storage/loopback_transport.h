@@ -21,7 +21,7 @@ namespace kvtier {
 class LoopbackTransport final : public Transport {
  public:
   TransportCapabilities Capabilities() const override {
-    return {"loopback", "memcpy", true, false, "in-process memcpy"};
+    return {"loopback", "memcpy", true, false, "in-process memcpy", ""};
   }
   std::string LocalAddress() const override { return absl::StrCat("loopback:", id_); }
   absl::StatusOr<ExposedMemory> Expose(absl::Span<uint8_t> memory) override {

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,21 @@ absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> regio
   } else if (bytes_ + size > max_bytes_) {
     refused = absl::ResourceExhaustedError(absl::StrCat(
         "registering ", size, " more bytes would exceed the limit of ", max_bytes_, " bytes"));
+  } else if (auto share = shares_.find(tenant); share != shares_.end()) {
+    if (share->second.regions >= tenant_max_regions_) {
+      refused = absl::ResourceExhaustedError(
+          absl::StrCat("this tenant has ", share->second.regions,
+                       " memory regions registered (limits.tenant_max_regions ",
+                       tenant_max_regions_, "); unregister some"));
+    } else if (share->second.bytes + size > tenant_max_bytes_) {
+      refused = absl::ResourceExhaustedError(
+          absl::StrCat("registering ", size, " more bytes would exceed this tenant's share of ",
+                       tenant_max_bytes_, " bytes (limits.tenant_max_region_bytes)"));
+    }
+  } else if (size > tenant_max_bytes_) {
+    refused = absl::ResourceExhaustedError(
+        absl::StrCat("a region of ", size, " bytes exceeds this tenant's share of ",
+                     tenant_max_bytes_, " bytes (limits.tenant_max_region_bytes)"));
   }
   if (!refused.ok()) {
     if (pidfd >= 0) close(pidfd);
@@ -60,6 +76,9 @@ absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> regio
   regions_.emplace(
       id, Entry{std::shared_ptr<MemoryRegion>(std::move(region)), pidfd, std::string(tenant)});
   bytes_ += size;
+  TenantShare& share = shares_[tenant];
+  share.regions += 1;
+  share.bytes += size;
   return id;
 }
 
@@ -89,6 +108,20 @@ absl::StatusOr<std::shared_ptr<MemoryRegion>> RegionTable::Find(absl::string_vie
   return it->second.region;
 }
 
+RegionTable::Entry RegionTable::TakeLocked(
+    absl::flat_hash_map<std::string, Entry>::iterator it) {
+  const uint64_t size = it->second.region->size();
+  bytes_ -= size;
+  if (auto share = shares_.find(it->second.tenant); share != shares_.end()) {
+    share->second.regions -= 1;
+    share->second.bytes -= size;
+    if (share->second.regions == 0) shares_.erase(share);
+  }
+  Entry entry = std::move(it->second);
+  regions_.erase(it);
+  return entry;
+}
+
 void RegionTable::Retire(absl::string_view id, Entry entry) {
   if (entry.owner_pidfd >= 0) close(entry.owner_pidfd);
   // Wait for running transfers (each holds a reference), then unmap here,
@@ -111,9 +144,7 @@ absl::Status RegionTable::Remove(absl::string_view id, absl::string_view tenant)
       return absl::NotFoundError(
           absl::StrCat("memory region '", id.substr(0, 64), "' is not registered"));
     }
-    bytes_ -= it->second.region->size();
-    gone = std::move(it->second);
-    regions_.erase(it);
+    gone = TakeLocked(it);
   }
   Retire(id, std::move(gone));
   return absl::OkStatus();
@@ -125,9 +156,10 @@ size_t RegionTable::RemoveExitedOwners() {
     absl::MutexLock lock(&mu_);
     for (auto it = regions_.begin(); it != regions_.end();) {
       if (it->second.owner_pidfd >= 0 && Exited(it->second.owner_pidfd)) {
-        bytes_ -= it->second.region->size();
-        gone.emplace_back(it->first, std::move(it->second));
-        regions_.erase(it++);
+        std::string id = it->first;
+        auto next = std::next(it);
+        gone.emplace_back(std::move(id), TakeLocked(it));
+        it = next;
       } else {
         ++it;
       }

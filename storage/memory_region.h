@@ -52,9 +52,16 @@ absl::Status CheckRegionRange(uint64_t offset, uint64_t size, uint64_t region_si
 
 class RegionTable {
  public:
-  // shm_dir: the directory shared-memory files must be in.
-  RegionTable(size_t max_regions, uint64_t max_bytes, std::string shm_dir = "/dev/shm")
-      : max_regions_(max_regions), max_bytes_(max_bytes), shm_dir_(std::move(shm_dir)) {}
+  // shm_dir: the directory shared-memory files must be in. Each tenant may
+  // hold at most tenant_max_regions of the max_regions (and
+  // tenant_max_bytes of the max_bytes), so one cannot deny the others.
+  RegionTable(size_t max_regions, uint64_t max_bytes, std::string shm_dir = "/dev/shm",
+              size_t tenant_max_regions = SIZE_MAX, uint64_t tenant_max_bytes = UINT64_MAX)
+      : max_regions_(max_regions),
+        max_bytes_(max_bytes),
+        tenant_max_regions_(tenant_max_regions),
+        tenant_max_bytes_(tenant_max_bytes),
+        shm_dir_(std::move(shm_dir)) {}
 
   ~RegionTable();
   RegionTable(const RegionTable&) = delete;
@@ -62,7 +69,8 @@ class RegionTable {
 
   const std::string& shm_dir() const { return shm_dir_; }
 
-  // Registers a region; RESOURCE_EXHAUSTED past max_regions or max_bytes.
+  // Registers a region; RESOURCE_EXHAUSTED past max_regions or max_bytes,
+  // or past the tenant's share of them.
   // With owner_pid > 0 the region lasts only as long as that process:
   // INVALID_ARGUMENT if it does not exist, and RemoveExitedOwners drops the
   // region once it has exited (the process is tracked by a pidfd, so a
@@ -87,6 +95,8 @@ class RegionTable {
  private:
   const size_t max_regions_;
   const uint64_t max_bytes_;
+  const size_t tenant_max_regions_;
+  const uint64_t tenant_max_bytes_;
   const std::string shm_dir_;
   struct Entry {
     std::shared_ptr<MemoryRegion> region;
@@ -95,10 +105,18 @@ class RegionTable {
   };
   // Drops `entry` (taken out of the map) after its transfers finish.
   static void Retire(absl::string_view id, Entry entry);
+  // Takes the entry at `it` out of the map and of the byte counts.
+  Entry TakeLocked(absl::flat_hash_map<std::string, Entry>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct TenantShare {
+    size_t regions = 0;
+    uint64_t bytes = 0;
+  };
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> regions_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, TenantShare> shares_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -33,6 +33,17 @@ absl::StatusOr<std::unique_ptr<NvmeStore>> NvmeStore::Open(const NvmeStoreOption
                                                            IoEngine* engine) {
   if (options.dirs.empty()) return absl::InvalidArgumentError("nvme tier needs a data directory");
   std::unique_ptr<NvmeStore> store(new NvmeStore(engine));
+  // Slot files this call created: a failed open removes them again, so a
+  // start that fails (a full disk, say) leaves no partial file holding the
+  // space behind. Files that were there before hold blocks and stay.
+  std::vector<std::string> created;
+  struct RemoveCreated {
+    std::vector<std::string>* paths;
+    ~RemoveCreated() {
+      if (paths == nullptr) return;
+      for (const std::string& p : *paths) unlink(p.c_str());
+    }
+  } remove_created{&created};
   for (const std::string& dir : options.dirs) {
     auto dev = std::make_unique<Device>();
     dev->dir = dir;
@@ -47,17 +58,27 @@ absl::StatusOr<std::unique_ptr<NvmeStore>> NvmeStore::Open(const NvmeStoreOption
           absl::StrCat("cannot create nvme data directory '", dir, "': ", ec.message()));
     }
     const std::string path = absl::StrCat(dir, "/", kSlotFile);
+    struct stat before;
+    const bool existed = stat(path.c_str(), &before) == 0;
     dev->fd = open(path.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
     if (dev->fd < 0) {
       return absl::UnavailableError(
           absl::StrCat("cannot open '", path, "' with O_DIRECT: ", std::strerror(errno)));
     }
+    if (!existed) created.push_back(path);
     const uint64_t bytes = dev->allocator->capacity();
     if (fallocate(dev->fd, 0, 0, static_cast<off_t>(bytes)) != 0) {
       const int err = errno;
+      // A file that was there keeps its size (and blocks); what the failed
+      // call allocated past it is released. A new one is removed (above).
+      if (existed) {
+        const int rc = ftruncate(dev->fd, before.st_size);
+        (void)rc;  // best effort: the start fails either way
+      }
       close(dev->fd);
-      return absl::ResourceExhaustedError(absl::StrCat("cannot preallocate ", bytes, " bytes in '",
-                                                       path, "': ", std::strerror(err)));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "nvme.dirs: cannot preallocate ", bytes, " bytes (nvme.bytes_per_dir) in '", path,
+          "': ", std::strerror(err), existed ? "" : " (the partial file is removed)"));
     }
     // Make the file's directory entry durable too: catalog entries must never
     // outlive the file their slots live in.
@@ -74,6 +95,7 @@ absl::StatusOr<std::unique_ptr<NvmeStore>> NvmeStore::Open(const NvmeStoreOption
     dev->file = *file;
     store->devices_.push_back(std::move(dev));
   }
+  remove_created.paths = nullptr;
   return store;
 }
 

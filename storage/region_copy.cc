@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "storage/checksum.h"
 #include "storage/gpu_tier.h"
+#include "storage/sigbus_guard.h"
 
 namespace kvtier {
 
@@ -150,7 +151,13 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
         group = engine->CopySync(std::move(gather));
         if (!group.ok()) failed_at = next;
       } else {
-        for (const CopyOp& op : gather.ops) std::memcpy(op.dst, op.src, op.bytes);
+        for (const CopyOp& op : gather.ops) {
+          if (!GuardedCopy(op.dst, op.src, op.bytes, host_base, region.size())) {
+            group = VanishedMemoryError(absl::StrCat("blocks[", next, "]"));
+            failed_at = next;
+            break;
+          }
+        }
       }
     }
     absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> batch = cache.BeginPut(ns);
@@ -176,8 +183,10 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       } else {
         group = (*batch)->StartBlock(b.key, b.parent, b.TotalSize());
         for (const RegionRange& r : b.Ranges()) {  // gather the pieces in order
-          if (group.ok())
-            group = (*batch)->Append(absl::MakeConstSpan(host_base + r.offset, r.size));
+          if (group.ok()) {
+            group = (*batch)->Append(absl::MakeConstSpan(host_base + r.offset, r.size),
+                                     absl::MakeConstSpan(host_base, region.size()));
+          }
         }
       }
       if (!group.ok()) failed_at = i;
@@ -305,15 +314,24 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       // Copy the decoded block, then check the destination holds it (the
       // engine may write there meanwhile).
       size_t at = 0;
-      bool same = true;
+      bool same = true, vanished = false;
       for (const RegionRange& r : blocks[i].Ranges()) {
         const size_t n = std::min<size_t>(r.size, src.size() - at);
         if (n == 0) break;
-        std::memcpy(host_base + r.offset, src.data() + at, n);
-        same = same && std::memcmp(host_base + r.offset, src.data() + at, n) == 0;
+        bool equal = false;
+        if (!GuardedCopy(host_base + r.offset, src.data() + at, n, host_base, region.size()) ||
+            !GuardedEqual(host_base + r.offset, src.data() + at, n, &equal, host_base,
+                          region.size())) {
+          vanished = true;
+          break;
+        }
+        same = same && equal;
         at += n;
       }
-      if (!same) {
+      if (vanished) {
+        o.bytes = 0;
+        o.status = VanishedMemoryError(absl::StrCat("block ", blocks[i].key.ToHex()));
+      } else if (!same) {
         o.bytes = 0;
         o.status = absl::AbortedError(
             absl::StrCat("block ", blocks[i].key.ToHex(),
@@ -325,18 +343,22 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       // block whose copy matches its checksum is OK.
       Checksum64Stream hash;
       size_t done = 0;
+      bool vanished = false;
       for (const RegionRange& r : blocks[i].Ranges()) {
         uint8_t* dst = host_base + r.offset;
         const size_t piece_end = std::min<size_t>(src.size(), done + r.size);
-        for (size_t at = done; at < piece_end; at += BlockCache::kCopyChunk) {
+        for (size_t at = done; at < piece_end && !vanished; at += BlockCache::kCopyChunk) {
           const size_t n = std::min(BlockCache::kCopyChunk, piece_end - at);
-          std::memcpy(dst + (at - done), src.data() + at, n);
-          hash.Update(absl::Span<const uint8_t>(dst + (at - done), n));
+          vanished = !GuardedCopyAndHash(dst + (at - done), src.data() + at, n, hash, host_base,
+                                         region.size());
         }
         done = piece_end;
-        if (done == src.size()) break;
+        if (vanished || done == src.size()) break;
       }
-      if (hash.Digest() != h.checksum()) {
+      if (vanished) {
+        o.bytes = 0;
+        o.status = VanishedMemoryError(absl::StrCat("block ", blocks[i].key.ToHex()));
+      } else if (hash.Digest() != h.checksum()) {
         o.bytes = 0;
         if (Checksum64(src) == h.checksum()) {
           // The cache's copy is sound: the destination changed under us.

@@ -39,6 +39,9 @@ struct TransportCapabilities {
   // why not when it cannot.
   bool device_memory = false;
   std::string detail;
+  // The network devices the backend may use (UCX_NET_DEVICES), e.g. "lo";
+  // "all" when unrestricted, "" when the backend uses no network.
+  std::string net_devices;
 };
 
 // Memory a process exposes to its peers: everything a peer needs to address

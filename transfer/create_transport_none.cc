@@ -4,7 +4,9 @@
 
 namespace kvtier {
 
-absl::StatusOr<std::unique_ptr<Transport>> CreateTransport() {
+absl::StatusOr<std::unique_ptr<Transport>> CreateTransport() { return CreateTransport({}); }
+
+absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const TransportOptions&) {
   return absl::UnavailableError(
       "peer transfer unavailable: kvtier was built without UCX (install libucx-dev and "
       "configure with -DKVTIER_WITH_UCX=ON)");

@@ -85,7 +85,8 @@ int Status(const Globals& g) {
             << "  transfer:   "
             << (r.transfer().available()
                     ? absl::StrCat(r.transfer().transport(), " (transports ",
-                                   r.transfer().transports(), "), role ", r.transfer().role())
+                                   r.transfer().transports(), "), role ", r.transfer().role(),
+                                   ", net devices ", r.transfer().net_devices())
                     : "unavailable (" + r.transfer().detail() + ")")
             << "\n"
             << "  namespaces: " << r.namespaces() << "\n"

@@ -221,6 +221,20 @@ absl::StatusOr<uint32_t> Client::Delete(const std::string& ns, absl::Span<const 
   return resp.blocks_deleted();
 }
 
+absl::StatusOr<CloseNamespaceResult> Client::CloseNamespace(const std::string& ns,
+                                                            bool drop_blocks) {
+  v1::CloseNamespaceRequest req;
+  req.set_namespace_id(ns);
+  req.set_drop_blocks(drop_blocks);
+  v1::CloseNamespaceResponse resp;
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx);
+  if (absl::Status s = FromGrpc(impl_->stub_->CloseNamespace(&ctx, req, &resp)); !s.ok()) {
+    return s;
+  }
+  return CloseNamespaceResult{resp.leases_released(), resp.blocks_dropped(), resp.blocks_kept()};
+}
+
 absl::StatusOr<TransferResult> Client::Transfer(const std::string& ns,
                                                 absl::Span<const std::string> keys,
                                                 const std::string& peer,

@@ -121,6 +121,12 @@ struct TransferResult {
   std::string lanes;  // e.g. "tcp/lo"
 };
 
+struct CloseNamespaceResult {
+  uint32_t leases_released = 0;
+  uint64_t blocks_dropped = 0;
+  uint64_t blocks_kept = 0;
+};
+
 class Client {
  public:
   // address: "host:port" or "unix:/path". Connects lazily; UNAVAILABLE shows
@@ -139,6 +145,11 @@ class Client {
   // many blocks went.
   absl::StatusOr<uint32_t> Delete(const std::string& ns, absl::Span<const std::string> keys,
                                   bool recursive = false);
+
+  // Closes `ns` (frees its slot in the namespace limits and ends the
+  // caller's leases in it); with drop_blocks its unpinned blocks go too.
+  absl::StatusOr<CloseNamespaceResult> CloseNamespace(const std::string& ns,
+                                                      bool drop_blocks = false);
 
   // Stores blocks from messages: keys[i] (parent keys[i-1], the first has
   // `parent_key`) with data[i]. All or nothing.

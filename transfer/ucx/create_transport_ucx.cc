@@ -4,8 +4,10 @@
 
 namespace kvtier {
 
-absl::StatusOr<std::unique_ptr<Transport>> CreateTransport() {
-  absl::StatusOr<std::unique_ptr<UcxTransport>> t = UcxTransport::Create();
+absl::StatusOr<std::unique_ptr<Transport>> CreateTransport() { return CreateTransport({}); }
+
+absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const TransportOptions& options) {
+  absl::StatusOr<std::unique_ptr<UcxTransport>> t = UcxTransport::Create(options.net_devices);
   if (!t.ok()) return t.status();
   return std::unique_ptr<Transport>(std::move(*t));
 }

@@ -115,11 +115,23 @@ struct OpContext {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create() {
+absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const std::string& net_devices) {
   std::unique_ptr<UcxTransport> t(new UcxTransport());
   ucp_config_t* config = nullptr;
   if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) {
     return FromUcs(s, "ucp_config_read");
+  }
+  if (!net_devices.empty()) {
+    if (ucs_status_t s = ucp_config_modify(config, "NET_DEVICES", net_devices.c_str());
+        s != UCS_OK) {
+      ucp_config_release(config);
+      return absl::InvalidArgumentError(
+          absl::StrCat("UCX refuses net devices '", net_devices, "': ", ucs_status_string(s)));
+    }
+    t->capabilities_.net_devices = net_devices;
+  } else {
+    const char* env = std::getenv("UCX_NET_DEVICES");
+    t->capabilities_.net_devices = (env != nullptr && *env != '\0') ? env : "all";
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
@@ -128,8 +140,9 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create() {
   ucp_config_release(config);
   if (s != UCS_OK) {
     t->context_ = nullptr;
-    return absl::UnavailableError(
-        absl::StrCat("UCX cannot start (ucp_init: ", ucs_status_string(s), "); check UCX_TLS"));
+    return absl::UnavailableError(absl::StrCat("UCX cannot start (ucp_init: ", ucs_status_string(s),
+                                               "); check UCX_TLS and the net devices (",
+                                               t->capabilities_.net_devices, ")"));
   }
   ucp_context_attr_t cattr{};
   cattr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;

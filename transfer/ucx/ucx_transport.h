@@ -7,12 +7,11 @@
 // peer's unpacked rkey.
 //
 // Transports come from UCX's environment (UCX_TLS, UCX_NET_DEVICES), read at
-// Create. Endpoints always use peer error handling: it is what lets a
-// deadline cancel operations in flight (UCX refuses a forced close without
-// it), at the price that UCX 1.13 then moves bytes between two processes only
-// over transports that can report a dead peer (tcp and RDMA, not its shared
-// memory transports). GPU memory support is detected from the context's
-// memory types.
+// Create; Create's `net_devices` takes precedence over UCX_NET_DEVICES. Endpoints always use peer
+// error handling: it is what lets a deadline cancel operations in flight (UCX refuses a forced
+// close without it), at the price that UCX 1.13 then moves bytes between two processes only over
+// transports that can report a dead peer (tcp and RDMA, not its shared memory transports). GPU
+// memory support is detected from the context's memory types.
 //
 // Thread-safety: as Transport. Operations may be issued from any thread (the
 // worker runs in UCS_THREAD_MODE_MULTI); completions run on the progress
@@ -40,7 +39,9 @@ namespace kvtier {
 class UcxTransport final : public Transport {
  public:
   // UNAVAILABLE when UCX cannot initialize (no usable transport).
-  static absl::StatusOr<std::unique_ptr<UcxTransport>> Create();
+  // `net_devices` non-empty overrides UCX_NET_DEVICES: the worker then opens
+  // interfaces (and TCP listening sockets) on those devices only.
+  static absl::StatusOr<std::unique_ptr<UcxTransport>> Create(const std::string& net_devices = "");
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
