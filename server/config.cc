@@ -322,9 +322,8 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
   if (c.max_block_bytes == 0 || c.max_block_bytes > c.host_slab_bytes) {
     return bad("limits.max_block_bytes must be in 1..host_tier.slab_bytes");
   }
-  if (c.tenant_max_namespaces == 0 || c.tenant_max_leases == 0 ||
-      c.tenant_max_lease_blocks == 0 || c.tenant_max_regions == 0 ||
-      c.tenant_max_region_bytes == 0) {
+  if (c.tenant_max_namespaces == 0 || c.tenant_max_leases == 0 || c.tenant_max_lease_blocks == 0 ||
+      c.tenant_max_regions == 0 || c.tenant_max_region_bytes == 0) {
     return bad(
         "limits.tenant_max_namespaces, tenant_max_leases, tenant_max_lease_blocks, "
         "tenant_max_regions and tenant_max_region_bytes must be > 0");

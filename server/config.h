@@ -67,7 +67,7 @@ struct DaemonConfig {
   // A Put, Get, Save or Load stream that moves nothing for this long is
   // cancelled (and what it reserved or pinned is freed); 0: never.
   uint32_t stream_idle_timeout_ms = 30'000;
-  std::string shm_dir = "/dev/shm";                 // where RegisterMemory files must be
+  std::string shm_dir = "/dev/shm";  // where RegisterMemory files must be
 
   uint32_t default_lease_ttl_ms = 30'000;
   uint32_t max_lease_ttl_ms = 600'000;

@@ -105,7 +105,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   options.tenant.max_namespaces = tenants ? config.tenant_max_namespaces : config.max_namespaces;
   options.tenant.max_leases = tenants ? config.tenant_max_leases : config.max_leases;
   options.tenant.max_lease_blocks = config.tenant_max_lease_blocks;
-  options.tenant.max_reserved_bytes = config.tenant_reserved_bytes != 0 ? config.tenant_reserved_bytes
+  options.tenant.max_reserved_bytes = config.tenant_reserved_bytes != 0
+                                          ? config.tenant_reserved_bytes
                                       : tenants ? config.host_tier_bytes / 2
                                                 : 0;  // the whole tier
   options.default_lease_ttl = absl::Milliseconds(config.default_lease_ttl_ms);

@@ -1084,8 +1084,8 @@ absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data,
       if (may_vanish.empty()) {
         std::memcpy(dst + done, data.data() + done, n);
         hasher_.Update(absl::Span<const uint8_t>(dst + done, n));
-      } else if (!GuardedCopyAndHash(dst + done, data.data() + done, n, hasher_,
-                                     may_vanish.data(), may_vanish.size())) {
+      } else if (!GuardedCopyAndHash(dst + done, data.data() + done, n, hasher_, may_vanish.data(),
+                                     may_vanish.size())) {
         hasher_.Reset();
         return Fail(VanishedMemoryError(absl::StrCat("block ", s.key.ToHex())));
       }
@@ -1156,8 +1156,8 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
   absl::MutexLock lock(&cache_->mu_);
   PrefixIndex& index = cache_->index_;
   if (!cache_->FindNamespaceLocked(ns_).ok()) {
-    return Fail(absl::AbortedError(
-        absl::StrCat("namespace ", ns_.ToHex(), " was closed during the Put")));
+    return Fail(
+        absl::AbortedError(absl::StrCat("namespace ", ns_.ToHex(), " was closed during the Put")));
   }
   // Validate everything first: the batch lands whole or not at all.
   std::vector<bool> skip(staged_.size(), false);

@@ -565,7 +565,7 @@ class BlockCache::PutBatch {
   BlockCache* const cache_;
   const NamespaceId ns_;
   const uint64_t block_bytes_;
-  const std::string tenant_;    // charged for the slots this batch reserves
+  const std::string tenant_;     // charged for the slots this batch reserves
   uint64_t reserved_bytes_ = 0;  // charged to tenant_ until the batch ends
   std::vector<Staged> staged_;
   absl::flat_hash_map<BlockKey, size_t> staged_index_;

@@ -108,8 +108,7 @@ absl::StatusOr<std::shared_ptr<MemoryRegion>> RegionTable::Find(absl::string_vie
   return it->second.region;
 }
 
-RegionTable::Entry RegionTable::TakeLocked(
-    absl::flat_hash_map<std::string, Entry>::iterator it) {
+RegionTable::Entry RegionTable::TakeLocked(absl::flat_hash_map<std::string, Entry>::iterator it) {
   const uint64_t size = it->second.region->size();
   bytes_ -= size;
   if (auto share = shares_.find(it->second.tenant); share != shares_.end()) {

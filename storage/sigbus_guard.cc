@@ -97,9 +97,9 @@ bool GuardedEqual(const void* a, const void* b, size_t n, bool* equal, const voi
 }
 
 absl::Status VanishedMemoryError(absl::string_view what) {
-  return absl::FailedPreconditionError(
-      absl::StrCat(what, ": the shared memory it was copied with shrank under the daemon (its file ",
-                   "was truncated); nothing was stored or loaded from it, re-register the region"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, ": the shared memory it was copied with shrank under the daemon (its file ",
+      "was truncated); nothing was stored or loaded from it, re-register the region"));
 }
 
 uint64_t GuardedSigbusCount() { return caught.load(std::memory_order_relaxed); }

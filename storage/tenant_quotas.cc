@@ -8,7 +8,8 @@ namespace kvtier {
 namespace {
 
 std::string Who(absl::string_view tenant) {
-  return tenant.empty() ? std::string("this daemon's tenant") : absl::StrCat("tenant '", tenant, "'");
+  return tenant.empty() ? std::string("this daemon's tenant")
+                        : absl::StrCat("tenant '", tenant, "'");
 }
 
 // Subtracts without wrapping: a refund never exceeds what was charged, but
@@ -48,15 +49,16 @@ absl::Status TenantQuotas::ChargeLease(absl::string_view tenant, uint64_t blocks
   TenantUsage& u = Of(tenant);
   if (u.leases >= limits_.max_leases) {
     Tidy(tenant);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        Who(tenant), " already holds ", u.leases, " leases (limits.tenant_max_leases); release some"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(Who(tenant), " already holds ", u.leases,
+                     " leases (limits.tenant_max_leases); release some"));
   }
   if (blocks > limits_.max_lease_blocks - std::min(u.lease_blocks, limits_.max_lease_blocks)) {
     Tidy(tenant);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        Who(tenant), "'s leases already pin ", u.lease_blocks, " blocks; ", blocks,
-        " more would pass limits.tenant_max_lease_blocks (", limits_.max_lease_blocks,
-        "); release some"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(Who(tenant), "'s leases already pin ", u.lease_blocks, " blocks; ", blocks,
+                     " more would pass limits.tenant_max_lease_blocks (", limits_.max_lease_blocks,
+                     "); release some"));
   }
   ++u.leases;
   u.lease_blocks += blocks;
@@ -74,10 +76,10 @@ absl::Status TenantQuotas::ChargeReservation(absl::string_view tenant, uint64_t 
   TenantUsage& u = Of(tenant);
   if (bytes > limits_.max_reserved_bytes - std::min(u.reserved_bytes, limits_.max_reserved_bytes)) {
     Tidy(tenant);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        Who(tenant), "'s unfinished writes already reserve ", u.reserved_bytes,
-        " host bytes; ", bytes, " more would pass limits.tenant_reserved_bytes (",
-        limits_.max_reserved_bytes, "); finish or cancel some"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(Who(tenant), "'s unfinished writes already reserve ", u.reserved_bytes,
+                     " host bytes; ", bytes, " more would pass limits.tenant_reserved_bytes (",
+                     limits_.max_reserved_bytes, "); finish or cancel some"));
   }
   u.reserved_bytes += bytes;
   return absl::OkStatus();

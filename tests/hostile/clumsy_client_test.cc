@@ -103,23 +103,23 @@ TEST_F(ClumsyClientTest, TruncatedRegionFailsTheCallNotTheDaemon) {
   ASSERT_TRUE(region.ok()) << region.status();
   std::vector<client::RegionBlockRef> refs;
   for (size_t i = 0; i < kBlocks; ++i) {
-    refs.push_back({absl::StrCat("k", i), i == 0 ? "" : absl::StrCat("k", i - 1), i * kBlock,
-                    kBlock, {}});
+    refs.push_back(
+        {absl::StrCat("k", i), i == 0 ? "" : absl::StrCat("k", i - 1), i * kBlock, kBlock, {}});
   }
   // Half of them saved while the file is whole.
   std::vector<client::BlockCompletion> saved;
-  ASSERT_TRUE(client_->Save(ns->id, *region, absl::MakeConstSpan(refs).first(4),
-                            [&](const client::BlockCompletion& c) { saved.push_back(c); })
+  ASSERT_TRUE(client_
+                  ->Save(ns->id, *region, absl::MakeConstSpan(refs).first(4),
+                         [&](const client::BlockCompletion& c) { saved.push_back(c); })
                   .ok());
   for (const auto& c : saved) ASSERT_TRUE(c.status.ok()) << c.status;
 
   const uint64_t faults_before = GuardedSigbusCount();
   ASSERT_EQ(ftruncate(fd, 0), 0);
   std::vector<client::BlockCompletion> out;
-  const absl::Status save = client_->Save(ns->id, *region, absl::MakeConstSpan(refs).subspan(4),
-                                          [&](const client::BlockCompletion& c) {
-                                            out.push_back(c);
-                                          });
+  const absl::Status save =
+      client_->Save(ns->id, *region, absl::MakeConstSpan(refs).subspan(4),
+                    [&](const client::BlockCompletion& c) { out.push_back(c); });
   ASSERT_TRUE(save.ok()) << save;
   ASSERT_EQ(out.size(), 4u);
   EXPECT_EQ(out[0].status.code(), absl::StatusCode::kFailedPrecondition) << out[0].status;
@@ -129,10 +129,9 @@ TEST_F(ClumsyClientTest, TruncatedRegionFailsTheCallNotTheDaemon) {
   EXPECT_EQ(client_->Lookup(ns->id, {"k0", "k1", "k2", "k3", "k4"})->matched, 4u);
 
   out.clear();
-  const absl::Status load = client_->Load(ns->id, *region, absl::MakeConstSpan(refs).first(4),
-                                          [&](const client::BlockCompletion& c) {
-                                            out.push_back(c);
-                                          });
+  const absl::Status load =
+      client_->Load(ns->id, *region, absl::MakeConstSpan(refs).first(4),
+                    [&](const client::BlockCompletion& c) { out.push_back(c); });
   ASSERT_TRUE(load.ok()) << load;
   ASSERT_EQ(out.size(), 4u);
   for (const auto& c : out) {
@@ -149,8 +148,9 @@ TEST_F(ClumsyClientTest, TruncatedRegionFailsTheCallNotTheDaemon) {
   // A region made whole again serves again.
   ASSERT_EQ(ftruncate(fd, static_cast<off_t>(kBlocks * kBlock)), 0);
   out.clear();
-  ASSERT_TRUE(client_->Load(ns->id, *region, absl::MakeConstSpan(refs).first(4),
-                            [&](const client::BlockCompletion& c) { out.push_back(c); })
+  ASSERT_TRUE(client_
+                  ->Load(ns->id, *region, absl::MakeConstSpan(refs).first(4),
+                         [&](const client::BlockCompletion& c) { out.push_back(c); })
                   .ok());
   for (const auto& c : out) EXPECT_TRUE(c.status.ok()) << c.status;
   EXPECT_TRUE(std::equal(bytes.begin(), bytes.begin() + 4 * kBlock, map));

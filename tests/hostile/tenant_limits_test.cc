@@ -343,10 +343,9 @@ TEST_F(TenantLimitsTest, AnotherTenantsNamespaceReadsAsNotOpen) {
   const std::string absent = NamespaceId::Of(nobody).ToHex();
   auto answer = [&](const std::string& ns) {
     std::vector<std::string> seen;
-    for (absl::Status s :
-         {beta_->Lookup(ns, {"k"}).status(), beta_->Get(ns, {"k"}).status(),
-          beta_->Put(ns, {"k2"}, {Bytes("k2", 4096)}, "k"), beta_->Delete(ns, {"k"}).status(),
-          beta_->CloseNamespace(ns).status()}) {
+    for (absl::Status s : {beta_->Lookup(ns, {"k"}).status(), beta_->Get(ns, {"k"}).status(),
+                           beta_->Put(ns, {"k2"}, {Bytes("k2", 4096)}, "k"),
+                           beta_->Delete(ns, {"k"}).status(), beta_->CloseNamespace(ns).status()}) {
       // The id itself is in the message; the rest must not differ.
       std::string text(s.message());
       for (size_t at; (at = text.find(ns)) != std::string::npos;) text.replace(at, ns.size(), "ID");
