@@ -33,6 +33,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/log_rate_limiter.h"
+#include "storage/clock.h"
 
 namespace kvtier {
 
@@ -78,8 +81,15 @@ class Authenticator {
   // need a tenant.
   static absl::Status Authorize(const Identity& who, Role needed);
 
+  // The refusals of this daemon's calls, for the log: one line per reason
+  // every 10 s, each refusal counted (thread-safe).
+  LogRateLimiter& refusal_log() const { return *refusal_log_; }
+
  private:
   Authenticator() = default;
+  SystemClock clock_;
+  const std::unique_ptr<LogRateLimiter> refusal_log_ =
+      std::make_unique<LogRateLimiter>(absl::Seconds(10), &clock_);
   bool enabled_ = false;
   // Keyed by the SHA-256 of the token (hex): a lookup by the hash of what
   // was presented does not compare secrets byte by byte.

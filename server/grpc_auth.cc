@@ -93,19 +93,13 @@ absl::StatusOr<Identity> CallerOf(const Authenticator& auth,
 
 namespace {
 
-// The refusal lines of the whole process, which has one log: a client
-// retrying a refused call in a loop writes one line per reason every 10 s,
-// not one per call (the calls themselves are all counted, by code, in
-// kvtier_rpc_requests_total, and by reason in RefusalCount).
-LogRateLimiter& RefusalLog() {
-  static SystemClock* const clock = new SystemClock();
-  static LogRateLimiter* const limiter = new LogRateLimiter(absl::Seconds(10), clock);
-  return *limiter;
-}
-
-void LogRefusal(const grpc::ServerContextBase& context, const absl::Status& why) {
+// A client retrying a refused call in a loop writes one line per reason
+// every 10 s, not one per call (the calls themselves are all counted, by
+// code, in kvtier_rpc_requests_total, and by reason in RefusalCount).
+void LogRefusal(const Authenticator& auth, const grpc::ServerContextBase& context,
+                const absl::Status& why) {
   const std::string reason(why.message());
-  const LogRateLimiter::Verdict v = RefusalLog().Record(reason);
+  const LogRateLimiter::Verdict v = auth.refusal_log().Record(reason);
   if (!v.log) return;
   if (v.suppressed == 0) {
     spdlog::warn("refused a call from {}: {}", context.peer(), reason);
@@ -117,17 +111,19 @@ void LogRefusal(const grpc::ServerContextBase& context, const absl::Status& why)
 
 }  // namespace
 
-uint64_t RefusalCount(absl::string_view reason) { return RefusalLog().Count(reason); }
+uint64_t RefusalCount(const Authenticator& auth, absl::string_view reason) {
+  return auth.refusal_log().Count(reason);
+}
 
 absl::StatusOr<Identity> Admit(const Authenticator& auth, const grpc::ServerContextBase& context,
                                Role needed) {
   absl::StatusOr<Identity> who = CallerOf(auth, context);
   if (!who.ok()) {
-    LogRefusal(context, who.status());
+    LogRefusal(auth, context, who.status());
     return who.status();
   }
   if (absl::Status s = Authenticator::Authorize(*who, needed); !s.ok()) {
-    LogRefusal(context, s);
+    LogRefusal(auth, context, s);
     return s;
   }
   return who;

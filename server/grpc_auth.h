@@ -2,7 +2,8 @@
 // config, and the identity of a call (its bearer token or the common name of
 // its verified client certificate) checked against a role.
 //
-// Thread-safety: thread-safe (the refusal log limiter is the only state).
+// Thread-safety: thread-safe (the Authenticator's refusal log is the only
+// state).
 #ifndef KVTIER_SERVER_GRPC_AUTH_H_
 #define KVTIER_SERVER_GRPC_AUTH_H_
 
@@ -41,13 +42,13 @@ absl::StatusOr<Identity> CallerOf(const Authenticator& auth,
 
 // The caller, if it may call a method needing `needed`; else the
 // UNAUTHENTICATED or PERMISSION_DENIED status to answer with, logged at most
-// once per reason (the status message) every 10 s in the process; the line
-// after a quiet spell says how many were suppressed.
+// once per reason (the status message) every 10 s by `auth`'s refusal log;
+// the line after a quiet spell says how many were suppressed.
 absl::StatusOr<Identity> Admit(const Authenticator& auth, const grpc::ServerContextBase& context,
                                Role needed);
 
-// Refusals of this process with the status message `reason`, logged or not.
-uint64_t RefusalCount(absl::string_view reason);
+// Refusals by `auth` with the status message `reason`, logged or not.
+uint64_t RefusalCount(const Authenticator& auth, absl::string_view reason);
 
 // Admit for handlers that need only the verdict: OK, or the refusal as a
 // gRPC status.

@@ -213,6 +213,11 @@ class PythonClientTest(unittest.TestCase):
         with self.assertRaises(KvtierError) as e:
             self.client.open_namespace("m", 1, 1, 128, encoding="int4")
         self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        # Closing a namespace drops its blocks on request; it serves nothing after.
+        self.assertEqual(self.client.close_namespace(fp8.id, drop_blocks=True), (0, 1, 0))
+        with self.assertRaises(KvtierError) as e:
+            self.client.get(fp8.id, [b"f0"])
+        self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
         # CUDA IPC: a handle that is not 64 bytes is refused up front.
         with self.assertRaises(KvtierError) as e:
             self.client.register_cuda_ipc(0, [(b"short", 0, 4096)])

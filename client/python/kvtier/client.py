@@ -238,6 +238,12 @@ class Client:
         return self._call(self._stub.Delete, kvcache_pb2.DeleteRequest(
             namespace_id=namespace_id, keys=list(keys), recursive=recursive)).blocks_deleted
 
+    def close_namespace(self, namespace_id: str, drop_blocks: bool = False) -> Tuple[int, int, int]:
+        """Closes a namespace; returns (leases released, blocks dropped, blocks kept)."""
+        r = self._call(self._stub.CloseNamespace, kvcache_pb2.CloseNamespaceRequest(
+            namespace_id=namespace_id, drop_blocks=drop_blocks))
+        return r.leases_released, r.blocks_dropped, r.blocks_kept
+
     def put(self, namespace_id: str, keys: Sequence[bytes], blocks: Sequence[bytes],
             parent_key: bytes = b"") -> int:
         if len(keys) != len(blocks) or not keys:
