@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -47,6 +48,16 @@ bool ValidTenantName(absl::string_view tenant) {
     }
   }
   return true;
+}
+
+size_t Authenticator::tenants() const {
+  absl::flat_hash_set<std::string> names;
+  for (const auto* table : {&by_token_, &by_subject_}) {
+    for (const auto& [credential, who] : *table) {
+      if (!who.tenant.empty()) names.insert(who.tenant);
+    }
+  }
+  return names.size();
 }
 
 std::unique_ptr<Authenticator> Authenticator::Open() {

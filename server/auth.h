@@ -68,6 +68,8 @@ class Authenticator {
 
   bool enabled() const { return enabled_; }
   size_t size() const { return by_token_.size() + by_subject_.size(); }
+  // Distinct tenants the identities name (0 with authentication off).
+  size_t tenants() const;
 
   // The caller presenting `token` (empty = none) and, when its connection
   // carried a verified client certificate, `subject`. A token that is given

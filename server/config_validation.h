@@ -2,7 +2,8 @@
 // syntax, the files it names, and whether it fits this machine. kvtierd runs
 // them before it starts anything (server/main.cc); a refusal names the key
 // and the reason, and the daemon exits 2 (docs/operations.md, "What the
-// daemon refuses at start").
+// daemon refuses at start"). The TLS checks (ValidateTlsPem) run as the
+// daemon starts its server, where a failure exits 1.
 //
 // Thread-safety: stateless functions. ValidateListenAddress is pure; the
 // others read the filesystem.

@@ -5,6 +5,9 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +21,7 @@
 #include "server/grpc_peer_channel.h"
 #include "server/peer_setup.h"
 #include "spdlog/spdlog.h"
+#include "storage/sigbus_guard.h"
 
 namespace kvtier {
 namespace {
@@ -34,6 +38,15 @@ std::string BoundAddress(const std::string& requested, int port) {
 }  // namespace
 
 namespace {
+
+// Each tenant's share of the daemon-wide limits (see Daemon::Start).
+struct TenantShares {
+  uint64_t namespaces;
+  uint64_t leases;
+  uint64_t regions;
+  uint64_t region_bytes;
+  uint64_t reserved_bytes;  // 0: the whole host tier
+};
 
 // The GPU tier gpu.tier asks for, on the copy engine's GPU; an error says
 // why there is none (off, no GPU, too little memory).
@@ -101,14 +114,33 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   // Each tenant's share. With authentication off there is one tenant, whose
   // share of namespaces and leases is the whole; lease blocks and reserved
   // bytes bound memory, so they apply to it too.
+  // With N tenants named by the identities file, no share exceeds 1/N of
+  // its daemon-wide limit, so all tenants together cannot deny any one.
   const bool tenants = d->auth_->enabled();
-  options.tenant.max_namespaces = tenants ? config.tenant_max_namespaces : config.max_namespaces;
-  options.tenant.max_leases = tenants ? config.tenant_max_leases : config.max_leases;
+  const uint64_t n = std::max<uint64_t>(1, d->auth_->tenants());
+  auto share = [&](uint64_t wanted, uint64_t whole) {
+    return std::max<uint64_t>(1, std::min(wanted, whole / n));
+  };
+  TenantShares shares{config.max_namespaces, config.max_leases, config.max_regions, UINT64_MAX,
+                      config.tenant_reserved_bytes};  // one tenant: the whole, tier included
+  if (tenants) {
+    shares.namespaces = share(config.tenant_max_namespaces, config.max_namespaces);
+    shares.leases = share(config.tenant_max_leases, config.max_leases);
+    shares.regions = share(config.tenant_max_regions, config.max_regions);
+    shares.region_bytes = share(config.tenant_max_region_bytes, config.max_region_bytes);
+    shares.reserved_bytes = share(config.tenant_reserved_bytes != 0 ? config.tenant_reserved_bytes
+                                                                    : config.host_tier_bytes / 2,
+                                  config.host_tier_bytes);
+    spdlog::info(
+        "per-tenant limits ({} tenants): {} namespaces, {} leases pinning {} blocks, {} regions "
+        "of {} bytes, {} reserved host bytes",
+        n, shares.namespaces, shares.leases, config.tenant_max_lease_blocks, shares.regions,
+        shares.region_bytes, shares.reserved_bytes);
+  }
+  options.tenant.max_namespaces = static_cast<uint32_t>(shares.namespaces);
+  options.tenant.max_leases = static_cast<uint32_t>(shares.leases);
   options.tenant.max_lease_blocks = config.tenant_max_lease_blocks;
-  options.tenant.max_reserved_bytes = config.tenant_reserved_bytes != 0
-                                          ? config.tenant_reserved_bytes
-                                      : tenants ? config.host_tier_bytes / 2
-                                                : 0;  // the whole tier
+  options.tenant.max_reserved_bytes = shares.reserved_bytes;  // 0: the whole tier
   options.default_lease_ttl = absl::Milliseconds(config.default_lease_ttl_ms);
   options.max_lease_ttl = absl::Milliseconds(config.max_lease_ttl_ms);
   if (!config.nvme_dirs.empty()) {
@@ -189,10 +221,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   } else {
     spdlog::info("gpu tier: off ({})", d->gpu_tier_note_);
   }
-  d->regions_ =
-      std::make_unique<RegionTable>(config.max_regions, config.max_region_bytes, config.shm_dir,
-                                    tenants ? config.tenant_max_regions : config.max_regions,
-                                    tenants ? config.tenant_max_region_bytes : UINT64_MAX);
+  d->regions_ = std::make_unique<RegionTable>(config.max_regions, config.max_region_bytes,
+                                              config.shm_dir, shares.regions, shares.region_bytes);
   {
     std::string why;
     absl::StatusOr<std::unique_ptr<Transport>> chosen =
@@ -229,6 +259,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
           peer->ExpireStale();
         }
       });
+  // Client memory may vanish under a copy (a truncated shared-memory file):
+  // turn that SIGBUS into an error of the call. After the transport, whose
+  // library installs a handler of its own, to chain to it.
+  InstallSigbusGuard();
   d->idle_reaper_ = std::make_unique<StreamIdleReaper>(
       absl::Milliseconds(config.stream_idle_timeout_ms), &d->clock_);
   d->kvcache_service_ = std::make_unique<KvCacheService>(
@@ -302,7 +336,10 @@ void Daemon::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   const absl::Time deadline = absl::Now() + grace;
   server_->GetHealthCheckService()->SetServingStatus(false);
-  server_->Shutdown(absl::ToChronoTime(deadline));
+  // With an NVMe tier, in-flight calls get half the grace and the drain
+  // below at least the other half.
+  const absl::Duration calls = cache_->nvme_enabled() ? grace / 2 : grace;
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + calls));
   server_->Wait();
   // No call runs any more: persist what the write policy still owes NVMe
   // (write-through blocks acknowledged but not yet written) in what is left
@@ -311,10 +348,14 @@ void Daemon::Shutdown(absl::Duration grace) {
     bool cut = false;
     const absl::Time start = absl::Now();
     const size_t n = cache_->DrainWrites(deadline, &cut);
-    if (n > 0 || cut) {
-      spdlog::info("shutdown: wrote {} blocks to NVMe in {}{}", n,
-                   absl::FormatDuration(absl::Now() - start),
-                   cut ? "; the grace period ended with blocks still unwritten" : "");
+    if (cut) {
+      spdlog::warn(
+          "shutdown: wrote {} blocks to NVMe in {}; the grace period ended with blocks still "
+          "unwritten (raise server.shutdown_grace_ms)",
+          n, absl::FormatDuration(absl::Now() - start));
+    } else if (n > 0) {
+      spdlog::info("shutdown: wrote {} blocks to NVMe in {}", n,
+                   absl::FormatDuration(absl::Now() - start));
     }
   }
 }

@@ -53,7 +53,9 @@ grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext* context,
   }
   // The transform is known before the namespace opens, so no Get or Load
   // can see its stored blocks undecoded (a re-opened namespace may already
-  // hold blocks recovered from NVMe).
+  // hold blocks recovered from NVMe). Serialized with CloseNamespace, which
+  // forgets it.
+  absl::MutexLock open_close(&open_close_mu_);
   if (t != nullptr) t = transforms_->Set(NamespaceId::Of(*spec), std::move(t));
   absl::StatusOr<OpenNamespaceResult> r = cache_->OpenNamespace(*spec);
   if (!r.ok()) return Finish("OpenNamespace", r.status());
@@ -314,8 +316,15 @@ grpc::Status KvCacheService::CloseNamespace(grpc::ServerContext* context,
   if (absl::Status s = cache_->CheckTenant(*ns, who->tenant); !s.ok()) {
     return Finish("CloseNamespace", s);
   }
+  // Serialized with OpenNamespace: a re-open sets the transform again
+  // before the namespace serves, so its blocks are never seen undecoded,
+  // and what a closed namespace leaves here is forgotten (namespaces opened
+  // and closed over time do not accumulate).
+  absl::MutexLock open_close(&open_close_mu_);
   absl::StatusOr<CloseResult> r = cache_->CloseNamespace(*ns, request->drop_blocks());
   if (!r.ok()) return Finish("CloseNamespace", r.status());
+  planner_->Detach(*ns);
+  transforms_->Remove(*ns);
   response->set_leases_released(r->leases_released);
   response->set_blocks_dropped(r->blocks_dropped);
   response->set_blocks_kept(r->blocks_kept);

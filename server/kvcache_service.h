@@ -1,6 +1,7 @@
 // KvCacheService: the gRPC adapter for kvtier.v1.KvCache. It converts
 // messages to domain types, calls BlockCache, and maps the result to a gRPC
-// status; it holds no state of its own.
+// status; its only state is a mutex that keeps OpenNamespace and
+// CloseNamespace out of one another's way.
 //
 // Thread-safety: thread-safe (BlockCache is).
 #ifndef KVTIER_SERVER_KVCACHE_SERVICE_H_
@@ -11,6 +12,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/synchronization/mutex.h"
 #include "gpu/cuda_ipc_region.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/auth.h"
@@ -108,6 +110,9 @@ class KvCacheService final : public v1::KvCache::Service {
   GpuTier* const gpu_tier_;  // may be null
   PeerTransfer* const peer_transfer_;
   StreamIdleReaper* const idle_reaper_;  // may be null
+  // Serializes the namespace-table steps of OpenNamespace and CloseNamespace
+  // (transform, cache, planner), so one never sees the other half done.
+  absl::Mutex open_close_mu_;
 
   // Tracks a streaming call with idle_reaper_ (an inert watch without one).
   std::unique_ptr<StreamIdleReaper::Watch> WatchIdle(grpc::ServerContext* context);

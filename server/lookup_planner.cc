@@ -123,6 +123,11 @@ absl::StatusOr<std::optional<PreparedModel>> LookupPlanner::Prepare(
   return std::optional<PreparedModel>(std::move(p));
 }
 
+void LookupPlanner::Detach(const NamespaceId& ns) {
+  absl::MutexLock lock(&mu_);
+  entries_.erase(ns);
+}
+
 NamespacePlanning LookupPlanner::Attach(const NamespaceId& ns, const NamespaceSpec& spec,
                                         std::optional<PreparedModel> model) {
   std::shared_ptr<const costmodel::Deployment> deployment;

@@ -107,6 +107,10 @@ class LookupPlanner {
   NamespacePlanning Attach(const NamespaceId& ns, const NamespaceSpec& spec,
                            std::optional<PreparedModel> model) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Forgets a closed namespace's model (a re-open names it again), so
+  // namespaces opened and closed over time do not accumulate here.
+  void Detach(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);
+
   // The plan for a Lookup's match, or nullopt when the namespace has no
   // model or the planner is disabled. prompt_tokens 0 = matched tokens.
   std::optional<costmodel::CutPlan> Plan(const NamespaceId& ns,

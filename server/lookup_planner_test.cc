@@ -149,6 +149,21 @@ TEST_F(LookupPlannerTest, CutFollowsMeasuredBandwidth) {
   EXPECT_EQ(plan->tokens, 4096);
 }
 
+// A closed namespace's model is forgotten: no plan, no entry, until it is
+// attached again.
+TEST_F(LookupPlannerTest, DetachForgetsTheNamespace) {
+  PutChain(4);
+  auto p = Planner();
+  ASSERT_TRUE(p->Attach(ns_, Spec1b(), *p->Prepare(Spec1b(), "llama-3.2-1b", "")).plans_enabled);
+  ASSERT_TRUE(p->Plan(ns_, Match(4), 0).has_value());
+  p->Detach(ns_);
+  EXPECT_FALSE(p->Namespace(ns_).has_value());
+  EXPECT_FALSE(p->Plan(ns_, Match(4), 0).has_value());
+  p->Detach(ns_);  // twice is harmless
+  ASSERT_TRUE(p->Attach(ns_, Spec1b(), *p->Prepare(Spec1b(), "llama-3.2-1b", "")).plans_enabled);
+  EXPECT_TRUE(p->Plan(ns_, Match(4), 0).has_value());
+}
+
 // Matched blocks spread over tiers: the cut stops where the slow tier starts.
 TEST_F(LookupPlannerTest, CutLandsAtTheTierBoundary) {
   auto p = Planner();

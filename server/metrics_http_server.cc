@@ -135,7 +135,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Create(
       /*apc=*/nullptr, /*apc_cls=*/nullptr, &MetricsHttpHandler::Access, server.get(),
       MHD_OPTION_LISTEN_SOCKET, *fd, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
       MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned int>(options.max_connections),
-      MHD_OPTION_PER_IP_CONNECTION_LIMIT, static_cast<unsigned int>(options.max_connections_per_ip),
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(options.connection_memory_bytes),
       MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
     close(*fd);

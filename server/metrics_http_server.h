@@ -7,8 +7,10 @@
 // epoll), so a slow or stalled client holds one connection, never the
 // thread: a scrape is answered while hundreds of clients dribble their
 // headers. Such clients are closed after `connection_timeout` without
-// traffic, and `max_connections` (per client address:
-// `max_connections_per_ip`) bound what they can hold at once.
+// traffic; `max_connections` (each with at most `connection_memory_bytes`
+// of buffers) bound what they can hold at once. There is no per-address
+// limit: the scraper usually shares its address (loopback) with the
+// clients that would exhaust it.
 //
 // Thread-safety: thread-safe; `render` is called on the server's thread,
 // one request at a time.
@@ -30,11 +32,11 @@ namespace kvtier {
 
 struct MetricsHttpServerOptions {
   // "host:port": a numeric address or a name ("localhost"), "[v6]:port", or
-  // ":port" for every IPv4 interface. Port 0 picks a free one.
+  // "0.0.0.0:port" for every IPv4 interface. Port 0 picks a free one.
   std::string address;
   absl::Duration connection_timeout = absl::Seconds(5);
-  uint32_t max_connections = 512;
-  uint32_t max_connections_per_ip = 32;
+  uint32_t max_connections = 4096;
+  uint32_t connection_memory_bytes = 16 * 1024;  // a GET /metrics head fits many times
 };
 
 class MetricsHttpServer final {

@@ -93,6 +93,11 @@ std::shared_ptr<BlockTransform> NamespaceTransforms::Set(
   return it->second;
 }
 
+void NamespaceTransforms::Remove(const NamespaceId& ns) {
+  absl::MutexLock lock(&mu_);
+  transforms_.erase(ns);
+}
+
 std::shared_ptr<BlockTransform> NamespaceTransforms::Find(const NamespaceId& ns) const {
   absl::MutexLock lock(&mu_);
   auto it = transforms_.find(ns);

@@ -37,6 +37,9 @@ class NamespaceTransforms {
   std::shared_ptr<BlockTransform> Set(const NamespaceId& ns,
                                       std::shared_ptr<BlockTransform> transform)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets a closed namespace's transform (calls holding it keep it). The
+  // caller must set it again before the namespace opens again.
+  void Remove(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);
   // nullptr for a namespace stored as given.
   std::shared_ptr<BlockTransform> Find(const NamespaceId& ns) const ABSL_LOCKS_EXCLUDED(mu_);
 

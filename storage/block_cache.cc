@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -91,6 +92,8 @@ BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
       allocator_(std::move(allocator)),
       quotas_([&] {
         TenantLimits limits = options.tenant;
+        if (limits.max_namespaces == 0) limits.max_namespaces = options.max_namespaces;
+        if (limits.max_leases == 0) limits.max_leases = options.max_leases;
         if (limits.max_reserved_bytes == 0) limits.max_reserved_bytes = options.host_bytes;
         return limits;
       }()) {}
@@ -150,8 +153,35 @@ absl::Status BlockCache::OpenNvme(const NvmeTierOptions& nvme) {
           first.ok() ? "not supported" : std::string(first.status().message()));
     }
   }
+  // The catalog first: a directory another daemon holds, or a filesystem too
+  // full to open it, fails the start before any slot file is created or
+  // grown.
+  if (nvme.store.dirs.empty())
+    return absl::InvalidArgumentError("nvme tier needs a data directory");
+  const std::string catalog_dir =
+      nvme.catalog_dir.empty() ? nvme.store.dirs.front() + "/catalog" : nvme.catalog_dir;
+  if (std::error_code ec;
+      !std::filesystem::create_directories(std::filesystem::path(catalog_dir).parent_path(), ec) &&
+      ec) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create the directory of catalog '", catalog_dir, "': ", ec.message()));
+  }
+  std::error_code exists_error;
+  const bool catalog_existed = std::filesystem::exists(catalog_dir, exists_error);
+  absl::StatusOr<std::unique_ptr<Catalog>> catalog = Catalog::Open(catalog_dir);
+  if (!catalog.ok()) return catalog.status();
+  catalog_ = std::move(*catalog);
   absl::StatusOr<std::unique_ptr<NvmeStore>> store = NvmeStore::Open(nvme.store, engine);
-  if (!store.ok()) return store.status();
+  if (!store.ok()) {
+    // A catalog this start created holds nothing: a failed start leaves the
+    // disk as it found it (the store removes the slot files it created).
+    catalog_.reset();
+    if (!catalog_existed && !exists_error) {
+      std::error_code ec;
+      std::filesystem::remove_all(catalog_dir, ec);
+    }
+    return store.status();
+  }
   nvme_ = std::move(*store);
   for (const std::string& dir : nvme.store.dirs) {
     WearOptions w = nvme.wear;
@@ -163,11 +193,6 @@ absl::Status BlockCache::OpenNvme(const NvmeTierOptions& nvme) {
     }
     wear_.push_back(std::make_unique<WearBudget>(w, clock_));
   }
-  const std::string catalog_dir =
-      nvme.catalog_dir.empty() ? nvme.store.dirs.front() + "/catalog" : nvme.catalog_dir;
-  absl::StatusOr<std::unique_ptr<Catalog>> catalog = Catalog::Open(catalog_dir);
-  if (!catalog.ok()) return catalog.status();
-  catalog_ = std::move(*catalog);
   spdlog::info("nvme tier: {} device(s), io engine {}, catalog {}", nvme.store.dirs.size(),
                io_engine_note_, catalog_dir);
   return absl::OkStatus();
@@ -304,6 +329,7 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
 
 absl::StatusOr<CloseResult> BlockCache::CloseNamespace(const NamespaceId& ns, bool drop_blocks) {
   CloseResult result;
+  std::vector<BlockKey> order;  // drop_blocks: children first
   {
     absl::MutexLock lock(&mu_);
     absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns);
@@ -320,20 +346,19 @@ absl::StatusOr<CloseResult> BlockCache::CloseNamespace(const NamespaceId& ns, bo
     // As for a namespace known only from recovery: it goes with its last
     // block, or now if it holds none.
     if ((*entry)->blocks == 0) namespaces_.erase(ns);
-  }
-  if (drop_blocks) {
-    // In bounded passes, so other callers get the lock in between.
-    for (;;) {
-      const EvictResult r = Evict(ns, 8 * kDeleteBatch);
-      result.blocks_dropped += r.blocks_evicted;
-      result.blocks_kept = r.blocks_left;
-      if (r.blocks_evicted == 0) break;
+    if (drop_blocks) {
+      // Only this namespace's blocks: O(its blocks), never a scan of all.
+      std::vector<BlockRecord*> doomed;
+      PostOrderLocked(index_.Roots(ns), /*may_nest=*/false, &doomed);
+      order.reserve(doomed.size());
+      for (BlockRecord* rec : doomed) order.push_back(rec->key);
     }
-  } else {
-    absl::MutexLock lock(&mu_);
-    auto it = namespaces_.find(ns);
-    result.blocks_kept = it == namespaces_.end() ? 0 : it->second.blocks;
   }
+  // In batches, as Delete; a concurrent re-open of the namespace ends it.
+  result.blocks_dropped = RemoveInBatches(ns, order, /*stop_if_opened=*/true).blocks_deleted;
+  absl::MutexLock lock(&mu_);
+  auto it = namespaces_.find(ns);
+  result.blocks_kept = it == namespaces_.end() ? 0 : it->second.blocks;
   return result;
 }
 
@@ -827,29 +852,10 @@ absl::StatusOr<DeleteResult> BlockCache::Delete(const NamespaceId& ns,
         }
       }
     }
-    // Post-order from each named block over all of its children (without
-    // `recursive` those are all named, as just checked), each block once.
-    // The blocks form a tree, so one root reaches each descendant once;
-    // only several roots (one may lie under another) need a visited set.
-    const bool several = roots.size() > 1;
-    absl::flat_hash_set<BlockRecord*> visited;
-    std::vector<std::pair<BlockRecord*, bool>> stack;
+    // Without `recursive` every child is named, as just checked, so the
+    // subtrees of the named blocks are exactly the blocks to remove.
     std::vector<BlockRecord*> doomed;
-    for (BlockRecord* root : roots) {
-      if (several && visited.contains(root)) continue;
-      stack.push_back({root, false});
-      while (!stack.empty()) {
-        auto [rec, expanded] = stack.back();
-        stack.pop_back();
-        if (expanded) {
-          doomed.push_back(rec);
-          continue;
-        }
-        if (several && !visited.insert(rec).second) continue;
-        stack.push_back({rec, true});
-        for (BlockRecord* child : rec->children) stack.push_back({child, false});
-      }
-    }
+    PostOrderLocked(roots, /*may_nest=*/true, &doomed);
     for (BlockRecord* rec : doomed) {
       if (rec->leases > 0) {
         return absl::FailedPreconditionError(
@@ -863,23 +869,62 @@ absl::StatusOr<DeleteResult> BlockCache::Delete(const NamespaceId& ns,
     order.reserve(doomed.size());
     for (BlockRecord* rec : doomed) order.push_back(rec->key);
   }
-  // Phase 2: remove in batches, letting other callers in between, so a long
-  // chain does not stall the daemon. A block that a concurrent call pinned,
-  // extended or removed meanwhile is left to it (and so are its ancestors,
-  // which keep a cached child): the delete raced with that call and lost.
+  // Phase 2: remove in batches, letting other callers in between.
+  return RemoveInBatches(ns, order, /*stop_if_opened=*/false);
+}
+
+void BlockCache::PostOrderLocked(absl::Span<BlockRecord* const> roots, bool may_nest,
+                                 std::vector<BlockRecord*>* out) {
+  // The blocks form a tree, so one root reaches each descendant once; only
+  // roots that may lie under one another need a visited set.
+  const bool visit = may_nest && roots.size() > 1;
+  absl::flat_hash_set<BlockRecord*> visited;
+  std::vector<std::pair<BlockRecord*, bool>> stack;
+  for (BlockRecord* root : roots) {
+    if (visit && visited.contains(root)) continue;
+    stack.push_back({root, false});
+    while (!stack.empty()) {
+      auto [rec, expanded] = stack.back();
+      stack.pop_back();
+      if (expanded) {
+        out->push_back(rec);
+        continue;
+      }
+      if (visit && !visited.insert(rec).second) continue;
+      stack.push_back({rec, true});
+      for (BlockRecord* child : rec->children) stack.push_back({child, false});
+    }
+  }
+}
+
+DeleteResult BlockCache::RemoveInBatches(const NamespaceId& ns, absl::Span<const BlockKey> order,
+                                         bool stop_if_opened) {
+  // A long chain must not stall the daemon: the lock is released (and other
+  // callers let in) every kDeleteBatch blocks. A block that a concurrent
+  // call pinned, extended or removed meanwhile is left to it (and so are its
+  // ancestors, which keep a cached child): the removal raced with that call
+  // and lost.
   DeleteResult result;
   for (size_t at = 0; at < order.size();) {
+    // Let waiters take the lock: a waiter woken on another core needs a
+    // moment, and absl::Mutex would hand the lock straight back to us.
+    if (at > 0) absl::SleepFor(absl::Microseconds(50));
     absl::MutexLock lock(&mu_);
+    if (stop_if_opened) {
+      auto entry = namespaces_.find(ns);
+      if (entry == namespaces_.end() || entry->second.opened) break;
+    }
+    uint32_t removed = 0;
     for (const size_t end = std::min(order.size(), at + kDeleteBatch); at < end; ++at) {
       BlockRecord* rec = index_.Find(ns, order[at]);
       if (rec == nullptr || rec->pinned() || !rec->children.empty()) continue;
-      result.blocks_deleted += 1;
+      removed += 1;
       result.bytes_freed += rec->size;
       RemoveLocked(rec);
     }
+    result.blocks_deleted += removed;
+    counters_.blocks_deleted += removed;
   }
-  absl::MutexLock lock(&mu_);
-  counters_.blocks_deleted += result.blocks_deleted;
   return result;
 }
 
@@ -1368,15 +1413,17 @@ size_t BlockCache::RunMoverOnce() {
 }
 
 size_t BlockCache::DrainWrites(absl::Time deadline, bool* left) {
+  // At least one pass (a batch of blocks: milliseconds), even when the
+  // deadline has passed, so that what is left is known, not guessed.
   size_t written = 0;
-  bool cut = false;
-  while (nvme_ != nullptr && absl::Now() < deadline) {
+  bool drained = nvme_ == nullptr;
+  while (!drained) {
     const size_t n = RunMoverOnce();
-    if (n == 0) break;  // nothing more the policy wants written
+    drained = n == 0;  // nothing more the policy wants written
     written += n;
-    cut = absl::Now() >= deadline;
+    if (absl::Now() >= deadline) break;
   }
-  if (left != nullptr) *left = cut;
+  if (left != nullptr) *left = !drained;
   return written;
 }
 

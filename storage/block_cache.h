@@ -95,8 +95,8 @@ struct BlockCacheOptions {
   uint32_t max_keys_per_request = 65536;
   uint32_t max_leases = 1 << 16;
   // Each tenant's share of the limits above and of the host tier's
-  // reservable bytes (tenant.max_reserved_bytes 0 = the whole tier).
-  TenantLimits tenant = {.max_reserved_bytes = 0};
+  // reservable bytes; 0 = the whole (the daemon-wide limit, the tier).
+  TenantLimits tenant = {.max_namespaces = 0, .max_leases = 0, .max_reserved_bytes = 0};
   absl::Duration default_lease_ttl = absl::Seconds(30);
   absl::Duration max_lease_ttl = absl::Minutes(10);
   std::optional<NvmeTierOptions> nvme;
@@ -354,9 +354,9 @@ class BlockCache {
   size_t RunMoverOnce() ABSL_LOCKS_EXCLUDED(mu_);
 
   // For a clean stop: runs mover passes until the policy wants nothing more
-  // written (every write-through block is persisted) or `deadline` passes.
-  // Returns the blocks written; `left` (if given) is set to whether the
-  // deadline cut the backlog short.
+  // written (every write-through block is persisted) or `deadline` passes,
+  // at least one pass however late. Returns the blocks written; `left` (if
+  // given) says whether blocks may still be owed to NVMe.
   size_t DrainWrites(absl::Time deadline, bool* left = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Whether the mover may write this namespace's blocks to NVMe (the
@@ -418,6 +418,16 @@ class BlockCache {
   // Un-indexes a leaf and frees its slot now, or when its last pin drops.
   void RemoveLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropSubtreeLocked(BlockRecord* root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends the subtrees of `roots`, children before parents, each block
+  // once (`may_nest`: a root may lie under another). O(blocks appended).
+  void PostOrderLocked(absl::Span<BlockRecord* const> roots, bool may_nest,
+                       std::vector<BlockRecord*>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the blocks of `ns` named in `order` (children first) in batches
+  // of kDeleteBatch, with the lock released between batches; skips blocks
+  // that are gone, pinned or have children by then. With stop_if_opened it
+  // stops once `ns` is open again (or gone).
+  DeleteResult RemoveInBatches(const NamespaceId& ns, absl::Span<const BlockKey> order,
+                               bool stop_if_opened) ABSL_LOCKS_EXCLUDED(mu_);
   void UnpinLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseIfDeadLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unpin(BlockRecord* record) ABSL_LOCKS_EXCLUDED(mu_);

@@ -694,3 +694,69 @@ TEST_F(BlockCacheTest, TopBlocksAreTheMostUsed) {
 
 }  // namespace
 }  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+// CloseNamespace: leases end, open Puts fail at Commit, pinned blocks stay
+// (and serve again after a re-open), the rest go with drop_blocks, and the
+// tenant's namespace and reservation shares come back.
+TEST_F(BlockCacheTest, CloseNamespaceEndsLeasesAbortsPutsAndKeepsPinnedBlocks) {
+  ASSERT_TRUE(Put(ns_, {"a", "b", "c"}).ok());
+  ASSERT_TRUE(cache_->Lookup(ns_, Keys({"a", "b"}), true, absl::ZeroDuration()).ok());
+  // A Put still open when the namespace closes (a root: it pins nothing).
+  absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> open = cache_->BeginPut(ns_);
+  ASSERT_TRUE(open.ok());
+  ASSERT_TRUE((*open)->StartBlock(Key("d"), BlockKey(), 64 * kKiB).ok());
+  EXPECT_EQ(cache_->UsageOf("").reserved_bytes, 64 * kKiB);
+  // A running read pins "a".
+  absl::StatusOr<std::vector<BlockCache::ReadHandle>> pinned = cache_->Read(ns_, Keys({"a"}));
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_EQ(cache_->UsageOf("").namespaces, 1u);
+
+  absl::StatusOr<CloseResult> closed = cache_->CloseNamespace(ns_, /*drop_blocks=*/true);
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  EXPECT_EQ(closed->leases_released, 1u);
+  EXPECT_EQ(closed->blocks_dropped, 2u);  // c, then b; a is pinned
+  EXPECT_EQ(closed->blocks_kept, 1u);
+  EXPECT_EQ(cache_->UsageOf("").namespaces, 0u);
+  EXPECT_EQ(cache_->UsageOf("").leases, 0u);
+  EXPECT_EQ(cache_->Lookup(ns_, Keys({"a"}), false, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kNotFound);
+  std::vector<uint8_t> d = Content(ns_.ToHex(), "d", 64 * kKiB);
+  ASSERT_TRUE((*open)->Append(d).ok());
+  EXPECT_EQ((*open)->Commit().status().code(), absl::StatusCode::kAborted);
+  open->reset();
+  EXPECT_EQ(cache_->UsageOf("").reserved_bytes, 0u);
+  EXPECT_EQ(cache_->CloseNamespace(ns_, true).status().code(), absl::StatusCode::kNotFound);
+
+  // Re-opened (same spec, same id): the kept block serves again, intact.
+  pinned->clear();
+  EXPECT_EQ(OpenNs("model-a", ""), ns_);
+  absl::StatusOr<std::vector<BlockCache::ReadHandle>> again = cache_->Read(ns_, Keys({"a"}));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(std::vector<uint8_t>((*again)[0].bytes().begin(), (*again)[0].bytes().end()),
+            Content(ns_.ToHex(), "a", 64 * kKiB));
+  EXPECT_EQ(Matched(ns_, {"a", "b"}), 1u);
+  EXPECT_EQ(cache_->Snapshot(true).stranded_blocks, 0u);
+}
+
+// A namespace closed without drop_blocks keeps its blocks for a re-open, and
+// one closed with no blocks is forgotten at once.
+TEST_F(BlockCacheTest, CloseWithoutDropKeepsBlocks) {
+  ASSERT_TRUE(Put(ns_, {"a", "b"}).ok());
+  absl::StatusOr<CloseResult> closed = cache_->CloseNamespace(ns_, /*drop_blocks=*/false);
+  ASSERT_TRUE(closed.ok());
+  EXPECT_EQ(closed->blocks_dropped, 0u);
+  EXPECT_EQ(closed->blocks_kept, 2u);
+  EXPECT_EQ(cache_->Namespaces().size(), 0u);  // kept, but not open
+  EXPECT_EQ(cache_->Snapshot().blocks, 2u);
+  EXPECT_EQ(OpenNs("model-a", ""), ns_);
+  EXPECT_EQ(Matched(ns_, {"a", "b"}), 2u);
+  const NamespaceId empty = OpenNs("model-b", "");
+  ASSERT_TRUE(cache_->CloseNamespace(empty, false).ok());
+  EXPECT_EQ(cache_->Namespaces().size(), 1u);
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -47,6 +47,8 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
   if (parent != nullptr) {
     parent->children.insert(rec);
     UpdateEvictable(parent);
+  } else {
+    roots_[rec->ns].insert(rec);
   }
   UpdateEvictable(rec);
   return absl::OkStatus();
@@ -65,8 +67,17 @@ std::unique_ptr<BlockRecord> PrefixIndex::Remove(BlockRecord* record) {
     parent->children.erase(record);
     record->parent = nullptr;
     UpdateEvictable(parent);
+  } else if (auto roots = roots_.find(record->ns); roots != roots_.end()) {
+    roots->second.erase(record);
+    if (roots->second.empty()) roots_.erase(roots);
   }
   return owned;
+}
+
+std::vector<BlockRecord*> PrefixIndex::Roots(const NamespaceId& ns) const {
+  auto it = roots_.find(ns);
+  if (it == roots_.end()) return {};
+  return std::vector<BlockRecord*>(it->second.begin(), it->second.end());
 }
 
 std::vector<BlockRecord*> PrefixIndex::SubtreePostOrder(BlockRecord* root) const {

@@ -82,6 +82,10 @@ class PrefixIndex {
   // slot once it is unpinned. Removing a block with children is a bug.
   std::unique_ptr<BlockRecord> Remove(BlockRecord* record);
 
+  // The indexed blocks of `ns` without a parent: every block of the
+  // namespace descends from one of them. O(roots).
+  std::vector<BlockRecord*> Roots(const NamespaceId& ns) const;
+
   // `root` and all of its indexed descendants, children before parents: the
   // order in which they can be removed.
   std::vector<BlockRecord*> SubtreePostOrder(BlockRecord* root) const;
@@ -156,6 +160,7 @@ class PrefixIndex {
   void SetCandidates(BlockRecord* record, uint8_t want);
 
   absl::flat_hash_map<FullKey, std::unique_ptr<BlockRecord>> records_;
+  absl::flat_hash_map<NamespaceId, absl::flat_hash_set<BlockRecord*>> roots_;  // see Roots
   // Per candidate kind: last_access -> record (last_access values are unique,
   // a counter), and for the host kinds the same per host size class.
   std::map<uint64_t, BlockRecord*> sets_[kNumCandidates];

@@ -83,6 +83,27 @@ TEST(PrefixIndexTest, SubtreePostOrderPutsChildrenFirst) {
   EXPECT_EQ(index.size(), 0u);
 }
 
+TEST(PrefixIndexTest, RootsArePerNamespaceAndFollowRemoval) {
+  PrefixIndex index;
+  const NamespaceId a = Ns("a"), b = Ns("b");
+  ASSERT_TRUE(index.Insert(Rec(a, "r1", "")).ok());
+  ASSERT_TRUE(index.Insert(Rec(a, "r2", "")).ok());
+  ASSERT_TRUE(index.Insert(Rec(a, "c", "r1")).ok());
+  ASSERT_TRUE(index.Insert(Rec(b, "r1", "")).ok());
+  std::vector<BlockRecord*> roots = index.Roots(a);
+  ASSERT_EQ(roots.size(), 2u);
+  for (BlockRecord* r : roots) EXPECT_TRUE(r->parent_key.empty());
+  EXPECT_EQ(index.Roots(b).size(), 1u);
+  index.Remove(index.Find(a, Key("r2")));
+  ASSERT_EQ(index.Roots(a).size(), 1u);
+  EXPECT_EQ(index.Roots(a)[0]->key, Key("r1"));
+  index.Remove(index.Find(a, Key("c")));  // not a root: roots unchanged
+  EXPECT_EQ(index.Roots(a).size(), 1u);
+  index.Remove(index.Find(a, Key("r1")));
+  EXPECT_TRUE(index.Roots(a).empty());
+  EXPECT_EQ(index.Roots(b).size(), 1u);
+}
+
 TEST(PrefixIndexDeathTest, RemovingABlockWithChildrenAborts) {
   PrefixIndex index;
   const NamespaceId ns = Ns("m");

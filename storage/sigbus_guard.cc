@@ -26,7 +26,8 @@ std::atomic<uint64_t> caught{0};
 void OnSigbus(int sig, siginfo_t* info, void* context) {
   Guard* g = current_guard;
   const uintptr_t addr = reinterpret_cast<uintptr_t>(info->si_addr);
-  if (g != nullptr && addr >= g->lo && addr < g->hi) {
+  // si_code > 0: a fault of this thread's own access (not a kill(2)).
+  if (g != nullptr && info->si_code > 0 && addr >= g->lo && addr < g->hi) {
     current_guard = nullptr;
     caught.fetch_add(1, std::memory_order_relaxed);
     siglongjmp(g->jump, 1);
@@ -36,17 +37,21 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
     previous_action.sa_sigaction(sig, info, context);
     return;
   }
-  if (previous_action.sa_handler == SIG_IGN) return;
-  if (previous_action.sa_handler != SIG_DFL) {
+  if (previous_action.sa_handler != SIG_DFL && previous_action.sa_handler != SIG_IGN) {
     previous_action.sa_handler(sig);
     return;
   }
-  // Default action: restore it and return; the faulting access repeats and
-  // the process dies of SIGBUS with a truthful core.
+  // The default action (also for an ignored SIGBUS: a fault cannot be
+  // ignored, it would repeat forever): die of SIGBUS with a truthful core.
+  // Synchronously raised, the access repeats once the default is back; sent
+  // by kill(2), it is raised again.
   ::signal(SIGBUS, SIG_DFL);
+  if (info->si_code <= 0) ::raise(SIGBUS);
 }
 
-void InstallOnce() {
+}  // namespace
+
+void InstallSigbusGuard() {
   static std::once_flag once;
   std::call_once(once, [] {
     struct sigaction action;
@@ -58,11 +63,13 @@ void InstallOnce() {
   });
 }
 
+namespace {
+
 // Runs fn() with SIGBUS in [lo, lo + size) turned into `false`. fn must not
 // own anything that needs destroying: a fault leaves it by a jump.
 template <typename Fn>
 bool RunGuarded(const void* lo, size_t size, Fn&& fn) {
-  InstallOnce();
+  InstallSigbusGuard();
   Guard guard;
   guard.lo = reinterpret_cast<uintptr_t>(lo);
   guard.hi = guard.lo + size;

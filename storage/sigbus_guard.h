@@ -6,7 +6,9 @@
 // into a `false` return for that call only; the caller reports the region as
 // gone and touches nothing else.
 //
-// Mechanism: a SIGBUS handler, installed on first use, that jumps back into
+// Mechanism: a SIGBUS handler, installed once (by the daemon at start, after
+// the libraries that install their own, and at the latest on first use),
+// that jumps back into
 // the guarded call when the faulting thread is inside one and the faulting
 // address lies in the range it declared; any other SIGBUS is handed to the
 // handler that was installed before (by default: the process dies, as it
@@ -27,6 +29,10 @@
 #include "storage/checksum.h"
 
 namespace kvtier {
+
+// Installs the handler (idempotent), chaining to whatever handler is in
+// place: call it after libraries that install SIGBUS handlers of their own.
+void InstallSigbusGuard();
 
 // memcpy(dst, src, n); false if it faulted with SIGBUS inside [guard_lo,
 // guard_hi) (the region that may vanish), after copying an unspecified part.

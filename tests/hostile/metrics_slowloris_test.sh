@@ -3,8 +3,9 @@
 # 200 connections each send an incomplete request head ("GET /metrics
 # HTTP/1.1", a Host line, never the blank line) and stay open; a concurrent
 # scrape must still get a full 200 answer within 2 s. They come from
-# 127.0.0.2, as a hostile host would (one address is held to
-# a few connections; the rest are closed at once), the scrape from 127.0.0.1.
+# 127.0.0.1, the scraper's own address (a local process is the likely
+# attacker: the endpoint binds loopback by default), so no per-address limit
+# may protect the scrape.
 # Then the endpoint's other behaviour: its content type, 404 for other paths,
 # and a start on a metrics port in use failing with a clear error.
 # Usage: metrics_slowloris_test.sh KVTIERD KVTIER
@@ -38,7 +39,7 @@ scrape "before"
 step "200 connections that never finish their request head"
 mkfifo "$WORK/hold.in"
 python3 "$HERE/hold_connections.py" "$MADDR" 200 'GET /metrics HTTP/1.1\r\nHost: x\r\n' \
-  --source 127.0.0.2 <"$WORK/hold.in" >"$WORK/hold.out" &
+  --source 127.0.0.1 <"$WORK/hold.in" >"$WORK/hold.out" &
 PIDS+=("$!")
 exec 3>"$WORK/hold.in"
 for _ in $(seq 1 300); do

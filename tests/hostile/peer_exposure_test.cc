@@ -35,6 +35,7 @@
 #include "server/daemon.h"
 #include "storage/checksum.h"
 #include "storage/loopback_transport.h"
+#include "tests/hostile/hostile_daemon_config.h"
 #include "transfer/listen_devices.h"
 #include "transfer/transport_factory.h"
 
@@ -56,16 +57,8 @@ client::NamespaceOptions Spec() {
 
 // The embedded defaults, shrunk to test size; nothing peer.* is touched.
 DaemonConfig SmallDefaultConfig() {
-  DaemonConfig c = DefaultConfig(4ull << 30);
-  c.listen = "127.0.0.1:0";
-  c.metrics_listen = "off";
-  c.host_tier_bytes = 16ull << 20;
-  c.host_slab_bytes = 1ull << 20;
-  c.max_block_bytes = 1ull << 20;
-  c.nvme_dirs = "";
-  c.costmodel_probe_tiers = false;
+  DaemonConfig c = HostileTestConfig(16ull << 20, 1ull << 20, 1ull << 20);
   c.costmodel_gpu = "h100-sxm";
-  c.gpu_tier = "off";
   return c;
 }
 

@@ -25,6 +25,7 @@
 #include "storage/block_key.h"
 #include "storage/namespace_spec.h"
 #include "storage/test_bytes.h"
+#include "tests/hostile/hostile_daemon_config.h"
 
 namespace kvtier {
 namespace {
@@ -87,16 +88,8 @@ class TenantLimitsTest : public ::testing::Test {
   }
 
   DaemonConfig Config() {
-    DaemonConfig c = DefaultConfig(4ull << 30);
-    c.listen = "127.0.0.1:0";
-    c.host_tier_bytes = 256ull << 20;
-    c.host_slab_bytes = 16ull << 20;
-    c.max_block_bytes = 16ull << 20;
-    c.nvme_dirs = "";
-    c.costmodel_probe_tiers = false;
-    c.gpu_tier = "off";
+    DaemonConfig c = HostileTestConfig(256ull << 20, 16ull << 20, 16ull << 20);
     c.peer_transport = "off";
-    c.metrics_listen = "off";
     c.shm_dir = shm_dir_;
     c.identities_file = dir_ + "/identities.yaml";
     return c;
@@ -142,7 +135,7 @@ class TenantLimitsTest : public ::testing::Test {
 // stream idle past limits.stream_idle_timeout_ms is cancelled.
 TEST_F(TenantLimitsTest, HalfOpenPutStreamsDoNotStarveAnotherTenant) {
   DaemonConfig config = Config();
-  config.stream_idle_timeout_ms = 1500;
+  config.stream_idle_timeout_ms = 3000;
   Start(config);
   absl::StatusOr<client::OpenedNamespace> big = alpha_->OpenNamespace(Big());
   ASSERT_TRUE(big.ok()) << big.status();
@@ -185,7 +178,7 @@ TEST_F(TenantLimitsTest, HalfOpenPutStreamsDoNotStarveAnotherTenant) {
   ExpectBetaServed("while-alpha-stalls");
 
   // The idle streams are cancelled and give back what they reserved.
-  for (int i = 0; i < 500 && daemon_->cache().UsageOf("alpha").reserved_bytes > 0; ++i) {
+  for (int i = 0; i < 1000 && daemon_->cache().UsageOf("alpha").reserved_bytes > 0; ++i) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   EXPECT_EQ(daemon_->cache().UsageOf("alpha").reserved_bytes, 0u);
