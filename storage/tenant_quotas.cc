@@ -29,14 +29,14 @@ void TenantQuotas::Tidy(absl::string_view tenant) {
 }
 
 absl::Status TenantQuotas::ChargeNamespace(absl::string_view tenant) {
-  TenantUsage& u = Of(tenant);
+  // Checks read a copy (a refusal adds no entry); only a charge writes.
+  const TenantUsage u = Usage(tenant);
   if (u.namespaces >= limits_.max_namespaces) {
-    Tidy(tenant);
     return absl::ResourceExhaustedError(
         absl::StrCat(Who(tenant), " already has ", u.namespaces,
                      " namespaces open (limits.tenant_max_namespaces); close some"));
   }
-  ++u.namespaces;
+  ++Of(tenant).namespaces;
   return absl::OkStatus();
 }
 
@@ -46,22 +46,21 @@ void TenantQuotas::RefundNamespace(absl::string_view tenant) {
 }
 
 absl::Status TenantQuotas::ChargeLease(absl::string_view tenant, uint64_t blocks) {
-  TenantUsage& u = Of(tenant);
+  const TenantUsage u = Usage(tenant);
   if (u.leases >= limits_.max_leases) {
-    Tidy(tenant);
     return absl::ResourceExhaustedError(
         absl::StrCat(Who(tenant), " already holds ", u.leases,
                      " leases (limits.tenant_max_leases); release some"));
   }
   if (blocks > limits_.max_lease_blocks - std::min(u.lease_blocks, limits_.max_lease_blocks)) {
-    Tidy(tenant);
     return absl::ResourceExhaustedError(
         absl::StrCat(Who(tenant), "'s leases already pin ", u.lease_blocks, " blocks; ", blocks,
                      " more would pass limits.tenant_max_lease_blocks (", limits_.max_lease_blocks,
                      "); release some"));
   }
-  ++u.leases;
-  u.lease_blocks += blocks;
+  TenantUsage& charged = Of(tenant);
+  ++charged.leases;
+  charged.lease_blocks += blocks;
   return absl::OkStatus();
 }
 
@@ -73,15 +72,14 @@ void TenantQuotas::RefundLease(absl::string_view tenant, uint64_t blocks) {
 }
 
 absl::Status TenantQuotas::ChargeReservation(absl::string_view tenant, uint64_t bytes) {
-  TenantUsage& u = Of(tenant);
+  const TenantUsage u = Usage(tenant);
   if (bytes > limits_.max_reserved_bytes - std::min(u.reserved_bytes, limits_.max_reserved_bytes)) {
-    Tidy(tenant);
     return absl::ResourceExhaustedError(
         absl::StrCat(Who(tenant), "'s unfinished writes already reserve ", u.reserved_bytes,
                      " host bytes; ", bytes, " more would pass limits.tenant_reserved_bytes (",
                      limits_.max_reserved_bytes, "); finish or cancel some"));
   }
-  u.reserved_bytes += bytes;
+  Of(tenant).reserved_bytes += bytes;
   return absl::OkStatus();
 }
 

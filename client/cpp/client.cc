@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <utility>
@@ -273,15 +274,26 @@ absl::Status Client::Put(const std::string& ns, absl::Span<const std::string> ke
   impl_->Prepare(&ctx);
   v1::PutResponse resp;
   auto writer = impl_->stub_->Put(&ctx, &resp);
+  // Each block in chunks of at most kPutChunkBytes, so a block as large as
+  // the daemon's message limit still fits (the first chunk names it).
+  constexpr size_t kPutChunkBytes = size_t{4} << 20;
   std::string parent = parent_key;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    v1::PutChunk c;
-    c.set_namespace_id(i == 0 ? ns : "");
-    c.set_key(keys[i]);
-    c.set_parent_key(parent);
-    c.set_block_bytes(data[i].size());
-    c.set_data(data[i]);
-    if (!writer->Write(c)) break;
+  bool open = true;
+  for (size_t i = 0; open && i < keys.size(); ++i) {
+    size_t at = 0;
+    do {
+      v1::PutChunk c;
+      if (at == 0) {
+        c.set_namespace_id(i == 0 ? ns : "");
+        c.set_key(keys[i]);
+        c.set_parent_key(parent);
+        c.set_block_bytes(data[i].size());
+      }
+      const size_t n = std::min(kPutChunkBytes, data[i].size() - at);
+      c.set_data(data[i].data() + at, n);
+      at += n;
+      open = writer->Write(c);
+    } while (open && at < data[i].size());
     parent = keys[i];
   }
   writer->WritesDone();

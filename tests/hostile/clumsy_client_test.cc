@@ -25,6 +25,16 @@
 #include "storage/test_bytes.h"
 #include "tests/hostile/hostile_daemon_config.h"
 
+// Sanitizers slow every memory access several-fold, and the delete's short
+// hold of the lock with it: there the bound is relative (see the test).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define KVTIER_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define KVTIER_SANITIZED 1
+#endif
+#endif
+
 namespace kvtier {
 namespace {
 
@@ -223,7 +233,8 @@ TEST_F(ClumsyClientTest, TruncationDuringALongLoad) {
 // Item 2: deleting a 120,000-block chain took 44.6 s under the cache lock
 // (a walk to the root per block); a Lookup in another namespace waited all
 // along. Now the delete is linear and lets other calls in: the concurrent
-// Lookups each answer within 50 ms.
+// Lookups each answer within 50 ms (under a sanitizer, within a quarter of
+// the delete's own time: the lock is not held throughout).
 TEST_F(ClumsyClientTest, LongChainDeleteDoesNotStallOthers) {
   constexpr int kChain = 120'000;
   Start(640ull << 20);
@@ -275,7 +286,12 @@ TEST_F(ClumsyClientTest, LongChainDeleteDoesNotStallOthers) {
               absl::FormatDuration(took).c_str(), lookups.load(),
               static_cast<long long>(worst_us.load()));
   EXPECT_GT(lookups.load(), 0);
+#ifdef KVTIER_SANITIZED
+  EXPECT_LT(worst_us.load(), absl::ToInt64Microseconds(took) / 4)
+      << "a Lookup waited behind the delete";
+#else
   EXPECT_LT(worst_us.load(), 50'000) << "a Lookup waited behind the delete";
+#endif
   EXPECT_EQ(client_->Lookup(chain_ns->id, {keys[0]})->matched, 0u);
   EXPECT_EQ(daemon_->cache().Snapshot(true).stranded_blocks, 0u);
 }

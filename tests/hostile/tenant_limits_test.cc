@@ -191,12 +191,13 @@ TEST_F(TenantLimitsTest, HalfOpenPutStreamsDoNotStarveAnotherTenant) {
   }
   EXPECT_EQ(cancelled, 8) << "the streams that held a reservation were cancelled as idle";
   EXPECT_EQ(exhausted, 8) << "the streams past alpha's share were refused";
-  // Alpha itself can write again: a whole share's worth.
+  // Alpha itself can write again: a whole share's worth of whole blocks.
   const std::vector<std::string> after = Keys("after", 8);
   std::vector<std::string> data;
-  for (const std::string& k : after) data.push_back(Bytes(k, 8u << 20));
+  for (const std::string& k : after) data.push_back(Bytes(k, 16u << 20));
   const absl::Status put = alpha_->Put(big->id, after, data);
   EXPECT_TRUE(put.ok()) << put;
+  EXPECT_EQ(*alpha_->Get(big->id, {after[7]}), std::vector<std::string>{data[7]});
 }
 
 // Items 4 and 5: leases. Each tenant may hold a bounded number of leases and
@@ -334,11 +335,24 @@ TEST_F(TenantLimitsTest, AnotherTenantsNamespaceReadsAsNotOpen) {
   nobody.layout = {1, 1, 64, DType::kBf16, 16, 0, 1};
   nobody.tenant = "alpha";
   const std::string absent = NamespaceId::Of(nobody).ToHex();
+  // Beta's own region, so that Save and Load reach the namespace check.
+  const std::string path = shm_dir_ + "/beta/oracle";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 1 << 16), 0);
+  close(fd);
+  absl::StatusOr<std::string> region = beta_->RegisterMemory(path, 1 << 16, 0);
+  ASSERT_TRUE(region.ok()) << region.status();
+  const std::vector<client::RegionBlockRef> refs = {{"k", "", 0, 4096, {}}};
+  auto ignore = [](const client::BlockCompletion&) {};
   auto answer = [&](const std::string& ns) {
     std::vector<std::string> seen;
-    for (absl::Status s : {beta_->Lookup(ns, {"k"}).status(), beta_->Get(ns, {"k"}).status(),
-                           beta_->Put(ns, {"k2"}, {Bytes("k2", 4096)}, "k"),
-                           beta_->Delete(ns, {"k"}).status(), beta_->CloseNamespace(ns).status()}) {
+    for (absl::Status s :
+         {beta_->Lookup(ns, {"k"}).status(), beta_->Get(ns, {"k"}).status(),
+          beta_->Put(ns, {"k2"}, {Bytes("k2", 4096)}, "k"), beta_->Delete(ns, {"k"}).status(),
+          beta_->CloseNamespace(ns).status(), beta_->Save(ns, *region, refs, ignore),
+          beta_->Load(ns, *region, refs, ignore),
+          beta_->Transfer(ns, {"k"}, "127.0.0.1:1", client::TransferDirection::kPush).status()}) {
       // The id itself is in the message; the rest must not differ.
       std::string text(s.message());
       for (size_t at; (at = text.find(ns)) != std::string::npos;) text.replace(at, ns.size(), "ID");
