@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "storage/catalog.h"
+#include "storage/nvme/catalog.h"
 #include "storage/slab_allocator.h"
 
 int main(int argc, char** argv) {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "bench/best_seconds.h"
-#include "gpu/cpu_copy_engine.h"
-#include "gpu/engine_layout.h"
+#include "datapath/cpu_copy_engine.h"
+#include "datapath/engine_layout.h"
 
 namespace {
 

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "bench/best_seconds.h"
+#include "datapath/engine_layout.h"
+#include "encoding/fp8_codec.h"
 #include "gpu/cuda/cuda_copy_engine.h"
-#include "gpu/engine_layout.h"
-#include "gpu/fp8_codec.h"
 #include "gpu/fp8_device.h"
 #include "gpu/gpu_probe.h"
 

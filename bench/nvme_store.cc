@@ -12,7 +12,7 @@
 //
 //   build/bench/nvme_store [--dir DIR] [--mib-per-size 1024] [--batch 256] [--reps 3]
 //                          [--register true]   (payload buffers as io_uring fixed buffers)
-#include "storage/nvme_store.h"
+#include "storage/nvme/nvme_store.h"
 
 #include <algorithm>
 #include <chrono>
@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/checksum.h"
 #include "nlohmann/json.hpp"
-#include "storage/checksum.h"
-#include "storage/uring/uring_io_engine.h"
+#include "storage/nvme/uring/uring_io_engine.h"
 
 namespace kvtier {
 namespace {

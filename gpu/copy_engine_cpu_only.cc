@@ -1,6 +1,6 @@
 // CreateCopyEngine for builds without CUDA: always the CPU backend.
+#include "datapath/cpu_copy_engine.h"
 #include "gpu/copy_engine_factory.h"
-#include "gpu/cpu_copy_engine.h"
 
 namespace kvtier {
 

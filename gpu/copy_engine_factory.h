@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "storage/copy_engine.h"
+#include "datapath/copy_engine.h"
 
 namespace kvtier {
 

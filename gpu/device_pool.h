@@ -18,7 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "storage/gpu_tier.h"
+#include "datapath/gpu_tier.h"
 #include "storage/namespaced_key.h"
 
 namespace kvtier {

@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
+#include "datapath/region_copy.h"
 #include "gpu/device_region.h"
-#include "gpu/test_device_allocator.h"
 #include "storage/block_cache.h"
-#include "storage/clock.h"
-#include "storage/region_copy.h"
-#include "storage/test_copy_engine.h"
+#include "testing/test_copy_engine.h"
+#include "testing/test_device_allocator.h"
 
 namespace kvtier {
 namespace {

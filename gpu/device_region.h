@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "storage/memory_region.h"
+#include "datapath/memory_region.h"
 
 namespace kvtier {
 

@@ -1,5 +1,5 @@
 // fp8 encoding on the GPU: the CUDA kernels behind the CPU reference in
-// gpu/fp8_codec.h, which they must match byte for byte. Blocks are
+// encoding/fp8_codec.h, which they must match byte for byte. Blocks are
 // contiguous in device memory of `device`: plain block i at
 // plain + i * block_bytes, encoded block i at encoded + i * encoded_bytes
 // (sizes from the geometry). Calls wait for the kernels to finish.
@@ -13,8 +13,8 @@
 #include <cstddef>
 
 #include "absl/status/statusor.h"
-#include "gpu/fp8_codec.h"
-#include "gpu/fp8_geometry.h"
+#include "encoding/fp8_codec.h"
+#include "encoding/fp8_geometry.h"
 
 namespace kvtier {
 

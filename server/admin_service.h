@@ -10,16 +10,16 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "datapath/copy_engine.h"
+#include "datapath/gpu_tier.h"
+#include "datapath/memory_region.h"
 #include "gpu/gpu_probe.h"
 #include "kvtier/v1/admin.grpc.pb.h"
 #include "server/auth.h"
 #include "server/lookup_planner.h"
-#include "server/peer_transfer.h"
 #include "server/storage_encoding.h"
 #include "storage/block_cache.h"
-#include "storage/copy_engine.h"
-#include "storage/gpu_tier.h"
-#include "storage/memory_region.h"
+#include "transfer/peer_transfer.h"
 
 namespace kvtier {
 

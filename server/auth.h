@@ -34,8 +34,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "server/log_rate_limiter.h"
-#include "storage/clock.h"
 
 namespace kvtier {
 

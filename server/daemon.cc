@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "base/sigbus_guard.h"
 #include "gpu/copy_engine_factory.h"
 #include "gpu/cuda_ipc_region.h"
 #include "gpu/device_pool.h"
@@ -21,7 +22,6 @@
 #include "server/grpc_peer_channel.h"
 #include "server/peer_setup.h"
 #include "spdlog/spdlog.h"
-#include "storage/sigbus_guard.h"
 
 namespace kvtier {
 namespace {

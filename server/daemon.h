@@ -16,6 +16,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
+#include "datapath/copy_engine.h"
+#include "datapath/gpu_tier.h"
+#include "datapath/memory_region.h"
 #include "gpu/gpu_probe.h"
 #include "server/admin_service.h"
 #include "server/auth.h"
@@ -24,13 +28,9 @@
 #include "server/kvcache_service.h"
 #include "server/lookup_planner.h"
 #include "server/peer_service.h"
-#include "server/peer_transfer.h"
 #include "storage/block_cache.h"
-#include "storage/clock.h"
-#include "storage/copy_engine.h"
-#include "storage/gpu_tier.h"
-#include "storage/memory_region.h"
-#include "storage/transport.h"
+#include "transfer/peer_transfer.h"
+#include "transfer/transport.h"
 
 namespace kvtier {
 

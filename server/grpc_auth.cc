@@ -9,11 +9,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
 #include "client/cpp/channel.h"
 #include "server/config_validation.h"
 #include "server/log_rate_limiter.h"
 #include "spdlog/spdlog.h"
-#include "storage/clock.h"
 
 namespace kvtier {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "kvtier/credentials.h"
-#include "server/peer_channel.h"
+#include "transfer/peer_channel.h"
 
 namespace kvtier {
 

@@ -8,12 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "datapath/region_copy.h"
+#include "datapath/shared_memory_region.h"
 #include "server/grpc_auth.h"
 #include "server/peer_service.h"
 #include "server/proto_convert.h"
 #include "spdlog/spdlog.h"
-#include "storage/region_copy.h"
-#include "storage/shared_memory_region.h"
 
 namespace kvtier {
 namespace {

@@ -13,17 +13,17 @@
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
+#include "datapath/copy_engine.h"
+#include "datapath/gpu_tier.h"
+#include "datapath/memory_region.h"
 #include "gpu/cuda_ipc_region.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/auth.h"
 #include "server/lookup_planner.h"
-#include "server/peer_transfer.h"
 #include "server/storage_encoding.h"
 #include "server/stream_idle_reaper.h"
 #include "storage/block_cache.h"
-#include "storage/copy_engine.h"
-#include "storage/gpu_tier.h"
-#include "storage/memory_region.h"
+#include "transfer/peer_transfer.h"
 
 namespace kvtier {
 

@@ -22,7 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "storage/clock.h"
+#include "base/clock.h"
 
 namespace kvtier {
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "storage/clock.h"
+#include "base/clock.h"
 
 namespace kvtier {
 namespace {

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "kvtier/v1/peer.grpc.pb.h"
 #include "server/auth.h"
-#include "server/peer_transfer.h"
+#include "transfer/peer_transfer.h"
 
 namespace kvtier {
 

@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/config.h"
-#include "storage/transport.h"
+#include "transfer/transport.h"
 
 namespace kvtier {
 

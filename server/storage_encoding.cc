@@ -6,8 +6,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "gpu/engine_layout.h"
-#include "gpu/fp8_block_transform.h"
+#include "datapath/engine_layout.h"
+#include "encoding/fp8_block_transform.h"
 
 namespace kvtier {
 namespace {

@@ -16,8 +16,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "encoding/block_transform.h"
 #include "kvtier/v1/kvcache.pb.h"
-#include "storage/block_transform.h"
 #include "storage/namespace_spec.h"
 
 namespace kvtier {

@@ -24,7 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "storage/clock.h"
+#include "base/clock.h"
 
 namespace kvtier {
 

@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/checksum.h"
+#include "base/sigbus_guard.h"
 #include "spdlog/spdlog.h"
-#include "storage/checksum.h"
-#include "storage/sigbus_guard.h"
 #include "storage/tier_probe.h"
 
 namespace kvtier {

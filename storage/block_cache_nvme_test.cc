@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/block_cache.h"
-#include "storage/faulty_io_engine.h"
-#include "storage/test_bytes.h"
+#include "testing/faulty_io_engine.h"
+#include "testing/test_bytes.h"
 
 namespace kvtier {
 namespace {

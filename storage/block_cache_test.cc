@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "storage/checksum.h"
-#include "storage/test_bytes.h"
+#include "base/checksum.h"
+#include "testing/test_bytes.h"
 
 namespace kvtier {
 namespace {

@@ -3,7 +3,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "storage/checksum.h"
+#include "base/checksum.h"
 
 namespace kvtier {
 namespace {

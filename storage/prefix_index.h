@@ -32,7 +32,7 @@
 #include "storage/block_key.h"
 #include "storage/namespace_spec.h"
 #include "storage/namespaced_key.h"
-#include "storage/nvme_store.h"
+#include "storage/nvme/nvme_store.h"
 #include "storage/slab_allocator.h"
 
 namespace kvtier {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "storage/transport.h"
+#include "transfer/transport.h"
 
 namespace kvtier {
 

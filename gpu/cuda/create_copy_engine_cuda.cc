@@ -1,7 +1,7 @@
 // CreateCopyEngine for CUDA builds: the CUDA backend when the GPU is usable,
 // else the CPU backend with the reason.
+#include "datapath/cpu_copy_engine.h"
 #include "gpu/copy_engine_factory.h"
-#include "gpu/cpu_copy_engine.h"
 #include "gpu/cuda/cuda_copy_engine.h"
 
 namespace kvtier {

@@ -26,9 +26,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "gpu/cpu_copy_engine.h"
+#include "datapath/copy_engine.h"
+#include "datapath/cpu_copy_engine.h"
 #include "gpu/cuda/copy_kernel.h"
-#include "storage/copy_engine.h"
 
 namespace kvtier {
 

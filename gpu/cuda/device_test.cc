@@ -10,17 +10,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
+#include "datapath/engine_layout.h"
+#include "datapath/region_copy.h"
+#include "encoding/fp8_codec.h"
 #include "gpu/copy_engine_factory.h"
 #include "gpu/cuda/cuda_copy_engine.h"
 #include "gpu/device_pool.h"
 #include "gpu/device_region.h"
-#include "gpu/engine_layout.h"
-#include "gpu/fp8_codec.h"
 #include "gpu/fp8_device.h"
 #include "gpu/gpu_probe.h"
 #include "storage/block_cache.h"
-#include "storage/clock.h"
-#include "storage/region_copy.h"
 
 namespace kvtier {
 namespace {

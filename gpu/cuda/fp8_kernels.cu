@@ -1,6 +1,6 @@
 // The fp8 kernels: one CUDA block per (KV block, layer, K or V) tile. They
 // use the same scalar conversions and geometry as the CPU reference
-// (gpu/fp8_e4m3.h, gpu/fp8_geometry.h) and take maxima, which are exact in
+// (encoding/fp8_e4m3.h, encoding/fp8_geometry.h) and take maxima, which are exact in
 // any order, so their bytes equal the reference's. Compiled with
 // --fmad=false so no multiply is fused into something the CPU does not do.
 #include <cuda_runtime_api.h>

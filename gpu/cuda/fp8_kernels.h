@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-#include "gpu/fp8_geometry.h"
+#include "encoding/fp8_geometry.h"
 
 namespace kvtier {
 

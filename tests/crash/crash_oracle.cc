@@ -48,7 +48,7 @@
 #include "absl/strings/str_cat.h"
 #include "kvtier/client.h"
 #include "kvtier/v1/admin.grpc.pb.h"
-#include "storage/test_bytes.h"
+#include "testing/test_bytes.h"
 
 namespace {
 

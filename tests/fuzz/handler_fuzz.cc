@@ -27,7 +27,7 @@
 #include "server/config.h"
 #include "server/daemon.h"
 #include "spdlog/spdlog.h"
-#include "storage/loopback_transport.h"
+#include "testing/loopback_transport.h"
 
 namespace {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "storage/catalog.h"
-#include "storage/slot_header.h"
+#include "storage/nvme/catalog.h"
+#include "storage/nvme/slot_header.h"
 
 namespace kvtier {
 namespace {

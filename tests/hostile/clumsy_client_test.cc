@@ -18,11 +18,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/sigbus_guard.h"
 #include "kvtier/client.h"
 #include "server/config.h"
 #include "server/daemon.h"
-#include "storage/sigbus_guard.h"
-#include "storage/test_bytes.h"
+#include "testing/test_bytes.h"
 #include "tests/hostile/hostile_daemon_config.h"
 
 // Sanitizers slow every memory access several-fold, and the delete's short

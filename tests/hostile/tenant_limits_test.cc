@@ -24,7 +24,7 @@
 #include "server/daemon.h"
 #include "storage/block_key.h"
 #include "storage/namespace_spec.h"
-#include "storage/test_bytes.h"
+#include "testing/test_bytes.h"
 #include "tests/hostile/hostile_daemon_config.h"
 
 namespace kvtier {

@@ -18,13 +18,13 @@
 #include "gpu/device_pool.h"
 #include "gpu/device_region.h"
 #include "gpu/gpu_probe.h"
-#include "gpu/test_device_allocator.h"
 #include "kvtier/v1/admin.grpc.pb.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
-#include "storage/test_bytes.h"
-#include "storage/test_copy_engine.h"
+#include "testing/test_bytes.h"
+#include "testing/test_copy_engine.h"
+#include "testing/test_device_allocator.h"
 
 namespace kvtier {
 namespace {

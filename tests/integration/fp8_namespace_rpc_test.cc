@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/fp8_e4m3.h"
+#include "encoding/fp8_e4m3.h"
 #include "kvtier/client.h"
 #include "kvtier/shared_region.h"
 #include "kvtier/v1/admin.grpc.pb.h"

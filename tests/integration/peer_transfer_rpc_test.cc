@@ -26,7 +26,7 @@
 #include "kvtier/v1/admin.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
-#include "storage/faulty_transport.h"
+#include "testing/faulty_transport.h"
 #include "transfer/transport_factory.h"
 
 #ifndef KVTIERD_BINARY

@@ -25,7 +25,7 @@
 #include "kvtier/v1/peer.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
-#include "storage/test_bytes.h"
+#include "testing/test_bytes.h"
 
 #ifndef KVTIER_SOURCE_DIR
 #error "KVTIER_SOURCE_DIR must name the source tree"

@@ -26,7 +26,7 @@
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
-#include "storage/test_bytes.h"
+#include "testing/test_bytes.h"
 
 namespace kvtier {
 namespace {

@@ -38,7 +38,7 @@
 #include "kvtier/client.h"
 #include "kvtier/shared_region.h"
 #include "kvtier/v1/admin.grpc.pb.h"
-#include "storage/test_bytes.h"
+#include "testing/test_bytes.h"
 
 namespace {
 

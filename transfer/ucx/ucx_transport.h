@@ -32,7 +32,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "storage/transport.h"
+#include "transfer/transport.h"
 
 namespace kvtier {
 

@@ -1,0 +1,696 @@
+// Save and Load through memory regions, against a real BlockCache: per-block
+// outcomes, partial failures, ranges, and the shared-memory file checks.
+#include "datapath/region_copy.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "datapath/shared_memory_region.h"
+#include "testing/faulty_copy_engine.h"
+#include "testing/test_bytes.h"
+#include "testing/test_copy_engine.h"
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kBlock = 64 * 1024;
+
+// Host memory posing as a region of either kind: as kDevice it stands in
+// for GPU memory, which only a device-capable CopyEngine may touch.
+class VectorRegion final : public MemoryRegion {
+ public:
+  explicit VectorRegion(size_t n, MemoryKind kind = MemoryKind::kHost) : bytes_(n), kind_(kind) {}
+  absl::Span<uint8_t> bytes() { return absl::MakeSpan(bytes_); }
+  uint64_t size() const override { return bytes_.size(); }
+  MemoryKind kind() const override { return kind_; }
+  absl::StatusOr<uint8_t*> Address(uint64_t offset, uint64_t size) override {
+    if (absl::Status s = CheckRegionRange(offset, size, bytes_.size()); !s.ok()) return s;
+    return bytes_.data() + offset;
+  }
+  std::string Describe() const override { return "test region"; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  const MemoryKind kind_;
+};
+
+void FillPattern(absl::Span<uint8_t> bytes, int seed) {
+  const std::vector<uint8_t> b = DeterministicBytes(std::to_string(seed), bytes.size());
+  std::copy(b.begin(), b.end(), bytes.begin());
+}
+
+BlockKey Key(int i) { return *BlockKey::Create("blk" + std::to_string(i)); }
+
+class RegionCopyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BlockCacheOptions o;
+    o.host_bytes = 32 << 20;
+    o.slab_bytes = 4 << 20;
+    o.max_block_bytes = 1 << 20;
+    cache_ = *BlockCache::Create(o, &clock_);
+    NamespaceSpec spec{"m", KvLayout{1, 1, 128, DType::kBf16, 256, 0, 1}, "", "", ""};  // 128 KiB
+    ns_ = cache_->OpenNamespace(spec)->id;
+  }
+
+  // n chained blocks at offsets 0, kBlock, 2 * kBlock...
+  std::vector<RegionBlock> Chain(int n, int first = 0) {
+    std::vector<RegionBlock> v;
+    for (int i = first; i < first + n; ++i) {
+      v.push_back({Key(i), i > 0 ? Key(i - 1) : BlockKey(), (i - first) * kBlock, kBlock, {}});
+    }
+    return v;
+  }
+
+  std::vector<BlockOutcome> Run(bool save, MemoryRegion& region,
+                                const std::vector<RegionBlock>& blocks, absl::Status* status,
+                                CopyEngine* engine = nullptr, BlockTransform* transform = nullptr) {
+    std::vector<BlockOutcome> out;
+    auto sink = [&](const BlockOutcome& o) {
+      out.push_back(o);
+      return true;
+    };
+    const KeepGoing go = [] { return true; };
+    *status = save ? SaveFromRegion(*cache_, ns_, region, blocks, sink, go, engine, transform)
+                   : LoadIntoRegion(*cache_, ns_, region, blocks, sink, go, engine, transform);
+    return out;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<BlockCache> cache_;
+  NamespaceId ns_;
+};
+
+TEST_F(RegionCopyTest, SaveThenLoadRoundTripsEveryByte) {
+  const int n = 150;  // three commit groups
+  VectorRegion src(n * kBlock), dst(n * kBlock);
+  for (int i = 0; i < n; ++i) {
+    const std::vector<uint8_t> b = DeterministicBytes("blk" + std::to_string(i), kBlock);
+    std::copy(b.begin(), b.end(), src.bytes().begin() + i * kBlock);
+  }
+  absl::Status s;
+  std::vector<BlockOutcome> saved = Run(true, src, Chain(n), &s);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(saved.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(saved[i].index, static_cast<uint32_t>(i));
+    EXPECT_TRUE(saved[i].status.ok()) << saved[i].status;
+  }
+  // Load in reverse order of offsets: destinations need not follow keys.
+  std::vector<RegionBlock> load = Chain(n);
+  for (int i = 0; i < n; ++i) load[i].offset = (n - 1 - i) * kBlock;
+  std::vector<BlockOutcome> loaded = Run(false, dst, load, &s);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(loaded.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(loaded[i].status.ok()) << loaded[i].status;
+    EXPECT_EQ(loaded[i].bytes, kBlock);
+    EXPECT_TRUE(std::equal(dst.bytes().begin() + (n - 1 - i) * kBlock,
+                           dst.bytes().begin() + (n - i) * kBlock,
+                           src.bytes().begin() + i * kBlock))
+        << "block " << i;
+  }
+}
+
+// An engine with a tensor per layer: block i's two halves live in two
+// "layer" areas of the region. Save gathers them; Load scatters them back
+// into another layout, byte for byte.
+TEST_F(RegionCopyTest, SegmentsGatherAndScatterPerLayerLayouts) {
+  constexpr uint64_t kHalf = kBlock / 2;
+  constexpr int n = 4;
+  VectorRegion region(4 * n * kBlock);
+  for (size_t i = 0; i < region.bytes().size(); ++i)
+    region.bytes()[i] = static_cast<uint8_t>(i * 31);
+  // Layer 0 at [0, n * kHalf), layer 1 at [n * kHalf, 2 * n * kHalf).
+  std::vector<RegionBlock> save = Chain(n);
+  for (int i = 0; i < n; ++i) {
+    save[i].offset = save[i].size = 0;
+    save[i].segments = {{i * kHalf, kHalf}, {n * kHalf + i * kHalf, kHalf}};
+  }
+  absl::Status s;
+  std::vector<BlockOutcome> out = Run(true, region, save, &s);
+  ASSERT_TRUE(s.ok()) << s;
+  for (const BlockOutcome& o : out) ASSERT_TRUE(o.status.ok()) << o.status;
+  // Load into a second area, layers interleaved the other way round.
+  const uint64_t base = 2 * n * kBlock;
+  std::vector<RegionBlock> load = Chain(n);
+  for (int i = 0; i < n; ++i) {
+    load[i].offset = load[i].size = 0;
+    load[i].segments = {{base + (2 * i + 1) * kHalf, kHalf}, {base + 2 * i * kHalf, kHalf}};
+  }
+  out = Run(false, region, load, &s);
+  ASSERT_TRUE(s.ok()) << s;
+  const uint8_t* m = region.bytes().data();
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(out[i].status.ok()) << out[i].status;
+    EXPECT_EQ(std::memcmp(m + base + (2 * i + 1) * kHalf, m + i * kHalf, kHalf), 0) << i;
+    EXPECT_EQ(std::memcmp(m + base + 2 * i * kHalf, m + n * kHalf + i * kHalf, kHalf), 0) << i;
+  }
+  // Pieces overlapping each other, or too little room: refused.
+  load[0].segments[1].offset = load[0].segments[0].offset + 10;
+  EXPECT_TRUE(Run(false, region, load, &s).empty());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  load = Chain(1);
+  load[0].offset = load[0].size = 0;
+  load[0].segments = {{base, kHalf}, {base + kBlock, kHalf / 2}};
+  out = Run(false, region, load, &s);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].status.code(), absl::StatusCode::kOutOfRange);
+  load[0].segments.assign(kMaxSegmentsPerBlock + 1, {base, 1});
+  EXPECT_TRUE(Run(true, region, load, &s).empty());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RegionCopyTest, LoadReportsExactlyTheMissingBlocks) {
+  VectorRegion src(4 * kBlock), dst(4 * kBlock);
+  absl::Status s;
+  Run(true, src, Chain(2), &s);  // blocks 0 and 1 cached
+  ASSERT_TRUE(s.ok());
+  std::vector<RegionBlock> load = Chain(4);  // 2 and 3 are not
+  std::vector<BlockOutcome> out = Run(false, dst, load, &s);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_TRUE(out[0].status.ok());
+  EXPECT_TRUE(out[1].status.ok());
+  EXPECT_EQ(out[2].status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(out[3].status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(out[3].bytes, 0u);
+  // Too little room: OUT_OF_RANGE for that block only.
+  load = Chain(2);
+  load[1].size = kBlock / 2;
+  out = Run(false, dst, load, &s);
+  EXPECT_TRUE(out[0].status.ok());
+  EXPECT_EQ(out[1].status.code(), absl::StatusCode::kOutOfRange);
+}
+
+// Load verifies its own copy (Read without verification): a corrupt host
+// copy is never reported loaded, and it is dropped as Read would drop it.
+TEST_F(RegionCopyTest, LoadNeverDeliversACorruptBlock) {
+  VectorRegion src(3 * kBlock), dst(3 * kBlock);
+  absl::Status s;
+  Run(true, src, Chain(3), &s);
+  ASSERT_TRUE(s.ok());
+  absl::StatusOr<absl::Span<uint8_t>> bytes = cache_->MutableBytesForTesting(ns_, Key(1));
+  ASSERT_TRUE(bytes.ok());
+  (*bytes)[100] ^= 0x01;
+  std::vector<BlockOutcome> out = Run(false, dst, Chain(3), &s);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(out[0].status.ok());
+  EXPECT_EQ(out[1].status.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(out[1].status.message().find("checksum"), std::string::npos) << out[1].status;
+  EXPECT_EQ(out[1].bytes, 0u);
+  EXPECT_EQ(cache_->Snapshot().counters.checksum_mismatches, 1u);
+  // Dropped with its descendant: block 2 is gone as well.
+  absl::StatusOr<LookupResult> r =
+      cache_->Lookup(ns_, {Key(0), Key(1), Key(2)}, false, absl::ZeroDuration());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->blocks.size(), 1u);
+}
+
+TEST_F(RegionCopyTest, SaveRejectsBlocksLargerThanTheNamespaces) {
+  VectorRegion src(4 * kBlock);
+  std::vector<RegionBlock> blocks = Chain(2);
+  blocks[1].size = 3 * kBlock;  // the namespace's blocks are 128 KiB
+  absl::Status s;
+  EXPECT_TRUE(Run(true, src, blocks, &s).empty());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache_->Snapshot().blocks, 0u);
+}
+
+TEST_F(RegionCopyTest, FailedSaveGroupAbortsTheRest) {
+  VectorRegion src(4 * kBlock);
+  std::vector<RegionBlock> blocks = Chain(4);
+  blocks[0].parent = Key(99);  // a parent that is not cached
+  absl::Status s;
+  std::vector<BlockOutcome> out = Run(true, src, blocks, &s);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].status.code(), absl::StatusCode::kFailedPrecondition);
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(out[i].status.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(cache_->Snapshot().blocks, 0u);  // nothing stored
+}
+
+TEST_F(RegionCopyTest, BadRequestsTouchNothing) {
+  VectorRegion region(2 * kBlock);
+  absl::Status s;
+  std::vector<RegionBlock> blocks = Chain(2);
+  blocks[1].offset = 2 * kBlock - 10;  // runs past the end
+  EXPECT_TRUE(Run(true, region, blocks, &s).empty());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  blocks = Chain(2);
+  blocks[1].offset = ~uint64_t{0} - 5;  // offset + size overflows
+  EXPECT_TRUE(Run(true, region, blocks, &s).empty());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  blocks = Chain(2);
+  blocks[1].offset = kBlock / 2;  // overlapping destinations
+  EXPECT_TRUE(Run(false, region, blocks, &s).empty());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  std::vector<BlockOutcome> out = Run(true, region, blocks, &s);  // overlapping sources are fine
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[1].status.ok()) << out[1].status;
+  NamespaceId unknown = NamespaceId::FromParts(ns_.high() ^ 1, ns_.low());
+  out.clear();
+  s = LoadIntoRegion(*cache_, unknown, region, Chain(1), [&](const BlockOutcome& o) {
+    out.push_back(o);
+    return true;
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(out.empty());
+}
+
+TEST_F(RegionCopyTest, CallerGoneStopsTheCopy) {
+  VectorRegion src(4 * kBlock);
+  int seen = 0;
+  absl::Status s =
+      SaveFromRegion(*cache_, ns_, src, Chain(4), [&](const BlockOutcome&) { return ++seen < 2; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(seen, 2);
+}
+
+class SharedMemoryRegionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/dev/shm/kvtier-shm-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    ASSERT_GE(fd, 0);
+    path_ = tmpl;
+    ASSERT_EQ(ftruncate(fd, 1 << 20), 0);
+    close(fd);
+    ASSERT_EQ(chmod(path_.c_str(), 0600), 0);
+  }
+  void TearDown() override { unlink(path_.c_str()); }
+  std::string path_;
+};
+
+TEST_F(SharedMemoryRegionTest, MapsAnOwnerOnlyFileSharedWithItsWriter) {
+  auto r = SharedMemoryRegion::Open(path_, 1 << 20);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->bytes().size(), 1u << 20);
+  (*r)->bytes()[12345] = 0x5a;  // visible through the file
+  const int fd = open(path_.c_str(), O_RDONLY);
+  uint8_t b = 0;
+  ASSERT_EQ(pread(fd, &b, 1, 12345), 1);
+  close(fd);
+  EXPECT_EQ(b, 0x5a);
+}
+
+TEST_F(SharedMemoryRegionTest, RefusesWhatItMustNotMap) {
+  EXPECT_EQ(SharedMemoryRegion::Open("relative/path", 10).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SharedMemoryRegion::Open(path_, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SharedMemoryRegion::Open(path_, (1 << 20) + 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SharedMemoryRegion::Open(path_ + ".none", 10).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(SharedMemoryRegion::Open("/tmp", 10).status().code(),
+            absl::StatusCode::kPermissionDenied);  // not in the shared-memory directory
+  EXPECT_EQ(SharedMemoryRegion::Open(path_, 10, "/tmp").status().code(),
+            absl::StatusCode::kPermissionDenied);  // another allowed directory
+  char dir_tmpl[] = "/dev/shm/kvtier-dir-XXXXXX";
+  const std::string dir = mkdtemp(dir_tmpl);
+  EXPECT_EQ(SharedMemoryRegion::Open(dir, 10).status().code(),
+            absl::StatusCode::kInvalidArgument);  // not a regular file
+  rmdir(dir.c_str());
+  const std::string second = path_ + ".2";  // a second name for the same file
+  ASSERT_EQ(link(path_.c_str(), second.c_str()), 0);
+  EXPECT_EQ(SharedMemoryRegion::Open(path_, 10).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  unlink(second.c_str());
+  ASSERT_EQ(chmod(path_.c_str(), 0644), 0);
+  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> r = SharedMemoryRegion::Open(path_, 10);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(r.status().message().find("644"), std::string::npos) << r.status();
+  ASSERT_EQ(chmod(path_.c_str(), 0600), 0);
+  const std::string link = path_ + ".lnk";
+  ASSERT_EQ(symlink(path_.c_str(), link.c_str()), 0);
+  EXPECT_EQ(SharedMemoryRegion::Open(link, 10).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  unlink(link.c_str());
+}
+
+TEST_F(SharedMemoryRegionTest, RefusesAnotherUsersFile) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the file to another user";
+  ASSERT_EQ(chown(path_.c_str(), 65534, 65534), 0);
+  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> r = SharedMemoryRegion::Open(path_, 10);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(r.status().message().find("owned by uid 65534"), std::string::npos) << r.status();
+}
+
+// A 0600 file of the daemon's user on a disk filesystem (its own catalog,
+// say) must not be mappable even when the directory is allowed.
+TEST_F(SharedMemoryRegionTest, RefusesFilesNotOnTmpfs) {
+  char dir_tmpl[] = "/var/tmp/kvtier-disk-XXXXXX";
+  const std::string dir = mkdtemp(dir_tmpl);
+  const std::string file = dir + "/catalog";
+  const int fd = open(file.c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  close(fd);
+  struct statfs fs;
+  ASSERT_EQ(statfs(dir.c_str(), &fs), 0);
+  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> r = SharedMemoryRegion::Open(file, 10, dir);
+  if (fs.f_type == TMPFS_MAGIC) {
+    EXPECT_TRUE(r.ok()) << "/var/tmp is tmpfs here: " << r.status();
+  } else {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_NE(r.status().message().find("tmpfs"), std::string::npos) << r.status();
+  }
+  unlink(file.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(RegionTableTest, LimitsAndLifetime) {
+  RegionTable table(2, 3 << 20);
+  auto a = table.Add(std::make_unique<VectorRegion>(1 << 20));
+  auto b = table.Add(std::make_unique<VectorRegion>(1 << 20));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(*a, *b);
+  EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(1)).status().code(),
+            absl::StatusCode::kResourceExhausted);  // count
+  auto held = table.Find(*a);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(table.Remove(*a).ok());
+  EXPECT_EQ((*held)->size(), 1u << 20);  // still mapped for its holder
+  EXPECT_EQ(table.Find(*a).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(table.Remove(*a).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(3 << 20)).status().code(),
+            absl::StatusCode::kResourceExhausted);  // bytes
+  EXPECT_EQ(table.size(), 1u);
+}
+
+// A region belongs to the tenant that registered it: another tenant can
+// neither use nor unregister it, and cannot tell it from an unknown id.
+TEST(RegionTableTest, RegionsBelongToTheirTenant) {
+  RegionTable table(4, 4 << 20);
+  absl::StatusOr<std::string> a = table.Add(std::make_unique<VectorRegion>(4096), 0, "alpha");
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(table.Find(*a, "alpha").ok());
+  const absl::Status other = table.Find(*a, "beta").status();
+  EXPECT_EQ(other.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(other.message(), "memory region '" + *a + "' is not registered");
+  EXPECT_EQ(table.Find(*a).status().code(), absl::StatusCode::kNotFound);  // tenant ""
+  EXPECT_EQ(table.Remove(*a, "beta").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(table.size(), 1u);
+  EXPECT_TRUE(table.Remove(*a, "alpha").ok());
+  EXPECT_EQ(table.size(), 0u);
+}
+
+// GPU regions go through the copy engine: one gather batch per Save group,
+// one scatter batch per Load group, and the bytes arrive intact.
+TEST_F(RegionCopyTest, DeviceRegionsMoveThroughTheCopyEngineOneBatchPerGroup) {
+  VectorRegion src(4 * kBlock, MemoryKind::kDevice), dst(4 * kBlock, MemoryKind::kDevice);
+  FillPattern(src.bytes(), 21);
+  FakeDeviceEngine engine;
+  // Block 1 is two segments, in reverse order in the region.
+  std::vector<RegionBlock> blocks = Chain(3);
+  blocks[1].offset = blocks[1].size = 0;
+  blocks[1].segments = {{3 * kBlock + kBlock / 2, kBlock / 2}, {3 * kBlock, kBlock / 2}};
+  absl::Status s;
+  std::vector<BlockOutcome> out = Run(true, src, blocks, &s, &engine);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(out.size(), 3u);
+  for (const BlockOutcome& o : out) EXPECT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(engine.batches, 1);
+  out = Run(false, dst, blocks, &s, &engine);
+  ASSERT_TRUE(s.ok()) << s;
+  for (const BlockOutcome& o : out) {
+    EXPECT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.bytes, kBlock);
+  }
+  EXPECT_EQ(engine.batches, 2);
+  // Blocks occupy [0, 1) and [2, 4) blocks' worth of the region.
+  auto same_blocks = [&](VectorRegion& r) {
+    return std::memcmp(r.bytes().data(), src.bytes().data(), kBlock) == 0 &&
+           std::memcmp(r.bytes().data() + 2 * kBlock, src.bytes().data() + 2 * kBlock,
+                       2 * kBlock) == 0;
+  };
+  EXPECT_TRUE(same_blocks(dst));
+  // The same blocks load byte-exact into host memory too.
+  VectorRegion host(4 * kBlock);
+  out = Run(false, host, blocks, &s);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(same_blocks(host));
+}
+
+TEST_F(RegionCopyTest, DeviceRegionsNeedADeviceEngineAndWholeTensorRanges) {
+  VectorRegion src(4 * kBlock, MemoryKind::kDevice);
+  absl::Status s;
+  std::vector<BlockOutcome> out = Run(true, src, Chain(2), &s, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(out.empty());
+  FakeDeviceEngine engine;
+  std::vector<RegionBlock> outside = Chain(1);
+  outside[0].offset = 4 * kBlock;
+  out = Run(true, src, outside, &s, &engine);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine.batches, 0);
+  absl::StatusOr<LookupResult> r = cache_->Lookup(ns_, {Key(0)}, false, absl::ZeroDuration());
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->blocks.empty());  // nothing was stored
+}
+
+// A failed device copy fails every block of its batch: a Save stores nothing
+// of the group, a Load reports no block loaded.
+TEST_F(RegionCopyTest, FailedDeviceCopiesNeverReportOk) {
+  VectorRegion src(3 * kBlock, MemoryKind::kDevice), dst(3 * kBlock, MemoryKind::kDevice);
+  FillPattern(src.bytes(), 5);
+  FakeDeviceEngine engine;
+  engine.fail = true;
+  absl::Status s;
+  std::vector<BlockOutcome> out = Run(true, src, Chain(3), &s, &engine);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 3u);
+  for (const BlockOutcome& o : out) EXPECT_FALSE(o.status.ok());
+  EXPECT_NE(out[0].status.message().find("injected"), std::string::npos) << out[0].status;
+  absl::StatusOr<LookupResult> r = cache_->Lookup(ns_, {Key(0)}, false, absl::ZeroDuration());
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->blocks.empty());
+
+  engine.fail = false;
+  Run(true, src, Chain(3), &s, &engine);
+  ASSERT_TRUE(s.ok());
+  engine.fail = true;
+  out = Run(false, dst, Chain(3), &s, &engine);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 3u);
+  for (const BlockOutcome& o : out) {
+    EXPECT_EQ(o.status.code(), absl::StatusCode::kInternal) << o.status;
+    EXPECT_EQ(o.bytes, 0u);
+  }
+}
+
+// Device loads cannot hash their destination, so the cache's bytes are
+// verified before the copy: a corrupt block is NOT_FOUND and dropped.
+TEST_F(RegionCopyTest, DeviceLoadsNeverDeliverACorruptBlock) {
+  VectorRegion src(3 * kBlock, MemoryKind::kDevice), dst(3 * kBlock, MemoryKind::kDevice);
+  FillPattern(src.bytes(), 9);
+  FakeDeviceEngine engine;
+  absl::Status s;
+  Run(true, src, Chain(3), &s, &engine);
+  ASSERT_TRUE(s.ok());
+  absl::StatusOr<absl::Span<uint8_t>> bytes = cache_->MutableBytesForTesting(ns_, Key(2));
+  ASSERT_TRUE(bytes.ok());
+  (*bytes)[7] ^= 0x80;
+  std::vector<BlockOutcome> out = Run(false, dst, Chain(3), &s, &engine);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(out[0].status.ok());
+  EXPECT_TRUE(out[1].status.ok());
+  EXPECT_EQ(out[2].status.code(), absl::StatusCode::kNotFound) << out[2].status;
+  EXPECT_EQ(std::memcmp(dst.bytes().data(), src.bytes().data(), 2 * kBlock), 0);
+  EXPECT_EQ(cache_->Snapshot().counters.checksum_mismatches, 1u);
+}
+
+// Registrations owned by a process go away when it exits.
+TEST(RegionTableTest, RegionsOfAnExitedOwnerAreDropped) {
+  RegionTable table(8, 1 << 30);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  absl::StatusOr<std::string> owned =
+      table.Add(std::make_unique<VectorRegion>(4096), static_cast<int>(child));
+  ASSERT_TRUE(owned.ok()) << owned.status();
+  absl::StatusOr<std::string> unowned = table.Add(std::make_unique<VectorRegion>(4096));
+  ASSERT_TRUE(unowned.ok());
+  EXPECT_EQ(table.RemoveExitedOwners(), 0u);  // still running
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  EXPECT_EQ(table.RemoveExitedOwners(), 1u);
+  EXPECT_EQ(table.Find(*owned).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(table.Find(*unowned).ok());
+  EXPECT_EQ(table.size(), 1u);
+  // A process that does not exist cannot own a region.
+  EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(4096), child).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(4096), -5).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table.size(), 1u);
+}
+
+// A storage encoding for the plumbing: stored = "RV" + the plain bytes
+// reversed. Decode refuses anything without the header.
+class ReverseTransform final : public BlockTransform {
+ public:
+  explicit ReverseTransform(uint64_t plain) : plain_(plain) {}
+  std::string Describe() const override { return "reverse"; }
+  uint64_t plain_bytes() const override { return plain_; }
+  uint64_t stored_bytes() const override { return plain_ + 2; }
+  absl::Status Encode(absl::Span<const uint8_t> plain, absl::Span<uint8_t> stored) override {
+    if (plain.size() != plain_ || stored.size() != plain_ + 2) return absl::InternalError("size");
+    stored[0] = 'R';
+    stored[1] = 'V';
+    std::reverse_copy(plain.begin(), plain.end(), stored.begin() + 2);
+    ++encoded;
+    return absl::OkStatus();
+  }
+  absl::Status Decode(absl::Span<const uint8_t> stored, absl::Span<uint8_t> plain) override {
+    if (stored.size() != plain_ + 2 || stored[0] != 'R' || stored[1] != 'V') {
+      return absl::DataLossError("not a reversed block");
+    }
+    std::reverse_copy(stored.begin() + 2, stored.end(), plain.begin());
+    ++decoded;
+    return absl::OkStatus();
+  }
+  Stats stats() const override { return {encoded, 0, 0}; }
+  uint64_t encoded = 0, decoded = 0;
+
+ private:
+  const uint64_t plain_;
+};
+
+// Encoded namespaces: the tiers hold the stored form, engines get the plain
+// block back, in host and device regions alike.
+TEST_F(RegionCopyTest, TransformsEncodeOnSaveAndDecodeOnLoad) {
+  ReverseTransform t(kBlock);
+  FakeDeviceEngine engine;
+  for (MemoryKind kind : {MemoryKind::kHost, MemoryKind::kDevice}) {
+    SCOPED_TRACE(kind == MemoryKind::kHost ? "host" : "device");
+    VectorRegion src(3 * kBlock, kind), dst(3 * kBlock, kind);
+    FillPattern(src.bytes(), kind == MemoryKind::kHost ? 31 : 32);
+    const int first = kind == MemoryKind::kHost ? 0 : 3;  // device chains on from host
+    absl::Status s;
+    std::vector<BlockOutcome> out = Run(true, src, Chain(3, first), &s, &engine, &t);
+    ASSERT_TRUE(s.ok()) << s;
+    for (const BlockOutcome& o : out) EXPECT_TRUE(o.status.ok()) << o.status;
+    absl::StatusOr<absl::Span<uint8_t>> stored = cache_->MutableBytesForTesting(ns_, Key(first));
+    ASSERT_TRUE(stored.ok());
+    ASSERT_EQ(stored->size(), kBlock + 2);
+    EXPECT_EQ((*stored)[0], 'R');
+    EXPECT_EQ((*stored)[2], src.bytes()[kBlock - 1]);  // reversed
+    out = Run(false, dst, Chain(3, first), &s, &engine, &t);
+    ASSERT_TRUE(s.ok()) << s;
+    for (const BlockOutcome& o : out) {
+      EXPECT_TRUE(o.status.ok()) << o.status;
+      EXPECT_EQ(o.bytes, kBlock);
+    }
+    EXPECT_EQ(std::memcmp(dst.bytes().data(), src.bytes().data(), 3 * kBlock), 0);
+  }
+  EXPECT_EQ(t.encoded, 6u);
+  EXPECT_EQ(t.decoded, 6u);
+}
+
+TEST_F(RegionCopyTest, TransformsTakeWholeBlocksAndRefuseWhatDoesNotDecode) {
+  ReverseTransform t(kBlock);
+  VectorRegion src(3 * kBlock), dst(3 * kBlock);
+  FillPattern(src.bytes(), 4);
+  std::vector<RegionBlock> half = Chain(1);
+  half[0].size = kBlock / 2;
+  absl::Status s;
+  std::vector<BlockOutcome> out = Run(true, src, half, &s, nullptr, &t);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("whole blocks"), std::string::npos) << s;
+  EXPECT_EQ(t.encoded, 0u);
+  // A block stored without the encoding (a bug, or a wrong namespace) is
+  // DATA_LOSS, not garbage in the region.
+  out = Run(true, src, Chain(2), &s);
+  ASSERT_TRUE(s.ok());
+  out = Run(false, dst, Chain(2), &s, nullptr, &t);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(out.size(), 2u);
+  for (const BlockOutcome& o : out) {
+    EXPECT_EQ(o.status.code(), absl::StatusCode::kDataLoss) << o.status;
+    EXPECT_EQ(o.bytes, 0u);
+  }
+  EXPECT_TRUE(
+      std::all_of(dst.bytes().begin(), dst.bytes().end(), [](uint8_t b) { return b == 0; }));
+}
+
+// The GPU data path under injected copy faults (refused batches, failed
+// completions, latency spikes): no false OK, every OK block byte-exact, the
+// same seed gives the same faults, and all is well once faults stop.
+TEST_F(RegionCopyTest, DeviceCopiesUnderInjectedFaults) {
+  auto run = [&](uint64_t seed, int first_key, CopyFaultCounts* counts) {
+    FakeDeviceEngine device;
+    FaultInjectingCopyEngine engine(&device, {0.2, 0.3, 0.2, absl::Milliseconds(1), seed});
+    int ok = 0, failed = 0;
+    for (int round = 0; round < 20; ++round) {
+      const int first = first_key + round * 4;
+      VectorRegion src(4 * kBlock, MemoryKind::kDevice), dst(4 * kBlock, MemoryKind::kDevice);
+      FillPattern(src.bytes(), first);
+      std::vector<RegionBlock> blocks;
+      for (int i = 0; i < 4; ++i) {
+        blocks.push_back(
+            {Key(first + i), i ? Key(first + i - 1) : BlockKey(), i * kBlock, kBlock, {}});
+      }
+      absl::Status s;
+      std::vector<BlockOutcome> saved = Run(true, src, blocks, &s, &engine);
+      EXPECT_TRUE(s.ok()) << s;
+      std::vector<BlockOutcome> loaded = Run(false, dst, blocks, &s, &engine);
+      EXPECT_TRUE(s.ok()) << s;
+      EXPECT_EQ(loaded.size(), 4u);
+      for (const BlockOutcome& o : loaded) {
+        if (!o.status.ok()) {
+          ++failed;
+          EXPECT_EQ(o.bytes, 0u);
+          continue;
+        }
+        ++ok;
+        // An OK block was saved OK and its bytes are exact.
+        EXPECT_TRUE(saved[o.index].status.ok());
+        EXPECT_EQ(std::memcmp(dst.bytes().data() + o.index * kBlock,
+                              src.bytes().data() + o.index * kBlock, kBlock),
+                  0)
+            << "block " << first + static_cast<int>(o.index);
+      }
+    }
+    EXPECT_GT(ok, 0);
+    EXPECT_GT(failed, 0);
+    *counts = engine.counts();
+    // Faults stop: everything works again.
+    engine.SetPlan({});
+    VectorRegion src(kBlock, MemoryKind::kDevice), dst(kBlock, MemoryKind::kDevice);
+    FillPattern(src.bytes(), 999);
+    const std::vector<RegionBlock> one = {{Key(first_key + 1000), BlockKey(), 0, kBlock, {}}};
+    absl::Status s;
+    EXPECT_TRUE(Run(true, src, one, &s, &engine)[0].status.ok());
+    EXPECT_TRUE(Run(false, dst, one, &s, &engine)[0].status.ok());
+    EXPECT_EQ(std::memcmp(dst.bytes().data(), src.bytes().data(), kBlock), 0);
+  };
+  CopyFaultCounts a, b;
+  run(7, 10000, &a);
+  run(7, 20000, &b);  // same seed, same faults
+  EXPECT_EQ(a.refused, b.refused);
+  EXPECT_EQ(a.failed_completions, b.failed_completions);
+  EXPECT_EQ(a.latency_spikes, b.latency_spikes);
+  EXPECT_GT(a.refused + a.failed_completions, 0u);
+}
+
+}  // namespace
+}  // namespace kvtier
