@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/notification.h"
+#include "base/mutex.h"
 
 namespace kvtier {
 
@@ -83,7 +83,7 @@ class CopyEngine {
 
   // Submit and wait for the completion.
   absl::Status CopySync(CopyBatch batch) {
-    absl::Notification finished;
+    Notification finished;
     absl::Status result;
     absl::Status s = Submit(std::move(batch), [&](absl::Status st) {
       result = std::move(st);

@@ -36,7 +36,7 @@ CpuCopyEngine::CpuCopyEngine(int threads, std::string detail)
 
 CpuCopyEngine::~CpuCopyEngine() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   for (std::thread& t : workers_) t.join();
@@ -73,7 +73,7 @@ absl::Status CpuCopyEngine::Submit(CopyBatch batch, CopyDone done) {
     return absl::OkStatus();
   }
   state->pieces_left.store(pieces.size(), std::memory_order_relaxed);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (Piece& p : pieces) queue_.push_back(std::move(p));
   return absl::OkStatus();
 }
@@ -83,8 +83,8 @@ void CpuCopyEngine::Work() {
   for (;;) {
     Piece piece;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(&ready));
+      MutexLock lock(&mu_);
+      mu_.Await(Condition(&ready));
       // Drain before stopping: every accepted batch completes.
       if (queue_.empty()) return;
       piece = std::move(queue_.front());

@@ -18,7 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "datapath/copy_engine.h"
 
 namespace kvtier {
@@ -51,7 +51,7 @@ class CpuCopyEngine final : public CopyEngine {
 
   const int threads_;
   const std::string detail_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<Piece> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;

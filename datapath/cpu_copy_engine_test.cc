@@ -36,7 +36,7 @@ TEST(CpuCopyEngineTest, CopiesEveryOpOfABatchAndCompletesOnce) {
     at += n;
   }
   std::atomic<int> calls{0};
-  absl::Notification finished;
+  Notification finished;
   absl::Status result = absl::UnknownError("not called");
   ASSERT_TRUE((*engine)
                   ->Submit(batch,

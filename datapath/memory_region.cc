@@ -39,7 +39,7 @@ absl::StatusOr<std::string> RegionTable::Add(std::unique_ptr<MemoryRegion> regio
           absl::StrCat("owner_pid ", owner_pid, ": no such process (", std::strerror(errno), ")"));
     }
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const uint64_t size = region->size();
   absl::Status refused;
   if (regions_.size() >= max_regions_) {
@@ -91,7 +91,7 @@ absl::Status CheckRegionRange(uint64_t offset, uint64_t size, uint64_t region_si
 }
 
 RegionTable::~RegionTable() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (auto& [id, entry] : regions_) {
     if (entry.owner_pidfd >= 0) close(entry.owner_pidfd);
   }
@@ -99,7 +99,7 @@ RegionTable::~RegionTable() {
 
 absl::StatusOr<std::shared_ptr<MemoryRegion>> RegionTable::Find(absl::string_view id,
                                                                 absl::string_view tenant) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = regions_.find(id);
   if (it == regions_.end() || it->second.tenant != tenant) {
     return absl::NotFoundError(
@@ -137,7 +137,7 @@ void RegionTable::Retire(absl::string_view id, Entry entry) {
 absl::Status RegionTable::Remove(absl::string_view id, absl::string_view tenant) {
   Entry gone;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = regions_.find(id);
     if (it == regions_.end() || it->second.tenant != tenant) {
       return absl::NotFoundError(
@@ -152,7 +152,7 @@ absl::Status RegionTable::Remove(absl::string_view id, absl::string_view tenant)
 size_t RegionTable::RemoveExitedOwners() {
   std::vector<std::pair<std::string, Entry>> gone;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto it = regions_.begin(); it != regions_.end();) {
       if (it->second.owner_pidfd >= 0 && Exited(it->second.owner_pidfd)) {
         std::string id = it->first;
@@ -173,7 +173,7 @@ size_t RegionTable::RemoveExitedOwners() {
 }
 
 size_t RegionTable::size() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return regions_.size();
 }
 

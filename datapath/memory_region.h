@@ -25,8 +25,8 @@
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "datapath/copy_engine.h"
 
 namespace kvtier {
@@ -113,7 +113,7 @@ class RegionTable {
     uint64_t bytes = 0;
   };
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, Entry> regions_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, TenantShare> shares_ ABSL_GUARDED_BY(mu_);

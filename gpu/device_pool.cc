@@ -44,7 +44,7 @@ GpuTier::Entry DevicePool::PinLocked(uint32_t slot) {
 }
 
 void DevicePool::Unpin(uint32_t slot) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Slot& s = slots_[slot];
   --s.pins;
   // A stale entry waits for its last reader before the slot is reused; a
@@ -69,7 +69,7 @@ void DevicePool::FreeLocked(uint32_t slot) {
 
 std::optional<GpuTier::Entry> DevicePool::Find(const NamespaceId& ns, const BlockKey& key,
                                                uint64_t checksum) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = index_.find(NsKey{ns, key});
   if (it == index_.end()) return std::nullopt;
   const uint32_t slot = it->second;
@@ -90,7 +90,7 @@ std::optional<GpuTier::Entry> DevicePool::Find(const NamespaceId& ns, const Bloc
 std::optional<GpuTier::Entry> DevicePool::Reserve(const NamespaceId& ns, const BlockKey& key,
                                                   uint64_t checksum, uint64_t size) {
   if (size == 0 || size > slot_bytes_) return std::nullopt;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (index_.contains(NsKey{ns, key})) return std::nullopt;
   // A free slot, else the least recently used unpinned resident one.
   int64_t pick = -1;
@@ -118,7 +118,7 @@ std::optional<GpuTier::Entry> DevicePool::Reserve(const NamespaceId& ns, const B
 }
 
 void DevicePool::Commit(const Entry& reserved, bool copied) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Slot& s = slots_[reserved.slot];
   if (s.state != State::kFilling) return;
   if (copied) {
@@ -132,7 +132,7 @@ void DevicePool::Commit(const Entry& reserved, bool copied) {
 }
 
 GpuTier::Stats DevicePool::stats() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 

@@ -17,7 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "datapath/gpu_tier.h"
 #include "storage/namespaced_key.h"
 
@@ -74,7 +74,7 @@ class DevicePool final : public GpuTier {
   uint8_t* const base_;
   const uint64_t slot_bytes_;
   std::unique_ptr<DeviceAllocator> alloc_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<NsKey, uint32_t> index_ ABSL_GUARDED_BY(mu_);
   uint64_t tick_ ABSL_GUARDED_BY(mu_) = 0;

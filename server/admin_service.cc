@@ -33,7 +33,7 @@ void AdminService::StatusView(v1::GetStatusResponse* response, bool scan_for_str
     response->mutable_gpu()->set_tier_note(gpu_tier_note_);
   }
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     response->set_listen_address(listen_address_);
   }
   response->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - started_)));

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "datapath/copy_engine.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
@@ -43,7 +43,7 @@ class AdminService final : public v1::Admin::Service {
 
   // The address is known only once the server has bound it.
   void set_listen_address(std::string address) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     listen_address_ = std::move(address);
   }
 
@@ -86,7 +86,7 @@ class AdminService final : public v1::Admin::Service {
   const std::string gpu_tier_note_;
   const RegionTable* const regions_;
   PeerTransfer* const peer_transfer_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::string listen_address_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -331,7 +331,7 @@ Daemon::~Daemon() {
 }
 
 void Daemon::Shutdown(absl::Duration grace) {
-  absl::MutexLock lock(&shutdown_mu_);
+  MutexLock lock(&shutdown_mu_);
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
   const absl::Time deadline = absl::Now() + grace;

@@ -13,10 +13,9 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "datapath/copy_engine.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
@@ -88,7 +87,7 @@ class Daemon {
   // After cache_: destroyed first, so peers stop touching the arena first.
   std::unique_ptr<PeerTransfer> peer_transfer_;
   // Drops regions whose owner process exited, every second.
-  absl::Notification stop_reaper_;
+  Notification stop_reaper_;
   std::thread reaper_;
   std::string listen_address_;
   // Cancels streams that stop moving; outlives the services that use it.
@@ -99,7 +98,7 @@ class Daemon {
   std::unique_ptr<grpc::Server> server_;
   // After server_: destroyed first (the server is shut down by then).
   std::unique_ptr<DaemonMetrics> metrics_;
-  absl::Mutex shutdown_mu_;
+  Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };
 

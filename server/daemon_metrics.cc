@@ -14,8 +14,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/mutex.h"
 #include "client/cpp/channel.h"
 #include "server/build_info.h"
 #include "server/grpc_auth.h"
@@ -69,7 +69,7 @@ class RpcMetrics {
     absl::StatusOr<Identity> who = CallerOf(*auth_, *context);
     if (!who.ok()) return "unauthenticated";
     std::string tenant = who->tenant.empty() ? "none" : who->tenant;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (tenants_.contains(tenant)) return tenant;
     if (tenants_.size() >= 64) return "other";
     tenants_.insert(tenant);
@@ -79,7 +79,7 @@ class RpcMetrics {
   const Authenticator* const auth_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& latency_;
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::flat_hash_set<std::string> tenants_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -139,7 +139,7 @@ class AdminViewCollector final : public prometheus::Collectable {
     {
       // The stranded-block self-check scans the whole index under the
       // cache's lock: once a minute at most, not at every scrape.
-      absl::MutexLock lock(&stranded_mu_);
+      MutexLock lock(&stranded_mu_);
       const absl::Time now = absl::Now();
       const bool scan = now - last_stranded_scan_ >= absl::Minutes(1);
       admin_->StatusView(&status, scan);
@@ -234,7 +234,7 @@ class AdminViewCollector final : public prometheus::Collectable {
 
   AdminService* const admin_;
   const uint32_t max_namespaces_;
-  mutable absl::Mutex stranded_mu_;
+  mutable Mutex stranded_mu_;
   mutable absl::Time last_stranded_scan_ ABSL_GUARDED_BY(stranded_mu_) = absl::InfinitePast();
   mutable uint64_t stranded_blocks_ ABSL_GUARDED_BY(stranded_mu_) = 0;
   mutable uint64_t stranded_bytes_ ABSL_GUARDED_BY(stranded_mu_) = 0;

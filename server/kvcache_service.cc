@@ -55,7 +55,7 @@ grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext* context,
   // can see its stored blocks undecoded (a re-opened namespace may already
   // hold blocks recovered from NVMe). Serialized with CloseNamespace, which
   // forgets it.
-  absl::MutexLock open_close(&open_close_mu_);
+  MutexLock open_close(&open_close_mu_);
   if (t != nullptr) t = transforms_->Set(NamespaceId::Of(*spec), std::move(t));
   absl::StatusOr<OpenNamespaceResult> r = cache_->OpenNamespace(*spec);
   if (!r.ok()) return Finish("OpenNamespace", r.status());
@@ -320,7 +320,7 @@ grpc::Status KvCacheService::CloseNamespace(grpc::ServerContext* context,
   // before the namespace serves, so its blocks are never seen undecoded,
   // and what a closed namespace leaves here is forgotten (namespaces opened
   // and closed over time do not accumulate).
-  absl::MutexLock open_close(&open_close_mu_);
+  MutexLock open_close(&open_close_mu_);
   absl::StatusOr<CloseResult> r = cache_->CloseNamespace(*ns, request->drop_blocks());
   if (!r.ok()) return Finish("CloseNamespace", r.status());
   planner_->Detach(*ns);

@@ -12,7 +12,7 @@
 #include <memory>
 #include <utility>
 
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "datapath/copy_engine.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
@@ -112,7 +112,7 @@ class KvCacheService final : public v1::KvCache::Service {
   StreamIdleReaper* const idle_reaper_;  // may be null
   // Serializes the namespace-table steps of OpenNamespace and CloseNamespace
   // (transform, cache, planner), so one never sees the other half done.
-  absl::Mutex open_close_mu_;
+  Mutex open_close_mu_;
 
   // Tracks a streaming call with idle_reaper_ (an inert watch without one).
   std::unique_ptr<StreamIdleReaper::Watch> WatchIdle(grpc::ServerContext* context);

@@ -7,7 +7,7 @@ LogRateLimiter::LogRateLimiter(absl::Duration interval, Clock* clock, size_t max
 
 LogRateLimiter::Verdict LogRateLimiter::Record(absl::string_view reason) {
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = reasons_.find(reason);
   if (it == reasons_.end()) {
     // One slot stays free for kOtherReason.
@@ -27,7 +27,7 @@ LogRateLimiter::Verdict LogRateLimiter::Record(absl::string_view reason) {
 }
 
 uint64_t LogRateLimiter::Count(absl::string_view reason) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = reasons_.find(reason);
   return it == reasons_.end() ? 0 : it->second.count;
 }

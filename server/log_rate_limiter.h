@@ -20,9 +20,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/mutex.h"
 
 namespace kvtier {
 
@@ -56,7 +56,7 @@ class LogRateLimiter final {
   const absl::Duration interval_;
   Clock* const clock_;
   const size_t max_reasons_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, Entry> reasons_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -124,7 +124,7 @@ absl::StatusOr<std::optional<PreparedModel>> LookupPlanner::Prepare(
 }
 
 void LookupPlanner::Detach(const NamespaceId& ns) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   entries_.erase(ns);
 }
 
@@ -132,7 +132,7 @@ NamespacePlanning LookupPlanner::Attach(const NamespaceId& ns, const NamespaceSp
                                         std::optional<PreparedModel> model) {
   std::shared_ptr<const costmodel::Deployment> deployment;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Entry& e = entries_[ns];
     if (model.has_value()) {
       e.planning.cost_model = model->name;
@@ -160,7 +160,7 @@ NamespacePlanning LookupPlanner::Attach(const NamespaceId& ns, const NamespaceSp
     deployment = e.deployment;
   }
   UpdateAdmission(ns, deployment.get());
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return entries_[ns].planning;
 }
 
@@ -184,7 +184,7 @@ void LookupPlanner::UpdateAdmission(const NamespaceId& ns, const costmodel::Depl
   if (d != nullptr && cache_->nvme_enabled() && nvme.bytes_per_s > 0) {
     value = costmodel::EvaluateTier(*d, NvmeLink(), options_.admission_tokens);
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(ns);
   if (it == entries_.end()) return;
   it->second.judged_nvme_bytes_per_s = nvme.bytes_per_s;
@@ -217,7 +217,7 @@ std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
   std::shared_ptr<const costmodel::Deployment> deployment;
   bool rejudge = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = entries_.find(ns);
     if (it == entries_.end() || it->second.deployment == nullptr) return std::nullopt;
     deployment = it->second.deployment;
@@ -243,7 +243,7 @@ std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
       costmodel::PlanCut(d, segments, tokens, costmodel::CutConstraintsFor(d, 0));
   if (plan.has_value() && !matched.empty()) {
     const auto fetch_tokens = static_cast<uint64_t>(plan->cut_blocks * d.block_tokens);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (plan->cut_blocks == 0) {
       ++decisions_.recompute;
     } else if (plan->cut_blocks == matched.size()) {
@@ -260,7 +260,7 @@ std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
 }
 
 std::optional<NamespacePlanning> LookupPlanner::Namespace(const NamespaceId& ns) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(ns);
   if (it == entries_.end()) return std::nullopt;
   return it->second.planning;
@@ -274,7 +274,7 @@ PlannerSnapshot LookupPlanner::Snapshot() const {
   s.note = note_;
   s.tiers.push_back({"host", cache_->host_meter().Estimate()});
   if (cache_->nvme_enabled()) s.tiers.push_back({"nvme", cache_->nvme_meter().Estimate()});
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   s.decisions = decisions_;
   return s;
 }

@@ -30,7 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "costmodel/deployment.h"
 #include "costmodel/fetch_plan.h"
 #include "gpu/gpu_probe.h"
@@ -147,7 +147,7 @@ class LookupPlanner {
   const std::optional<costmodel::GpuSpec> gpu_;
   const std::string note_;
   BlockCache* const cache_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   PlanDecisions decisions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<NamespaceId, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };

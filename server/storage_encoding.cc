@@ -88,18 +88,18 @@ absl::StatusOr<std::shared_ptr<BlockTransform>> TransformFor(const NamespaceSpec
 
 std::shared_ptr<BlockTransform> NamespaceTransforms::Set(
     const NamespaceId& ns, std::shared_ptr<BlockTransform> transform) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = transforms_.try_emplace(ns, std::move(transform));
   return it->second;
 }
 
 void NamespaceTransforms::Remove(const NamespaceId& ns) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   transforms_.erase(ns);
 }
 
 std::shared_ptr<BlockTransform> NamespaceTransforms::Find(const NamespaceId& ns) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = transforms_.find(ns);
   return it == transforms_.end() ? nullptr : it->second;
 }

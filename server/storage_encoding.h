@@ -15,7 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "encoding/block_transform.h"
 #include "kvtier/v1/kvcache.pb.h"
 #include "storage/namespace_spec.h"
@@ -44,7 +44,7 @@ class NamespaceTransforms {
   std::shared_ptr<BlockTransform> Find(const NamespaceId& ns) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<NamespaceId, std::shared_ptr<BlockTransform>> transforms_
       ABSL_GUARDED_BY(mu_);
 };

@@ -27,7 +27,7 @@ StreamIdleReaper::~StreamIdleReaper() {
 std::unique_ptr<StreamIdleReaper::Watch> StreamIdleReaper::Track(std::function<void()> cancel) {
   if (idle_ <= absl::ZeroDuration()) return Unwatched();
   std::unique_ptr<Watch> w(new Watch(this, std::move(cancel), clock_->Now()));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   watches_.insert(w.get());
   return w;
 }
@@ -39,7 +39,7 @@ std::unique_ptr<StreamIdleReaper::Watch> StreamIdleReaper::Unwatched() {
 size_t StreamIdleReaper::ReapOnce() {
   const int64_t cutoff = absl::ToUnixNanos(clock_->Now() - idle_);
   size_t n = 0;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (Watch* w : watches_) {
     if (w->cancelled_ || w->last_ns_.load(std::memory_order_relaxed) >= cutoff) continue;
     // Under the lock: the Watch (and the call it cancels) cannot go away
@@ -57,7 +57,7 @@ size_t StreamIdleReaper::ReapOnce() {
 }
 
 void StreamIdleReaper::Forget(Watch* watch) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   watches_.erase(watch);
 }
 

@@ -21,10 +21,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/mutex.h"
 
 namespace kvtier {
 
@@ -57,10 +56,10 @@ class StreamIdleReaper {
 
   const absl::Duration idle_;
   Clock* const clock_;
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::flat_hash_set<Watch*> watches_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> cancelled_{0};
-  absl::Notification stop_;
+  Notification stop_;
   std::thread thread_;
 };
 

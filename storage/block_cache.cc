@@ -75,7 +75,7 @@ void BlockCache::ProbeTiers() {
 }
 
 absl::Status BlockCache::SetNvmeAdmission(const NamespaceId& ns, bool admit) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = namespaces_.find(ns);
   if (it == namespaces_.end()) {
     return absl::NotFoundError(absl::StrCat("namespace ", ns.ToHex(), " is not open"));
@@ -100,7 +100,7 @@ BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
 
 BlockCache::~BlockCache() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_mover_ = true;
   }
   if (mover_.joinable()) mover_.join();
@@ -223,7 +223,7 @@ absl::Status BlockCache::RecoverFromCatalog() {
   if (show_progress) {
     spdlog::info("nvme tier: indexing {} catalog entries", entries.size());
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (size_t start = 0; start < entries.size(); ++start) {
     if (const int tenths = static_cast<int>(start * 10 / entries.size());
         show_progress && tenths > shown_tenths) {
@@ -301,7 +301,7 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
   if (normalized.layout.tp_size == 0) normalized.layout.tp_size = 1;
   const NamespaceId id = NamespaceId::Of(normalized);
   const uint64_t block_bytes = *BlockBytes(normalized.layout);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = namespaces_.find(id);
   if (it != namespaces_.end() && it->second.opened)
     return OpenNamespaceResult{id, block_bytes, false};
@@ -328,7 +328,7 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
 }
 
 TenantUsage BlockCache::UsageOf(absl::string_view tenant) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return quotas_.Usage(tenant);
 }
 
@@ -349,14 +349,14 @@ absl::StatusOr<BlockCache::NamespaceEntry*> BlockCache::FindNamespaceLocked(cons
 }
 
 absl::StatusOr<uint64_t> BlockCache::NamespaceBlockBytes(const NamespaceId& ns) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns);
   if (!entry.ok()) return entry.status();
   return (*entry)->block_bytes;
 }
 
 absl::Status BlockCache::CheckTenant(const NamespaceId& ns, absl::string_view tenant) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns);
   if (!entry.ok()) return entry.status();
   // Another tenant's namespace reads exactly as one that is not open: ids
@@ -389,7 +389,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
   if (!take_lease && lease_ttl != absl::ZeroDuration()) {
     return absl::InvalidArgumentError("lease_ttl_ms is set but take_lease is false");
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ExpireLeasesLocked();
   if (absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns); !entry.ok()) {
     return entry.status();
@@ -442,7 +442,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
 }
 
 absl::StatusOr<uint32_t> BlockCache::Release(absl::string_view lease_id, absl::string_view tenant) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ExpireLeasesLocked();
   auto it = leases_.find(lease_id);
   if (it == leases_.end() || it->second.tenant != tenant) {
@@ -606,7 +606,7 @@ void BlockCache::UnpinLocked(BlockRecord* record) {
 }
 
 void BlockCache::Unpin(BlockRecord* record) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   UnpinLocked(record);
 }
 
@@ -653,7 +653,7 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
   std::vector<std::pair<BlockRecord*, SlabAllocator::Slot>> promoting;
   absl::flat_hash_set<BlockRecord*> promoting_set;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ExpireLeasesLocked();
     if (absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns); !entry.ok()) {
       return entry.status();
@@ -696,7 +696,7 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
       all_read = all_read && results[i].ok();
     }
     if (all_read) nvme_meter_.Record(read_bytes, read_time);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::vector<BlockRecord*> failed;
     for (size_t i = 0; i < promoting.size(); ++i) {
       auto& [rec, slot] = promoting[i];
@@ -744,7 +744,7 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
   // their host copy, and every block that lacked one was promoted above
   // (by this call or, first, by a concurrent one).
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     counters_.host_hits += handles.size() - promoting.size();
   }
   // Verify outside the lock: pinned slots are never rewritten.
@@ -758,7 +758,7 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
     }
     host_meter_.Record(verified_bytes, absl::Now() - verify_start);
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!corrupt.empty()) {
     // Build the message first: unpinning below may free the records.
     const std::string message = absl::StrCat("block ", corrupt.front()->key.ToHex(),
@@ -783,7 +783,7 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
 
 absl::StatusOr<std::pair<std::vector<BlockView>, uint64_t>> BlockCache::TopBlocks(
     const NamespaceId& ns, size_t top) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns); !entry.ok()) {
     return entry.status();
   }
@@ -811,7 +811,7 @@ absl::StatusOr<std::pair<std::vector<BlockView>, uint64_t>> BlockCache::TopBlock
 // Put
 
 absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> BlockCache::BeginPut(const NamespaceId& ns) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns);
   if (!entry.ok()) return entry.status();
   return std::unique_ptr<PutBatch>(
@@ -820,7 +820,7 @@ absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> BlockCache::BeginPut(const
 
 BlockCache::PutBatch::~PutBatch() {
   if (done_ && held_.empty()) return;
-  absl::MutexLock lock(&cache_->mu_);
+  MutexLock lock(&cache_->mu_);
   if (!done_) ReleaseLocked();
   for (const SlabAllocator::Slot& slot : held_) cache_->allocator_->Free(slot);
 }
@@ -871,7 +871,7 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
     return absl::InvalidArgumentError(
         absl::StrCat("block ", key.ToHex(), " appears twice in one Put"));
   }
-  absl::MutexLock lock(&cache_->mu_);
+  MutexLock lock(&cache_->mu_);
   PrefixIndex& index = cache_->index_;
   auto pin = [&](BlockRecord* rec) {
     if (std::find(pinned_.begin(), pinned_.end(), rec) != pinned_.end()) return;
@@ -918,7 +918,7 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
 }
 
 void BlockCache::ReportChecksumMismatch(const ReadHandle& handle) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   BlockRecord* rec = handle.record_;
   if (!rec->indexed) return;  // already dropped
   ++counters_.checksum_mismatches;
@@ -1019,7 +1019,7 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
           absl::StrCat("block ", s.key.ToHex(), " landed but was not verified")));
     }
   }
-  absl::MutexLock lock(&cache_->mu_);
+  MutexLock lock(&cache_->mu_);
   PrefixIndex& index = cache_->index_;
   if (!cache_->FindNamespaceLocked(ns_).ok()) {
     return Fail(
@@ -1095,12 +1095,12 @@ bool BlockCache::WantsNvmeWrite(const BlockRecord& record, bool host_pressure) c
 
 size_t BlockCache::RunMoverOnce() {
   if (nvme_ == nullptr) return 0;
-  absl::MutexLock pass(&mover_mu_);
+  MutexLock pass(&mover_mu_);
   const NvmeTierOptions& o = *options_.nvme;
   std::vector<BlockRecord*> batch;
   std::vector<NvmeWrite> writes;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ExpireLeasesLocked();
     const double capacity = static_cast<double>(allocator_->capacity());
     const double used = static_cast<double>(allocator_->used_bytes());
@@ -1193,7 +1193,7 @@ size_t BlockCache::RunMoverOnce() {
                          w.header.payload_checksum, w.header.sequence});
     }
     const absl::Status committed = entries.empty() ? absl::OkStatus() : catalog_->PutBatch(entries);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     bool all_ok = committed.ok();
     for (size_t i = 0; i < batch.size(); ++i) {
       BlockRecord* r = batch[i];
@@ -1228,7 +1228,7 @@ size_t BlockCache::RunMoverOnce() {
     if (all_ok) nvme_degraded_ = false;
     if (!all_ok) spdlog::warn("nvme tier degraded: {}", nvme_last_error_);
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   BalanceLocked();
   return written;
 }
@@ -1283,8 +1283,8 @@ void BlockCache::MoverLoop() {
   const absl::Duration interval = options_.nvme->mover_interval;
   while (true) {
     {
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stop_mover_), interval)) return;
+      MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(Condition(&stop_mover_), interval)) return;
     }
     RunMoverOnce();
   }
@@ -1294,7 +1294,7 @@ void BlockCache::MoverLoop() {
 // Introspection
 
 CacheSnapshot BlockCache::Snapshot(bool scan_for_stranded) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ExpireLeasesLocked();
   CacheSnapshot snap;
   snap.namespaces = static_cast<uint32_t>(OpenNamespacesLocked());
@@ -1331,7 +1331,7 @@ CacheSnapshot BlockCache::Snapshot(bool scan_for_stranded) {
 }
 
 std::vector<NamespaceSnapshot> BlockCache::Namespaces() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<NamespaceSnapshot> out;
   for (const auto& [id, e] : namespaces_) {
     if (!e.opened) continue;  // recovered blocks not yet claimed by an engine
@@ -1344,7 +1344,7 @@ std::vector<NamespaceSnapshot> BlockCache::Namespaces() {
 
 absl::StatusOr<absl::Span<uint8_t>> BlockCache::MutableBytesForTesting(const NamespaceId& ns,
                                                                        const BlockKey& key) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   BlockRecord* rec = index_.Find(ns, key);
   if (rec == nullptr || !rec->in_host) return absl::NotFoundError("not cached in host memory");
   return absl::Span<uint8_t>(SlotData(rec->slot), rec->size);

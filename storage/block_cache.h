@@ -34,11 +34,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "base/checksum.h"
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "storage/block_key.h"
 #include "storage/host_arena.h"
 #include "storage/namespace_spec.h"
@@ -437,7 +437,7 @@ class BlockCache {
   Clock* const clock_;
   const std::unique_ptr<HostArena> arena_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   const std::unique_ptr<SlabAllocator> allocator_ ABSL_PT_GUARDED_BY(mu_);
   PrefixIndex index_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<NamespaceId, NamespaceEntry> namespaces_ ABSL_GUARDED_BY(mu_);
@@ -478,7 +478,7 @@ class BlockCache {
   TransferMeter nvme_meter_;
   void ProbeTiers();
 
-  absl::Mutex mover_mu_;  // serializes mover passes
+  Mutex mover_mu_;  // serializes mover passes
   bool stop_mover_ ABSL_GUARDED_BY(mu_) = false;
   std::thread mover_;
 };

@@ -20,7 +20,7 @@ absl::StatusOr<CloseResult> BlockCache::CloseNamespace(const NamespaceId& ns, bo
   CloseResult result;
   std::vector<BlockKey> order;  // drop_blocks: children first
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns);
     if (!entry.ok()) return entry.status();
     std::vector<std::string> ended;
@@ -45,7 +45,7 @@ absl::StatusOr<CloseResult> BlockCache::CloseNamespace(const NamespaceId& ns, bo
   }
   // In batches, as Delete; a concurrent re-open of the namespace ends it.
   result.blocks_dropped = RemoveInBatches(ns, order, /*stop_if_opened=*/true).blocks_deleted;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = namespaces_.find(ns);
   result.blocks_kept = it == namespaces_.end() ? 0 : it->second.blocks;
   return result;
@@ -58,7 +58,7 @@ absl::StatusOr<DeleteResult> BlockCache::Delete(const NamespaceId& ns,
   // list what goes, children before parents. O(blocks deleted).
   std::vector<BlockKey> order;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ExpireLeasesLocked();
     if (absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns); !entry.ok()) {
       return entry.status();
@@ -139,9 +139,9 @@ DeleteResult BlockCache::RemoveInBatches(const NamespaceId& ns, absl::Span<const
   DeleteResult result;
   for (size_t at = 0; at < order.size();) {
     // Let waiters take the lock: a waiter woken on another core needs a
-    // moment, and absl::Mutex would hand the lock straight back to us.
+    // moment, and Mutex would hand the lock straight back to us.
     if (at > 0) absl::SleepFor(absl::Microseconds(50));
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (stop_if_opened) {
       auto entry = namespaces_.find(ns);
       if (entry == namespaces_.end() || entry->second.opened) break;
@@ -161,7 +161,7 @@ DeleteResult BlockCache::RemoveInBatches(const NamespaceId& ns, absl::Span<const
 }
 
 EvictResult BlockCache::Evict(const std::optional<NamespaceId>& ns, size_t max_blocks) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ExpireLeasesLocked();
   // One pass finds the unpinned leaves in scope; removing a leaf may make its
   // parent one, so each removal walks up its chain. O(blocks) per call, with

@@ -5,13 +5,13 @@
 namespace kvtier {
 
 void TransferMeter::Seed(double bytes_per_s, double latency_s, std::string source) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   estimate_ = TransferEstimate{bytes_per_s, latency_s, 0, std::move(source)};
 }
 
 void TransferMeter::Record(uint64_t bytes, absl::Duration elapsed) {
   if (bytes == 0) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const double seconds = absl::ToDoubleSeconds(elapsed);
   const double transfer =
       std::max(seconds - estimate_.latency_s, std::max(estimate_.latency_s / 2, 1e-9));
@@ -26,7 +26,7 @@ void TransferMeter::Record(uint64_t bytes, absl::Duration elapsed) {
 }
 
 TransferEstimate TransferMeter::Estimate() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return estimate_;
 }
 

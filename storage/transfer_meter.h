@@ -14,8 +14,8 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 
 namespace kvtier {
 
@@ -42,7 +42,7 @@ class TransferMeter {
 
  private:
   const double alpha_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   TransferEstimate estimate_ ABSL_GUARDED_BY(mu_){0, 0, 0, "none"};
 };
 

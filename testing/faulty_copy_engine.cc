@@ -7,13 +7,13 @@
 namespace kvtier {
 
 void FaultInjectingCopyEngine::SetPlan(const CopyFaultPlan& plan) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   plan_ = plan;
   rng_.seed(plan.seed);
 }
 
 CopyFaultCounts FaultInjectingCopyEngine::counts() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return counts_;
 }
 
@@ -25,7 +25,7 @@ absl::Status FaultInjectingCopyEngine::Submit(CopyBatch batch, CopyDone done) {
   bool refuse, fail, spike;
   absl::Duration delay;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ++counts_.batches;
     refuse = Roll(plan_.refuse);
     fail = !refuse && Roll(plan_.failed_completion);

@@ -14,8 +14,8 @@
 #include <random>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "datapath/copy_engine.h"
 
 namespace kvtier {
@@ -55,7 +55,7 @@ class FaultInjectingCopyEngine final : public CopyEngine {
   bool Roll(double p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   CopyEngine* const inner_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   CopyFaultPlan plan_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   CopyFaultCounts counts_ ABSL_GUARDED_BY(mu_);

@@ -5,13 +5,13 @@
 namespace kvtier {
 
 void FaultInjectingIoEngine::SetPlan(const FaultPlan& plan) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   plan_ = plan;
   rng_.seed(plan.seed);
 }
 
 FaultCounts FaultInjectingIoEngine::counts() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return counts_;
 }
 
@@ -24,7 +24,7 @@ std::vector<absl::Status> FaultInjectingIoEngine::Run(absl::Span<const IoOp> ops
   enum class Fault { kNone, kEio, kEnospc, kTorn };
   std::vector<Fault> faults(ops.size(), Fault::kNone);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (size_t i = 0; i < ops.size(); ++i) {
       const bool write = ops[i].kind == IoOp::Kind::kWrite;
       if (Roll(plan_.eio)) {
@@ -64,7 +64,7 @@ std::vector<absl::Status> FaultInjectingIoEngine::Run(absl::Span<const IoOp> ops
 
 absl::Status FaultInjectingIoEngine::Sync(int file) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (Roll(plan_.sync_eio)) {
       ++counts_.sync_failures;
       return IoErrorStatus(EIO, "injected fdatasync");

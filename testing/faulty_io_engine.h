@@ -11,7 +11,7 @@
 #include <random>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "storage/nvme/io_engine.h"
 
 namespace kvtier {
@@ -52,7 +52,7 @@ class FaultInjectingIoEngine final : public IoEngine {
   bool Roll(double p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   IoEngine* const inner_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   FaultPlan plan_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   FaultCounts counts_ ABSL_GUARDED_BY(mu_);

@@ -7,14 +7,14 @@
 namespace kvtier {
 
 void FaultInjectingTransport::SetPlan(const TransportFaultPlan& plan) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   plan_ = plan;
   rng_.seed(plan.seed);
   counts_ = {};
 }
 
 TransportFaultCounts FaultInjectingTransport::counts() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return counts_;
 }
 
@@ -30,7 +30,7 @@ std::vector<absl::Status> FaultInjectingTransport::Execute(uint64_t connection, 
   std::vector<size_t> issued_index;
   absl::Duration delay;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (Roll(plan_.latency_spike)) {
       ++counts_.latency_spikes;
       delay = plan_.spike;

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "transfer/transport.h"
 
 namespace kvtier {
@@ -70,7 +70,7 @@ class FaultInjectingTransport final : public Transport {
   bool Roll(double p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::unique_ptr<Transport> inner_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   TransportFaultPlan plan_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   TransportFaultCounts counts_ ABSL_GUARDED_BY(mu_);

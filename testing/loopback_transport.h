@@ -13,7 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "transfer/transport.h"
 
 namespace kvtier {
@@ -34,12 +34,12 @@ class LoopbackTransport final : public Transport {
         remote.size == 0 || remote.base + remote.size < remote.base) {
       return absl::InvalidArgumentError("not a loopback peer");
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     connections_[next_] = remote;
     return next_++;
   }
   void Disconnect(uint64_t connection) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     connections_.erase(connection);
   }
   std::vector<absl::Status> Execute(uint64_t connection, RmaKind kind, absl::Span<const RmaOp> ops,
@@ -47,7 +47,7 @@ class LoopbackTransport final : public Transport {
     std::vector<absl::Status> out(ops.size());
     ExposedMemory r;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = connections_.find(connection);
       if (it == connections_.end()) {
         for (auto& s : out) s = absl::UnavailableError("no such peer connection");
@@ -72,13 +72,13 @@ class LoopbackTransport final : public Transport {
     return out;
   }
   ConnectionInfo Describe(uint64_t connection) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return {"loopback", connections_.contains(connection), ""};
   }
 
  private:
   const uint64_t id_ = reinterpret_cast<uint64_t>(this);
-  absl::Mutex mu_;
+  Mutex mu_;
   uint64_t next_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, ExposedMemory> connections_ ABSL_GUARDED_BY(mu_);
 };

@@ -63,7 +63,7 @@ struct PeerTransfer::Peer {
       : target(std::move(t)), channel(std::move(c)) {}
   const std::string target;
   const std::unique_ptr<PeerChannel> channel;
-  absl::Mutex connect_mu;  // serializes (re)connecting
+  Mutex connect_mu;  // serializes (re)connecting
   std::optional<uint64_t> connection ABSL_GUARDED_BY(connect_mu);
   // Guarded by PeerTransfer::peers_mu_: the connection as ListPeers sees it
   // (without waiting on a connect in progress) and the counters.
@@ -124,14 +124,14 @@ PeerTransfer::~PeerTransfer() {
   // The transport first: once it is gone no peer operation can touch the
   // arena, and then the slots and pins held for peers are let go.
   transport_.reset();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   stages_.clear();
   exports_.clear();
   quarantine_.clear();
 }
 
 std::string PeerTransfer::NewId() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const uint64_t a = absl::Uniform<uint64_t>(bitgen_);
   const uint64_t b = absl::Uniform<uint64_t>(bitgen_);
   return absl::StrCat(absl::Hex(a, absl::kZeroPad16), absl::Hex(b, absl::kZeroPad16));
@@ -167,7 +167,7 @@ absl::StatusOr<PeerTransfer::Link> PeerTransfer::Connected(const std::string& ta
   constexpr size_t kMaxPeers = 4096;
   std::shared_ptr<Peer> peer;
   {
-    absl::MutexLock lock(&peers_mu_);
+    MutexLock lock(&peers_mu_);
     auto it = peers_.find(target);
     if (it == peers_.end()) {
       if (peers_.size() >= kMaxPeers) {
@@ -187,9 +187,9 @@ absl::StatusOr<PeerTransfer::Link> PeerTransfer::Connected(const std::string& ta
     }
     peer = it->second;
   }
-  absl::MutexLock lock(&peer->connect_mu);
+  MutexLock lock(&peer->connect_mu);
   if (peer->connection.has_value() && transport_->Describe(*peer->connection).connected) {
-    absl::MutexLock stats(&peers_mu_);
+    MutexLock stats(&peers_mu_);
     return Link{peer, *peer->connection, peer->stats.daemon_id};
   }
   absl::StatusOr<PeerHello> hello = peer->channel->Hello(daemon_id_, deadline);
@@ -203,7 +203,7 @@ absl::StatusOr<PeerTransfer::Link> PeerTransfer::Connected(const std::string& ta
     } else {
       if (peer->connection.has_value()) transport_->Disconnect(*peer->connection);
       peer->connection = *conn;
-      absl::MutexLock stats(&peers_mu_);
+      MutexLock stats(&peers_mu_);
       peer->listed_connection = *conn;
       peer->stats.daemon_id = hello->daemon_id;
       peer->stats.role = hello->role;
@@ -211,7 +211,7 @@ absl::StatusOr<PeerTransfer::Link> PeerTransfer::Connected(const std::string& ta
       return Link{peer, *conn, hello->daemon_id};
     }
   }
-  absl::MutexLock stats(&peers_mu_);
+  MutexLock stats(&peers_mu_);
   peer->stats.last_error = std::string(error.message());
   return error;
 }
@@ -219,7 +219,7 @@ absl::StatusOr<PeerTransfer::Link> PeerTransfer::Connected(const std::string& ta
 absl::Status PeerTransfer::CheckSameInstance(Link& link, const std::string& answered_by) {
   if (answered_by == link.daemon_id) return absl::OkStatus();
   {
-    absl::MutexLock lock(&link.peer->connect_mu);
+    MutexLock lock(&link.peer->connect_mu);
     if (link.peer->connection == link.connection) {
       transport_->Disconnect(link.connection);
       link.peer->connection.reset();
@@ -228,7 +228,7 @@ absl::Status PeerTransfer::CheckSameInstance(Link& link, const std::string& answ
   const absl::Status error = absl::UnavailableError(
       absl::StrCat("peer ", link.peer->target, " restarted during the transfer (now daemon ",
                    answered_by, ", connected to ", link.daemon_id, "); retry"));
-  absl::MutexLock lock(&peers_mu_);
+  MutexLock lock(&peers_mu_);
   link.peer->stats.last_error = std::string(error.message());
   return error;
 }
@@ -286,7 +286,7 @@ std::vector<absl::Status> PeerTransfer::FinishLanding(Landing& landing, size_t r
 
 void PeerTransfer::Record(Peer& peer, bool sent, const TransferOutcome& outcome, size_t blocks_ok,
                           const absl::Status& error) {
-  absl::MutexLock lock(&peers_mu_);
+  MutexLock lock(&peers_mu_);
   PeerStats& s = peer.stats;
   s.transfers += 1;
   (sent ? s.bytes_sent : s.bytes_received) += outcome.bytes_moved;
@@ -572,7 +572,7 @@ absl::StatusOr<StageResult> PeerTransfer::Stage(const NamespaceId& ns,
   entry->landing = *std::move(landing);
   entry->expiry = absl::Now() + std::clamp(ttl, absl::Seconds(1), options_.max_hold);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (stages_.size() + exports_.size() < options_.max_pending) {
       stages_.emplace(result.stage_id, std::move(entry));
       return result;
@@ -585,7 +585,7 @@ absl::StatusOr<std::vector<absl::Status>> PeerTransfer::Commit(const std::string
                                                                uint32_t received) {
   std::unique_ptr<StageEntry> entry;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = stages_.find(stage_id);
     if (it == stages_.end()) {
       return absl::NotFoundError(
@@ -598,7 +598,7 @@ absl::StatusOr<std::vector<absl::Status>> PeerTransfer::Commit(const std::string
   if (entry->landing.batch->held_slots() > 0) {
     // Blocks the sender did not complete: it may still have bytes in flight
     // toward their slots, so they are not handed to other blocks yet.
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     quarantine_.emplace_back(absl::Now() + options_.quarantine, std::move(entry->landing.batch));
   }
   return statuses;
@@ -639,7 +639,7 @@ absl::StatusOr<ExportResult> PeerTransfer::Export(const NamespaceId& ns,
   entry->handles = *std::move(handles);
   entry->expiry = absl::Now() + std::clamp(ttl, absl::Seconds(1), options_.max_hold);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (stages_.size() + exports_.size() < options_.max_pending) {
       exports_.emplace(result.export_id, std::move(entry));
       return result;
@@ -650,7 +650,7 @@ absl::StatusOr<ExportResult> PeerTransfer::Export(const NamespaceId& ns,
 
 absl::Status PeerTransfer::ReleaseExport(const std::string& export_id) {
   std::unique_ptr<ExportEntry> entry;  // unpinned after the lock is let go
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = exports_.find(export_id);
   if (it == exports_.end()) {
     return absl::NotFoundError(
@@ -667,7 +667,7 @@ void PeerTransfer::ExpireStale() {
   std::vector<std::unique_ptr<BlockCache::PutBatch>> released;
   const absl::Time now = absl::Now();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto& [until, batch] : quarantine_) {
       if (until <= now) released.push_back(std::move(batch));
     }
@@ -695,26 +695,26 @@ absl::Status PeerTransfer::TooManyPending() const {
 }
 
 size_t PeerTransfer::pending() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return stages_.size() + exports_.size();
 }
 
 std::vector<PeerStats> PeerTransfer::Peers() {
   std::vector<std::shared_ptr<Peer>> peers;
   {
-    absl::MutexLock lock(&peers_mu_);
+    MutexLock lock(&peers_mu_);
     for (auto& [target, peer] : peers_) peers.push_back(peer);
   }
   std::vector<PeerStats> out;
   for (auto& peer : peers) {
     std::optional<uint64_t> conn;
     {
-      absl::MutexLock lock(&peers_mu_);
+      MutexLock lock(&peers_mu_);
       conn = peer->listed_connection;
     }
     ConnectionInfo info;
     if (conn.has_value()) info = transport_->Describe(*conn);
-    absl::MutexLock lock(&peers_mu_);
+    MutexLock lock(&peers_mu_);
     PeerStats s = peer->stats;
     s.connected = info.connected;
     if (!info.lanes.empty()) s.lanes = info.lanes;

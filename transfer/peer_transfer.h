@@ -29,8 +29,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "storage/block_cache.h"
 #include "transfer/peer_channel.h"
 #include "transfer/transport.h"
@@ -174,7 +174,7 @@ class PeerTransfer {
   std::string daemon_id_;
   ExposedMemory exposed_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<StageEntry>> stages_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<ExportEntry>> exports_ ABSL_GUARDED_BY(mu_);
@@ -182,7 +182,7 @@ class PeerTransfer {
   std::vector<std::pair<absl::Time, std::unique_ptr<BlockCache::PutBatch>>> quarantine_
       ABSL_GUARDED_BY(mu_);
 
-  absl::Mutex peers_mu_;
+  Mutex peers_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Peer>> peers_ ABSL_GUARDED_BY(peers_mu_);
 };
 

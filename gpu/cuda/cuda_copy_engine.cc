@@ -50,7 +50,7 @@ absl::Status CudaCopyEngine::Start() {
 CudaCopyEngine::~CudaCopyEngine() {
   for (Lane& lane : lanes_) {
     {
-      absl::MutexLock lock(&lane.mu);
+      MutexLock lock(&lane.mu);
       lane.stopping = true;
     }
     if (lane.completer.joinable()) lane.completer.join();
@@ -157,7 +157,7 @@ absl::Status CudaCopyEngine::Submit(CopyBatch batch, CopyDone done) {
     cudaStreamSynchronize(lane.stream);
     p->submit_error = s;
   }
-  absl::MutexLock lock(&lane.mu);
+  MutexLock lock(&lane.mu);
   lane.queue.push_back(std::move(p));
   return absl::OkStatus();
 }
@@ -170,8 +170,8 @@ void CudaCopyEngine::Complete(Lane& lane) {
   for (;;) {
     std::unique_ptr<Pending> p;
     {
-      absl::MutexLock lock(&lane.mu);
-      lane.mu.Await(absl::Condition(&ready));
+      MutexLock lock(&lane.mu);
+      lane.mu.Await(Condition(&ready));
       if (lane.queue.empty()) return;  // drained and stopping
       p = std::move(lane.queue.front());
       lane.queue.pop_front();

@@ -25,7 +25,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "datapath/copy_engine.h"
 #include "datapath/cpu_copy_engine.h"
 #include "gpu/cuda/copy_kernel.h"
@@ -54,7 +54,7 @@ class CudaCopyEngine final : public CopyEngine {
   // One stream and the thread that completes its batches in order.
   struct Lane {
     cudaStream_t stream = nullptr;
-    absl::Mutex mu;
+    Mutex mu;
     std::deque<std::unique_ptr<Pending>> queue ABSL_GUARDED_BY(mu);
     bool stopping ABSL_GUARDED_BY(mu) = false;
     std::thread completer;

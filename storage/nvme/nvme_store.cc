@@ -108,7 +108,7 @@ NvmeStore::~NvmeStore() {
 
 absl::StatusOr<NvmeSlot> NvmeStore::Allocate(uint64_t payload_bytes) {
   const uint64_t slot_bytes = kSlotHeaderBytes + RoundUpToIo(payload_bytes);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<uint32_t> order(devices_.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
@@ -128,7 +128,7 @@ absl::StatusOr<NvmeSlot> NvmeStore::Allocate(uint64_t payload_bytes) {
 }
 
 void NvmeStore::Free(const NvmeSlot& slot) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   devices_[slot.device]->allocator->Free(slot.slot);
 }
 
@@ -139,7 +139,7 @@ absl::Status NvmeStore::Claim(const NvmeSlot& slot, uint64_t sequence) {
   uint64_t next = next_sequence_.load();
   while (next <= sequence && !next_sequence_.compare_exchange_weak(next, sequence + 1)) {
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return devices_[slot.device]->allocator->AllocateAt(slot.slot);
 }
 
@@ -244,21 +244,21 @@ std::vector<absl::Status> NvmeStore::Read(absl::Span<const NvmeRead> reads) {
 }
 
 uint64_t NvmeStore::capacity_bytes() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   uint64_t total = 0;
   for (const auto& d : devices_) total += d->allocator->capacity();
   return total;
 }
 
 uint64_t NvmeStore::used_bytes() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   uint64_t total = 0;
   for (const auto& d : devices_) total += d->allocator->used_bytes();
   return total;
 }
 
 std::vector<NvmeDeviceStats> NvmeStore::Stats() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<NvmeDeviceStats> out;
   for (const auto& d : devices_) {
     out.push_back({d->dir, d->allocator->capacity(), d->allocator->used_bytes(),

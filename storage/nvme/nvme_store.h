@@ -23,8 +23,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "storage/nvme/io_engine.h"
 #include "storage/nvme/slot_header.h"
 #include "storage/slab_allocator.h"
@@ -120,7 +120,7 @@ class NvmeStore {
 
   IoEngine* const engine_;
   std::vector<std::unique_ptr<Device>> devices_;  // fixed after Open
-  absl::Mutex mu_;                                // guards every Device::allocator
+  Mutex mu_;                                      // guards every Device::allocator
   std::atomic<uint64_t> next_sequence_{1};
 };
 

@@ -8,7 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "storage/nvme/io_engine.h"
 
 namespace kvtier {
@@ -41,13 +41,13 @@ class PosixIoEngine final : public IoEngine {
   IoEngineCapabilities capabilities() const override { return {}; }
 
   absl::StatusOr<int> RegisterFile(int fd) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     fds_.push_back(fd);
     return static_cast<int>(fds_.size() - 1);
   }
 
   absl::Status UnregisterFile(int file) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (file < 0 || file >= static_cast<int>(fds_.size()) || fds_[file] < 0) {
       return absl::InvalidArgumentError(absl::StrCat("unknown file index ", file));
     }
@@ -73,7 +73,7 @@ class PosixIoEngine final : public IoEngine {
 
  private:
   int Fd(int file) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return (file >= 0 && file < static_cast<int>(fds_.size())) ? fds_[file] : -1;
   }
 
@@ -104,7 +104,7 @@ class PosixIoEngine final : public IoEngine {
     return absl::OkStatus();
   }
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<int> fds_ ABSL_GUARDED_BY(mu_);
 };
 

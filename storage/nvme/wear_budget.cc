@@ -15,7 +15,7 @@ WearBudget::WearBudget(const WearOptions& options, Clock* clock)
       rate_(static_cast<double>(options.capacity_bytes) * options.dwpd * options.safety /
             kSecondsPerDay),
       burst_(rate_ * options.burst_seconds) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   tokens_ = burst_;
   refilled_ = decayed_ = clock_->Now();
 }
@@ -33,7 +33,7 @@ void WearBudget::DecayLocked(absl::Time now) {
 }
 
 bool WearBudget::TryConsume(uint64_t bytes) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RefillLocked(clock_->Now());
   if (tokens_ < static_cast<double>(bytes)) {
     over_ = true;
@@ -45,19 +45,19 @@ bool WearBudget::TryConsume(uint64_t bytes) {
 }
 
 void WearBudget::Refund(uint64_t bytes) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   tokens_ = std::min(burst_, tokens_ + static_cast<double>(bytes));
 }
 
 void WearBudget::RecordWrite(uint64_t bytes) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   DecayLocked(clock_->Now());
   written_ += bytes;
   write_rate_ += static_cast<double>(bytes) / kRateTimeConstantS;
 }
 
 WearReport WearBudget::Report() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   RefillLocked(now);
   DecayLocked(now);

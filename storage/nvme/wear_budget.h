@@ -13,9 +13,9 @@
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/mutex.h"
 
 namespace kvtier {
 
@@ -58,7 +58,7 @@ class WearBudget {
   Clock* const clock_;
   const double rate_;   // budget bytes per second
   const double burst_;  // bucket size in bytes
-  absl::Mutex mu_;
+  Mutex mu_;
   double tokens_ ABSL_GUARDED_BY(mu_);
   absl::Time refilled_ ABSL_GUARDED_BY(mu_);
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;

@@ -73,30 +73,30 @@ struct UcxTransport::Connection {
   explicit Connection(ExposedMemory r) : remote(std::move(r)) {}
 
   const ExposedMemory remote;
-  absl::Mutex mu;
+  Mutex mu;
   ucp_ep_h ep ABSL_GUARDED_BY(mu) = nullptr;
   ucp_rkey_h rkey ABSL_GUARDED_BY(mu) = nullptr;
   std::string lanes ABSL_GUARDED_BY(mu);
   bool lanes_settled ABSL_GUARDED_BY(mu) = false;
   // Set by the endpoint's error handler on the progress thread.
   std::atomic<bool> failed{false};
-  absl::Mutex error_mu;
+  Mutex error_mu;
   std::string error ABSL_GUARDED_BY(error_mu);
 
   void Fail(const std::string& why) {
-    absl::MutexLock lock(&error_mu);
+    MutexLock lock(&error_mu);
     if (error.empty()) error = why;
     failed = true;
   }
   std::string Error() {
-    absl::MutexLock lock(&error_mu);
+    MutexLock lock(&error_mu);
     return error;
   }
 };
 
 // The completions of one Execute call, shared with the request callbacks.
 struct UcxTransport::Batch {
-  absl::Mutex mu;
+  Mutex mu;
   // Set when the caller gave up waiting: later completions (the cancels of
   // the forced close) keep the DEADLINE_EXCEEDED already recorded.
   bool timed_out ABSL_GUARDED_BY(mu) = false;
@@ -196,7 +196,7 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const std::st
 UcxTransport::~UcxTransport() {
   std::vector<std::shared_ptr<Connection>> connections;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto& [id, conn] : connections_) connections.push_back(conn);
     connections_.clear();
   }
@@ -207,7 +207,7 @@ UcxTransport::~UcxTransport() {
     Wake();
     progress_.join();
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (context_ != nullptr) {
     if (exposed_ != nullptr) ucp_mem_unmap(context_, exposed_);
     for (ucp_mem_h m : retired_) ucp_mem_unmap(context_, m);
@@ -222,7 +222,7 @@ void UcxTransport::Wake() { ucp_worker_signal(worker_); }
 absl::Status UcxTransport::WaitForWireUp(Connection& conn) {
   ucs_status_ptr_t request;
   {
-    absl::MutexLock lock(&conn.mu);
+    MutexLock lock(&conn.mu);
     ucp_request_param_t param{};
     request = ucp_ep_flush_nbx(conn.ep, &param);
   }
@@ -295,7 +295,7 @@ absl::StatusOr<ExposedMemory> UcxTransport::Expose(absl::Span<uint8_t> memory) {
   out.size = memory.size();
   out.remote_key.assign(static_cast<const char*>(packed), packed_size);
   ucp_rkey_buffer_release(packed);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   // Peers may still address the old range through existing connections.
   if (exposed_ != nullptr) retired_.push_back(exposed_);
   exposed_ = memh;
@@ -324,7 +324,7 @@ absl::StatusOr<uint64_t> UcxTransport::Connect(absl::string_view peer_address,
   params.err_handler.arg = conn.get();
   ucs_status_t unpacked = UCS_OK;
   {
-    absl::MutexLock lock(&conn->mu);
+    MutexLock lock(&conn->mu);
     if (ucs_status_t s = ucp_ep_create(worker_, &params, &conn->ep); s != UCS_OK) {
       conn->ep = nullptr;
       return FromUcs(s, "connecting to the peer (ucp_ep_create)");
@@ -349,14 +349,14 @@ absl::StatusOr<uint64_t> UcxTransport::Connect(absl::string_view peer_address,
     return wired;
   }
   Wake();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const uint64_t id = next_id_++;
   connections_.emplace(id, std::move(conn));
   return id;
 }
 
 std::shared_ptr<UcxTransport::Connection> UcxTransport::Find(uint64_t id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = connections_.find(id);
   return it == connections_.end() ? nullptr : it->second;
 }
@@ -364,7 +364,7 @@ std::shared_ptr<UcxTransport::Connection> UcxTransport::Find(uint64_t id) {
 void UcxTransport::Close(const std::shared_ptr<Connection>& shared, const std::string& why) {
   Connection& conn = *shared;
   conn.Fail(why);
-  absl::MutexLock lock(&conn.mu);
+  MutexLock lock(&conn.mu);
   if (conn.ep == nullptr) return;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -377,7 +377,7 @@ void UcxTransport::Close(const std::shared_ptr<Connection>& shared, const std::s
     spdlog::error("closing a UCX endpoint failed: {}", ucs_status_string(UCS_PTR_STATUS(request)));
     // UCX may still call the endpoint's error handler with this connection:
     // keep it (and its rkey) alive as long as the worker.
-    absl::MutexLock keep(&mu_);
+    MutexLock keep(&mu_);
     unclosed_.push_back(shared);
     return;
   } else if (UCS_PTR_IS_PTR(request)) {
@@ -393,7 +393,7 @@ void UcxTransport::Close(const std::shared_ptr<Connection>& shared, const std::s
 void UcxTransport::Disconnect(uint64_t connection) {
   std::shared_ptr<Connection> conn;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = connections_.find(connection);
     if (it == connections_.end()) return;
     conn = std::move(it->second);
@@ -419,7 +419,7 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
   }
   auto batch = std::make_shared<Batch>();
   {
-    absl::MutexLock lock(&batch->mu);
+    MutexLock lock(&batch->mu);
     batch->statuses.assign(ops.size() + 1, absl::OkStatus());  // + the flush
     batch->done.assign(ops.size() + 1, true);
   }
@@ -427,7 +427,7 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
     auto* ctx = static_cast<OpContext*>(user_data);
     auto* b = static_cast<Batch*>(ctx->batch);
     {
-      absl::MutexLock lock(&b->mu);
+      MutexLock lock(&b->mu);
       if (!b->timed_out) b->statuses[ctx->index] = FromUcs(status, "remote memory operation");
       b->done[ctx->index] = true;
       --b->pending;
@@ -441,7 +441,7 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
   auto issue = [&](size_t index, auto&& start) {
     auto* ctx = new OpContext{batch, batch.get(), index};
     {
-      absl::MutexLock lock(&batch->mu);
+      MutexLock lock(&batch->mu);
       ++batch->pending;
       batch->done[index] = false;
     }
@@ -452,13 +452,13 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
     ucs_status_ptr_t request = start(param);
     if (UCS_PTR_IS_PTR(request)) return;  // on_done will run
     delete ctx;
-    absl::MutexLock lock(&batch->mu);
+    MutexLock lock(&batch->mu);
     batch->statuses[index] = FromUcs(UCS_PTR_STATUS(request), "remote memory operation");
     batch->done[index] = true;
     --batch->pending;
   };
   {
-    absl::MutexLock lock(&conn->mu);
+    MutexLock lock(&conn->mu);
     const bool usable = conn->ep != nullptr && !conn->failed.load();
     for (size_t i = 0; i < ops.size(); ++i) {
       const RmaOp& op = ops[i];
@@ -498,9 +498,9 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
   Wake();
   bool timed_out = false;
   {
-    absl::MutexLock lock(&batch->mu);
+    MutexLock lock(&batch->mu);
     auto finished = [b = batch.get()]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->pending == 0; };
-    timed_out = !batch->mu.AwaitWithDeadline(absl::Condition(&finished), deadline);
+    timed_out = !batch->mu.AwaitWithDeadline(Condition(&finished), deadline);
     if (timed_out) {
       batch->timed_out = true;
       for (size_t i = 0; i < batch->done.size(); ++i) {
@@ -518,14 +518,14 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
     // have all completed the caller's buffers may still be touched, so wait
     // for them however long it takes rather than return early.
     Close(conn, "transfer deadline exceeded");
-    absl::MutexLock lock(&batch->mu);
+    MutexLock lock(&batch->mu);
     auto finished = [b = batch.get()]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->pending == 0; };
-    while (!batch->mu.AwaitWithTimeout(absl::Condition(&finished), absl::Seconds(10))) {
+    while (!batch->mu.AwaitWithTimeout(Condition(&finished), absl::Seconds(10))) {
       spdlog::error("UCX still has {} operations of a closed connection in flight", batch->pending);
     }
   }
   {
-    absl::MutexLock lock(&batch->mu);
+    MutexLock lock(&batch->mu);
     const absl::Status flush = batch->statuses[ops.size()];
     for (size_t i = 0; i < ops.size(); ++i) {
       if (!result[i].ok()) continue;
@@ -541,7 +541,7 @@ std::vector<absl::Status> UcxTransport::Execute(uint64_t connection, RmaKind kin
     // Wire-up is complete once operations have gone through: note the
     // transports the endpoint settled on. Only a healthy endpoint is asked
     // (UCX does not describe a failed one safely).
-    absl::MutexLock conn_lock(&conn->mu);
+    MutexLock conn_lock(&conn->mu);
     if (!conn->lanes_settled && conn->ep != nullptr && !conn->failed.load()) {
       conn->lanes = LanesOf(conn->ep);
       conn->lanes_settled = true;
@@ -562,7 +562,7 @@ ConnectionInfo UcxTransport::Describe(uint64_t connection) {
   std::shared_ptr<Connection> conn = Find(connection);
   if (conn == nullptr) return info;
   {
-    absl::MutexLock lock(&conn->mu);
+    MutexLock lock(&conn->mu);
     info.connected = conn->ep != nullptr && !conn->failed.load();
     info.lanes = conn->lanes;
   }

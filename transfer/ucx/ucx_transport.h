@@ -31,7 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "transfer/transport.h"
 
 namespace kvtier {
@@ -85,7 +85,7 @@ class UcxTransport final : public Transport {
   std::atomic<bool> stop_{false};
   std::thread progress_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   ucp_mem_h exposed_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::vector<ucp_mem_h> retired_ ABSL_GUARDED_BY(mu_);  // replaced exposures
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -11,7 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 
 namespace kvtier {
 namespace {
@@ -35,12 +35,12 @@ class UringIoEngine final : public IoEngine {
 
   absl::string_view name() const override { return "io_uring"; }
   IoEngineCapabilities capabilities() const override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return {true, !iovecs_.empty(), true, queue_depth_};
   }
 
   absl::StatusOr<int> RegisterFile(int fd) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::vector<int> next = fds_;
     next.push_back(fd);
     if (!fds_.empty()) io_uring_unregister_files(&ring_);
@@ -57,7 +57,7 @@ class UringIoEngine final : public IoEngine {
   }
 
   absl::Status UnregisterFile(int file) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (file < 0 || file >= static_cast<int>(fds_.size()) || fds_[file] < 0) {
       return absl::InvalidArgumentError(absl::StrCat("unknown file index ", file));
     }
@@ -70,7 +70,7 @@ class UringIoEngine final : public IoEngine {
   }
 
   absl::StatusOr<int> RegisterBuffers(absl::Span<const absl::Span<uint8_t>> buffers) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::vector<iovec> next = iovecs_;
     for (const absl::Span<uint8_t>& b : buffers) next.push_back(iovec{b.data(), b.size()});
     if (!iovecs_.empty()) io_uring_unregister_buffers(&ring_);
@@ -89,7 +89,7 @@ class UringIoEngine final : public IoEngine {
 
   std::vector<absl::Status> Run(absl::Span<const IoOp> ops) override {
     std::vector<absl::Status> status(ops.size());
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     struct Work {
       size_t op;
       uint64_t done;
@@ -153,7 +153,7 @@ class UringIoEngine final : public IoEngine {
   }
 
   absl::Status Sync(int file) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (file < 0 || file >= static_cast<int>(fds_.size()) || fds_[file] < 0) {
       return absl::InvalidArgumentError(absl::StrCat("unknown file index ", file));
     }
@@ -218,7 +218,7 @@ class UringIoEngine final : public IoEngine {
   }
 
   const uint32_t queue_depth_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   io_uring ring_ ABSL_GUARDED_BY(mu_){};
   bool initialized_ = false;
   std::vector<int> fds_ ABSL_GUARDED_BY(mu_);
