@@ -504,10 +504,12 @@ absl::StatusOr<SlabAllocator::Slot> BlockCache::AllocateLocked(uint64_t size) {
   }
   if (std::optional<uint32_t> slab = ReclaimableSlabLocked(); slab.has_value()) {
     std::vector<BlockRecord*> copies, victims;
-    index_.ForEachCandidate(PrefixIndex::kHostCopy, [&](BlockRecord* rec) {
-      if (allocator_->SlabOf(rec->slot.offset) == *slab) copies.push_back(rec);
-    });
-    index_.ForEachEvictable([&](BlockRecord* rec) {
+    index_.ForEachCandidate(PrefixIndex::kHostCopy,
+                            [&](BlockRecord* rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                              if (allocator_->SlabOf(rec->slot.offset) == *slab)
+                                copies.push_back(rec);
+                            });
+    index_.ForEachEvictable([&](BlockRecord* rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       if (allocator_->SlabOf(rec->slot.offset) == *slab) victims.push_back(rec);
     });
     for (BlockRecord* rec : copies) DropHostCopyLocked(rec);
@@ -528,7 +530,7 @@ std::optional<uint32_t> BlockCache::ReclaimableSlabLocked() {
   // block (a host-only leaf, or a host copy of an NVMe block). Among those,
   // take the one whose most recently used block is coldest.
   absl::flat_hash_map<uint32_t, std::pair<uint32_t, uint64_t>> per_slab;  // count, newest
-  auto count = [&](BlockRecord* rec) {
+  auto count = [&](BlockRecord* rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto& [n, newest] = per_slab[allocator_->SlabOf(rec->slot.offset)];
     ++n;
     newest = std::max(newest, rec->last_access);
@@ -873,7 +875,7 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
   }
   MutexLock lock(&cache_->mu_);
   PrefixIndex& index = cache_->index_;
-  auto pin = [&](BlockRecord* rec) {
+  auto pin = [&](BlockRecord* rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache_->mu_) {
     if (std::find(pinned_.begin(), pinned_.end(), rec) != pinned_.end()) return;
     index.AddRef(rec);
     pinned_.push_back(rec);
@@ -1111,17 +1113,18 @@ size_t BlockCache::RunMoverOnce() {
       double scheduled = 0;
       // At most a batch of leaves (each brings at least one block), coldest
       // first, among those the policy admits.
-      const std::vector<BlockRecord*> leaves = index_.ColdestCandidates(
-          PrefixIndex::kHostOnlyLeaf, o.mover_batch, [&](const BlockRecord& r) {
-            if (auto ns = namespaces_.find(r.ns);
-                ns != namespaces_.end() && !ns->second.nvme_admit) {
-              ++counters_.admissions_refused_value;
-              return false;
-            }
-            if (WantsNvmeWrite(r, pressure)) return true;
-            if (pressure) ++counters_.admissions_refused_filter;
-            return false;
-          });
+      const std::vector<BlockRecord*> leaves =
+          index_.ColdestCandidates(PrefixIndex::kHostOnlyLeaf, o.mover_batch,
+                                   [&](const BlockRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                                     if (auto ns = namespaces_.find(r.ns);
+                                         ns != namespaces_.end() && !ns->second.nvme_admit) {
+                                       ++counters_.admissions_refused_value;
+                                       return false;
+                                     }
+                                     if (WantsNvmeWrite(r, pressure)) return true;
+                                     if (pressure) ++counters_.admissions_refused_filter;
+                                     return false;
+                                   });
       absl::flat_hash_set<BlockRecord*> chosen;
       bool full = false;
       for (BlockRecord* leaf : leaves) {

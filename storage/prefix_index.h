@@ -26,6 +26,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -108,16 +109,19 @@ class PrefixIndex {
   // The coldest candidate of a kind, restricted to one host size class when
   // given (host kinds only).
   BlockRecord* Coldest(Candidate kind, std::optional<uint32_t> host_class) const;
-  // Candidates of a kind, coldest first.
+  // Candidates of a kind, coldest first. The callbacks of this and
+  // ColdestCandidates run under the owner's lock, which the analysis cannot
+  // see from here (it checks the lambdas where they are written).
   template <typename Fn>
-  void ForEachCandidate(Candidate kind, Fn&& fn) const {
+  void ForEachCandidate(Candidate kind, Fn&& fn) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (const auto& [tick, rec] : sets_[kind]) fn(rec);
   }
   size_t candidate_count(Candidate kind) const { return sets_[kind].size(); }
   // Up to `max` candidates of a kind, coldest first, among those `keep`
   // accepts; stops looking once it has them.
   template <typename Keep>
-  std::vector<BlockRecord*> ColdestCandidates(Candidate kind, size_t max, Keep&& keep) const {
+  std::vector<BlockRecord*> ColdestCandidates(Candidate kind, size_t max,
+                                              Keep&& keep) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     std::vector<BlockRecord*> out;
     for (auto it = sets_[kind].begin(); it != sets_[kind].end() && out.size() < max; ++it) {
       if (keep(*it->second)) out.push_back(it->second);
@@ -145,11 +149,11 @@ class PrefixIndex {
   }
 
   template <typename Fn>
-  void ForEach(Fn&& fn) const {
+  void ForEach(Fn&& fn) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (const auto& [k, rec] : records_) fn(static_cast<const BlockRecord&>(*rec));
   }
   template <typename Fn>
-  void ForEachMutable(Fn&& fn) {
+  void ForEachMutable(Fn&& fn) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (auto& [k, rec] : records_) fn(*rec);
   }
 

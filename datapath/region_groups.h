@@ -1,0 +1,29 @@
+// What Save (region_save.cc) and Load (region_load.cc) share: the device
+// access check and the grouping of a request's blocks into copy batches.
+// Internal to datapath/.
+#ifndef KVTIER_DATAPATH_REGION_GROUPS_H_
+#define KVTIER_DATAPATH_REGION_GROUPS_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "datapath/copy_engine.h"
+#include "datapath/memory_region.h"
+#include "datapath/region_copy.h"
+
+namespace kvtier {
+
+// Device regions need an engine that reaches device memory; and every range
+// must lie in one allocation of the region.
+absl::Status CheckDeviceAccess(MemoryRegion& region, absl::Span<const RegionBlock> blocks,
+                               CopyEngine* engine);
+
+// One past the last block of the group starting at `next`: at most
+// kRegionCopyGroup blocks, and for device regions at most
+// kDeviceStagingBytes (but always one block).
+size_t GroupEnd(absl::Span<const RegionBlock> blocks, size_t next, bool device);
+
+}  // namespace kvtier
+
+#endif  // KVTIER_DATAPATH_REGION_GROUPS_H_
