@@ -352,10 +352,11 @@ class BlockCache {
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   HostTier host_ ABSL_GUARDED_BY(mu_);
   // NVMe tier (null when off) and the pieces that use it; the pointers are
-  // fixed after Create, what they point to is guarded by mu_.
-  std::unique_ptr<NvmeTier> nvme_ ABSL_PT_GUARDED_BY(mu_);
-  std::unique_ptr<ReadPath> read_ ABSL_PT_GUARDED_BY(mu_);
-  std::unique_ptr<Mover> mover_pass_ ABSL_PT_GUARDED_BY(mu_);
+  // fixed after Create. Their calls hold mu_ except the phases each header
+  // names as unlocked (NVMe and catalog I/O, checksum verification).
+  std::unique_ptr<NvmeTier> nvme_;
+  std::unique_ptr<ReadPath> read_;
+  std::unique_ptr<Mover> mover_pass_;
   TransferMeter host_meter_;
   TransferMeter nvme_meter_;
 

@@ -46,6 +46,8 @@ struct NvmeTierOptions {
   // When blocks are written to NVMe: "write_back" (on demotion, under host
   // pressure), "write_through" (soon after every Put), or
   // "write_through_after_hits" (once a block has write_through_hits uses).
+  // Parsed once, by NvmeTier::Open (ParseWritePolicy): INVALID_ARGUMENT at
+  // BlockCache::Create for any other value.
   std::string write_policy = "write_back";
   uint32_t write_through_hits = 2;
   // Admission filter for demotion: a block is written only after this many
