@@ -1,7 +1,26 @@
-// BlockCache: the daemon's store of KV blocks. It owns the namespaces, the
-// host tier (a HostArena carved by a SlabAllocator), the PrefixIndex of
-// cached blocks and the Lookup leases, and implements the semantics of the
-// KvCache API in domain types (no gRPC here).
+// BlockCache: the daemon's store of KV blocks, and the facade of the storage
+// engine. It implements the semantics of the KvCache API in domain types (no
+// gRPC here), owns the one mutex, and delegates to externally synchronized
+// pieces (each "REQUIRES: BlockCache's mutex held"), in the split of
+// leveldb's DBImpl and VersionSet:
+//  - NamespaceTable (namespace_table.h): namespaces, their limits, block
+//    counts and NVMe admission;
+//  - LeaseTable (lease_table.h): Lookup leases, their ids and expiry;
+//  - HostTier (host_tier.h): the arena and slab allocator, allocation with
+//    bounded eviction, removal from every tier, and the pins that keep
+//    removed records alive;
+//  - ReadPath (read_path.h): Read's phases, promotion from NVMe and
+//    checksum verification; ReadHandle (below) pins what it returns;
+//  - PutBatch (below, put_batch.cc): staging, landings and commit of a Put;
+//  - NvmeTier (nvme/nvme_tier.h): the NVMe devices, catalog, wear budgets
+//    and the write policy, parsed once (nvme/write_policy.h); recovery at
+//    open (CatalogReplay, nvme/recovery.h);
+//  - Mover (nvme/mover.h): one mover pass; the policy's pure demotion rule
+//    (DecideDemotion) decides which blocks it writes.
+// BlockCache keeps the PrefixIndex, the tenant quotas, the counters and
+// the transfer meters, sequences the pieces' phases around the lock (I/O,
+// copies and checksums happen outside it) and runs the mover thread.
+// Removals (Delete, CloseNamespace, Evict) are in block_cache_removal.cc.
 //
 // Guarantees:
 //  - every read is verified against the XXH3-64 checksum taken at Put; a
@@ -40,52 +59,26 @@
 #include "base/clock.h"
 #include "base/mutex.h"
 #include "storage/block_key.h"
+#include "storage/cache_stats.h"
 #include "storage/host_arena.h"
+#include "storage/host_tier.h"
+#include "storage/lease_table.h"
 #include "storage/namespace_spec.h"
-#include "storage/nvme/catalog.h"
+#include "storage/namespace_table.h"
 #include "storage/nvme/io_engine.h"
+#include "storage/nvme/mover.h"
 #include "storage/nvme/nvme_store.h"
-#include "storage/nvme/smart_log.h"
+#include "storage/nvme/nvme_tier.h"
 #include "storage/nvme/wear_budget.h"
 #include "storage/prefix_index.h"
+#include "storage/read_path.h"
 #include "storage/slab_allocator.h"
 #include "storage/tenant_quotas.h"
 #include "storage/transfer_meter.h"
 
 namespace kvtier {
 
-// The NVMe tier (optional). Blocks reach it by demotion (the mover copies
-// cold host blocks, parents before children, so the persisted set is always
-// prefix-closed) and come back by promotion on a read.
-struct NvmeTierOptions {
-  NvmeStoreOptions store;
-  std::string catalog_dir;  // "" = <first data dir>/catalog
-  IoEngineOptions io;
-  // When blocks are written to NVMe: "write_back" (on demotion, under host
-  // pressure), "write_through" (soon after every Put), or
-  // "write_through_after_hits" (once a block has write_through_hits uses).
-  std::string write_policy = "write_back";
-  uint32_t write_through_hits = 2;
-  // Admission filter for demotion: a block is written only after this many
-  // uses (its Put counts as one; each Lookup hit and Get adds one).
-  uint32_t admit_min_uses = 2;
-  double host_high_watermark = 0.90;  // demote above this host occupancy...
-  double host_low_watermark = 0.80;   // ...until back under this
-  double nvme_high_watermark = 0.95;
-  double nvme_low_watermark = 0.90;
-  uint32_t mover_batch = 64;  // blocks per mover write batch
-  absl::Duration mover_interval = absl::Milliseconds(100);
-  bool start_mover = true;  // false: tests call RunMoverOnce
-  // Register the host arena with the I/O engine (io_uring fixed buffers):
-  // saves per-I/O page pinning, but pins the whole arena at start.
-  bool register_arena = false;
-  // SSD endurance budget per device. capacity_bytes 0 = the size of the
-  // filesystem holding the data directory.
-  WearOptions wear;
-  // Tests: use this engine (not owned; e.g. a FaultInjectingIoEngine)
-  // instead of creating one from `io`.
-  IoEngine* engine_for_testing = nullptr;
-};
+// NvmeTierOptions: see storage/nvme/nvme_tier.h.
 
 struct BlockCacheOptions {
   uint64_t host_bytes = uint64_t{1} << 30;
@@ -107,8 +100,7 @@ struct BlockCacheOptions {
   uint64_t probe_bytes = uint64_t{16} << 20;
 };
 
-// NOT_FOUND: `ns` is not open (or not the caller's: the same answer).
-absl::Status NamespaceNotOpenError(const NamespaceId& ns);
+// NamespaceNotOpenError: see storage/namespace_table.h.
 
 struct OpenNamespaceResult {
   NamespaceId id;
@@ -165,63 +157,7 @@ struct DeleteResult {
   uint64_t bytes_freed = 0;
 };
 
-struct CacheCounters {
-  uint64_t lookup_keys = 0;
-  uint64_t lookup_hits = 0;
-  uint64_t blocks_put = 0;
-  uint64_t bytes_put = 0;
-  uint64_t blocks_get = 0;
-  uint64_t bytes_get = 0;
-  uint64_t evictions = 0;
-  uint64_t checksum_mismatches = 0;
-  uint64_t dropped_descendants = 0;
-  uint64_t blocks_deleted = 0;
-  uint64_t leases_taken = 0;
-  uint64_t leases_expired = 0;
-  // NVMe tier.
-  uint64_t host_hits = 0;   // blocks read from host memory
-  uint64_t nvme_hits = 0;   // blocks read from NVMe (promoted)
-  uint64_t promotions = 0;  // NVMe -> host copies
-  uint64_t demotions = 0;   // host -> NVMe copies
-  uint64_t bytes_host_to_nvme = 0;
-  uint64_t bytes_nvme_to_host = 0;
-  uint64_t host_copies_dropped = 0;  // host copies freed, block kept on NVMe
-  uint64_t nvme_evictions = 0;       // blocks dropped from NVMe (their last tier)
-  uint64_t admissions_refused_filter = 0;
-  uint64_t admissions_refused_budget = 0;
-  uint64_t admissions_refused_full = 0;
-  uint64_t admissions_refused_value = 0;  // the namespace's NVMe tier value is not positive
-  uint64_t nvme_write_failures = 0;
-  uint64_t nvme_read_failures = 0;  // I/O errors and slots that failed verification
-  uint64_t recovered_blocks = 0;
-  uint64_t recovery_dropped = 0;  // catalog entries dropped at start (orphans, bad slots)
-};
-
-struct TierSnapshot {
-  uint64_t capacity_bytes = 0;
-  uint64_t used_bytes = 0;
-  uint64_t stored_bytes = 0;
-  uint64_t blocks = 0;
-  uint64_t evictions = 0;
-  uint64_t evictable_blocks = 0;
-};
-
-struct NvmeSnapshot {
-  bool enabled = false;
-  std::string io_engine;  // e.g. "io_uring, queue depth 32"
-  std::string write_policy;
-  bool degraded = false;  // the last NVMe I/O failed; clears on success
-  std::string last_error;
-  TierSnapshot tier;
-  std::vector<NvmeDeviceStats> devices;
-};
-
-struct DeviceWear {
-  std::string dir;
-  WearOptions options;  // with the capacity actually used
-  WearReport report;
-  SmartHealth smart;
-};
+// CacheCounters, TierSnapshot, NvmeSnapshot, DeviceWear: storage/cache_stats.h.
 
 struct CacheSnapshot {
   uint32_t namespaces = 0;
@@ -273,7 +209,7 @@ class BlockCache {
 
   // The host tier's memory, for registering it with copy engines (pinning
   // for GPU copies). Its contents belong to the cache.
-  absl::Span<uint8_t> host_arena() const { return {arena_->data(), arena_->size()}; }
+  absl::Span<uint8_t> host_arena() const { return arena_; }
 
   // Longest cached prefix of `keys`. With take_lease and a non-empty match,
   // pins the matched blocks until Release or expiry (ttl 0 = default).
@@ -373,51 +309,26 @@ class BlockCache {
   absl::StatusOr<absl::Span<uint8_t>> MutableBytesForTesting(const NamespaceId& ns,
                                                              const BlockKey& key);
 
- private:
-  struct NamespaceEntry {
-    NamespaceSpec spec;
-    uint64_t block_bytes = 0;
-    uint64_t blocks = 0;
-    uint64_t bytes = 0;
-    // False for a namespace known only from recovered NVMe blocks: it serves
-    // nothing until an engine opens it again (same spec, same id).
-    bool opened = true;
-    bool nvme_admit = true;  // see SetNvmeAdmission
-  };
-  struct Lease {
-    std::vector<BlockRecord*> blocks;
-    absl::Time expiry;
-    std::string tenant;  // of the namespace it was taken in
-    NamespaceId ns;
-  };
+ public:
+  // Bytes copied and hashed at a time (fits L2 with room to spare).
+  static constexpr size_t kCopyChunk = 64 * 1024;
 
+ private:
   BlockCache(const BlockCacheOptions& options, Clock* clock, std::unique_ptr<HostArena> arena,
              std::unique_ptr<SlabAllocator> allocator);
-  absl::Status OpenNvme(const NvmeTierOptions& nvme);
-  absl::Status RecoverFromCatalog() ABSL_LOCKS_EXCLUDED(mu_);
+  void ProbeTiers();
   void MoverLoop();
-  // Frees a host copy of a block that is also on NVMe.
-  void DropHostCopyLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Frees whatever a dead (removed and unpinned) record still holds.
-  void FreeStorageLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void BalanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool WantsNvmeWrite(const BlockRecord& record, bool host_pressure) const;
 
   absl::Status CheckKeyCount(size_t n) const;
-  // Namespaces opened by an engine (not those known only from recovery).
-  size_t OpenNamespacesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseHandlesLocked(std::vector<ReadHandle>& handles) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<NamespaceEntry*> FindNamespaceLocked(const NamespaceId& ns)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLeaseLocked(std::string id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A slot for `size` bytes, evicting (boundedly) to make room.
+  // A host slot for `size` bytes (expiring leases first, then evicting
+  // boundedly to make room: HostTier::Allocate).
   absl::StatusOr<SlabAllocator::Slot> AllocateLocked(uint64_t size)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::optional<uint32_t> ReclaimableSlabLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Un-indexes a leaf and frees its slot now, or when its last pin drops.
-  void RemoveLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DropSubtreeLocked(BlockRecord* root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseHandlesLocked(std::vector<ReadHandle>& handles) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unpin(BlockRecord* record) ABSL_LOCKS_EXCLUDED(mu_);
+  uint8_t* SlotData(const SlabAllocator::Slot& slot) const { return arena_.data() + slot.offset; }
   // Appends the subtrees of `roots`, children before parents, each block
   // once (`may_nest`: a root may lie under another). O(blocks appended).
   void PostOrderLocked(absl::Span<BlockRecord* const> roots, bool may_nest,
@@ -428,55 +339,26 @@ class BlockCache {
   // stops once `ns` is open again (or gone).
   DeleteResult RemoveInBatches(const NamespaceId& ns, absl::Span<const BlockKey> order,
                                bool stop_if_opened) ABSL_LOCKS_EXCLUDED(mu_);
-  void UnpinLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseIfDeadLocked(BlockRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Unpin(BlockRecord* record) ABSL_LOCKS_EXCLUDED(mu_);
-  uint8_t* SlotData(const SlabAllocator::Slot& slot) const { return arena_->data() + slot.offset; }
 
   const BlockCacheOptions options_;
   Clock* const clock_;
-  const std::unique_ptr<HostArena> arena_;
+  const absl::Span<uint8_t> arena_;  // the host tier's memory, fixed
 
   Mutex mu_;
-  const std::unique_ptr<SlabAllocator> allocator_ ABSL_PT_GUARDED_BY(mu_);
-  PrefixIndex index_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<NamespaceId, NamespaceEntry> namespaces_ ABSL_GUARDED_BY(mu_);
-  // Blocks removed from the index while pinned; freed at their last unpin.
-  absl::flat_hash_map<BlockRecord*, std::unique_ptr<BlockRecord>> removed_pinned_
-      ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
-  std::multimap<absl::Time, std::string> lease_expiry_ ABSL_GUARDED_BY(mu_);
-  absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
-  TenantQuotas quotas_ ABSL_GUARDED_BY(mu_);
   CacheCounters counters_ ABSL_GUARDED_BY(mu_);
-  uint64_t stored_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t host_stored_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t nvme_stored_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t host_blocks_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t nvme_blocks_ ABSL_GUARDED_BY(mu_) = 0;
-
-  // NVMe tier; all null when it is off. Fixed after Create.
-  std::unique_ptr<IoEngine> io_engine_;
-  std::unique_ptr<NvmeStore> nvme_;
-  std::unique_ptr<Catalog> catalog_;
-  std::string io_engine_note_;
-  std::vector<std::unique_ptr<WearBudget>> wear_;  // one per device
-  int arena_buffer_ = -1;                          // first registered buffer of the arena, or -1
-  static constexpr uint64_t kArenaBufferBytes = uint64_t{1} << 30;  // per registered buffer
- public:
-  // Bytes copied and hashed at a time (fits L2 with room to spare).
-  static constexpr size_t kCopyChunk = 64 * 1024;
-
- private:
-  int ArenaBuffer(const SlabAllocator::Slot& slot) const {
-    return arena_buffer_ < 0 ? -1
-                             : arena_buffer_ + static_cast<int>(slot.offset / kArenaBufferBytes);
-  }
-  bool nvme_degraded_ ABSL_GUARDED_BY(mu_) = false;
-  std::string nvme_last_error_ ABSL_GUARDED_BY(mu_);
+  PrefixIndex index_ ABSL_GUARDED_BY(mu_);
+  TenantQuotas quotas_ ABSL_GUARDED_BY(mu_);
+  NamespaceTable namespaces_ ABSL_GUARDED_BY(mu_);
+  LeaseTable leases_ ABSL_GUARDED_BY(mu_);
+  HostTier host_ ABSL_GUARDED_BY(mu_);
+  // NVMe tier (null when off) and the pieces that use it; the pointers are
+  // fixed after Create. Their calls hold mu_ except the phases each header
+  // names as unlocked (NVMe and catalog I/O, checksum verification).
+  std::unique_ptr<NvmeTier> nvme_;
+  std::unique_ptr<ReadPath> read_;
+  std::unique_ptr<Mover> mover_pass_;
   TransferMeter host_meter_;
   TransferMeter nvme_meter_;
-  void ProbeTiers();
 
   Mutex mover_mu_;  // serializes mover passes
   bool stop_mover_ ABSL_GUARDED_BY(mu_) = false;

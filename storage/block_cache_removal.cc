@@ -21,20 +21,12 @@ absl::StatusOr<CloseResult> BlockCache::CloseNamespace(const NamespaceId& ns, bo
   std::vector<BlockKey> order;  // drop_blocks: children first
   {
     MutexLock lock(&mu_);
-    absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns);
+    absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns);
     if (!entry.ok()) return entry.status();
-    std::vector<std::string> ended;
-    for (const auto& [id, lease] : leases_) {
-      if (lease.ns == ns) ended.push_back(id);
-    }
+    std::vector<std::string> ended = leases_.IdsIn(ns);
     for (std::string& id : ended) DropLeaseLocked(std::move(id));
     result.leases_released = static_cast<uint32_t>(ended.size());
-    (*entry)->opened = false;
-    quotas_.RefundNamespace((*entry)->spec.tenant);
-    spdlog::info("closed namespace {} (model '{}')", ns.ToHex(), (*entry)->spec.model_id);
-    // As for a namespace known only from recovery: it goes with its last
-    // block, or now if it holds none.
-    if ((*entry)->blocks == 0) namespaces_.erase(ns);
+    namespaces_.Close(ns);  // erases it now if it holds no blocks
     if (drop_blocks) {
       // Only this namespace's blocks: O(its blocks), never a scan of all.
       std::vector<BlockRecord*> doomed;
@@ -46,8 +38,8 @@ absl::StatusOr<CloseResult> BlockCache::CloseNamespace(const NamespaceId& ns, bo
   // In batches, as Delete; a concurrent re-open of the namespace ends it.
   result.blocks_dropped = RemoveInBatches(ns, order, /*stop_if_opened=*/true).blocks_deleted;
   MutexLock lock(&mu_);
-  auto it = namespaces_.find(ns);
-  result.blocks_kept = it == namespaces_.end() ? 0 : it->second.blocks;
+  const NamespaceEntry* left = namespaces_.FindAny(ns);
+  result.blocks_kept = left == nullptr ? 0 : left->blocks;
   return result;
 }
 
@@ -60,7 +52,7 @@ absl::StatusOr<DeleteResult> BlockCache::Delete(const NamespaceId& ns,
   {
     MutexLock lock(&mu_);
     ExpireLeasesLocked();
-    if (absl::StatusOr<NamespaceEntry*> entry = FindNamespaceLocked(ns); !entry.ok()) {
+    if (absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns); !entry.ok()) {
       return entry.status();
     }
     std::vector<BlockRecord*> roots;
@@ -143,8 +135,8 @@ DeleteResult BlockCache::RemoveInBatches(const NamespaceId& ns, absl::Span<const
     if (at > 0) absl::SleepFor(absl::Microseconds(50));
     MutexLock lock(&mu_);
     if (stop_if_opened) {
-      auto entry = namespaces_.find(ns);
-      if (entry == namespaces_.end() || entry->second.opened) break;
+      const NamespaceEntry* entry = namespaces_.FindAny(ns);
+      if (entry == nullptr || entry->opened) break;
     }
     uint32_t removed = 0;
     for (const size_t end = std::min(order.size(), at + kDeleteBatch); at < end; ++at) {
@@ -152,7 +144,7 @@ DeleteResult BlockCache::RemoveInBatches(const NamespaceId& ns, absl::Span<const
       if (rec == nullptr || rec->pinned() || !rec->children.empty()) continue;
       removed += 1;
       result.bytes_freed += rec->size;
-      RemoveLocked(rec);
+      host_.Remove(rec);
     }
     result.blocks_deleted += removed;
     counters_.blocks_deleted += removed;
@@ -182,7 +174,7 @@ EvictResult BlockCache::Evict(const std::optional<NamespaceId>& ns, size_t max_b
       BlockRecord* parent = rec->parent;
       result.blocks_evicted += 1;
       result.bytes_freed += rec->size;
-      RemoveLocked(rec);
+      host_.Remove(rec);
       rec = parent;
     }
     if (result.blocks_evicted >= max_blocks) break;

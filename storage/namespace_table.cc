@@ -1,0 +1,107 @@
+#include "storage/namespace_table.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace kvtier {
+
+absl::Status NamespaceNotOpenError(const NamespaceId& ns) {
+  return absl::NotFoundError(
+      absl::StrCat("namespace ", ns.ToHex(), " is not open; call OpenNamespace first"));
+}
+
+absl::StatusOr<OpenedNamespace> NamespaceTable::Open(const NamespaceId& id, NamespaceSpec spec,
+                                                     uint64_t block_bytes) {
+  auto it = entries_.find(id);
+  if (it != entries_.end() && it->second.opened) return OpenedNamespace{block_bytes, false};
+  // Opening counts against the limit, also for a namespace whose blocks were
+  // recovered from NVMe (those take no slot until opened).
+  const size_t open = open_count();
+  if (open >= max_namespaces_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this daemon already has ", open, " namespaces open (max_namespaces)"));
+  }
+  if (absl::Status s = quotas_->ChargeNamespace(spec.tenant); !s.ok()) return s;
+  if (it != entries_.end()) {
+    const std::string model = spec.model_id;
+    it->second.spec = std::move(spec);
+    it->second.block_bytes = block_bytes;
+    it->second.opened = true;
+    spdlog::info("re-opened namespace {} (model '{}', {} blocks recovered)", id.ToHex(), model,
+                 it->second.blocks);
+    return OpenedNamespace{block_bytes, false};
+  }
+  spdlog::info("opened namespace {} (model '{}', {} bytes per block)", id.ToHex(), spec.model_id,
+               block_bytes);
+  entries_.emplace(id, NamespaceEntry{std::move(spec), block_bytes, 0, 0, true});
+  return OpenedNamespace{block_bytes, true};
+}
+
+absl::StatusOr<NamespaceEntry*> NamespaceTable::FindOpen(const NamespaceId& id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end() || !it->second.opened) return NamespaceNotOpenError(id);
+  return &it->second;
+}
+
+NamespaceEntry* NamespaceTable::FindAny(const NamespaceId& id) {
+  auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void NamespaceTable::Close(const NamespaceId& id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end() || !it->second.opened) return;
+  it->second.opened = false;
+  quotas_->RefundNamespace(it->second.spec.tenant);
+  spdlog::info("closed namespace {} (model '{}')", id.ToHex(), it->second.spec.model_id);
+  // As for a namespace known only from recovery: it goes with its last
+  // block, or now if it holds none.
+  if (it->second.blocks == 0) entries_.erase(it);
+}
+
+absl::Status NamespaceTable::SetNvmeAdmission(const NamespaceId& id, bool admit) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("namespace ", id.ToHex(), " is not open"));
+  }
+  it->second.nvme_admit = admit;
+  return absl::OkStatus();
+}
+
+bool NamespaceTable::AdmitsNvme(const NamespaceId& id) const {
+  auto it = entries_.find(id);
+  return it == entries_.end() || it->second.nvme_admit;
+}
+
+void NamespaceTable::AddBlocks(NamespaceEntry* entry, uint64_t blocks, uint64_t bytes) {
+  entry->blocks += blocks;
+  entry->bytes += bytes;
+  total_bytes_ += bytes;
+}
+
+void NamespaceTable::AddRecoveredBlock(const NamespaceId& id, uint64_t bytes) {
+  NamespaceEntry& entry = entries_[id];
+  if (entry.block_bytes == 0) entry.opened = false;  // known from NVMe only, until opened
+  AddBlocks(&entry, 1, bytes);
+}
+
+void NamespaceTable::RemoveBlock(const NamespaceId& id, uint64_t bytes) {
+  auto it = entries_.find(id);
+  NamespaceEntry& entry = it->second;
+  entry.blocks -= 1;
+  entry.bytes -= bytes;
+  total_bytes_ -= bytes;
+  // A namespace known only from recovered blocks goes away with its last one.
+  if (!entry.opened && entry.blocks == 0) entries_.erase(it);
+}
+
+size_t NamespaceTable::open_count() const {
+  return static_cast<size_t>(std::count_if(entries_.begin(), entries_.end(),
+                                           [](const auto& e) { return e.second.opened; }));
+}
+
+}  // namespace kvtier

@@ -1,0 +1,278 @@
+// BlockCache::PutBatch: the blocks of one Put, staged in host slots this
+// batch reserves (and alone writes) until Commit indexes them all at once;
+// landings (StartLanding) are slots another party fills, trusted only once
+// KeepVerifiedPrefix has checked them, and the slots of dropped landings are
+// held until the batch is destroyed. See block_cache.h for the contract.
+// Takes BlockCache's mutex only to reserve, commit and release.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/checksum.h"
+#include "base/sigbus_guard.h"
+#include "spdlog/spdlog.h"
+#include "storage/block_cache.h"
+
+namespace kvtier {
+
+absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> BlockCache::BeginPut(const NamespaceId& ns) {
+  MutexLock lock(&mu_);
+  absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns);
+  if (!entry.ok()) return entry.status();
+  return std::unique_ptr<PutBatch>(
+      new PutBatch(this, ns, (*entry)->block_bytes, (*entry)->spec.tenant));
+}
+
+BlockCache::PutBatch::~PutBatch() {
+  if (done_ && held_.empty()) return;
+  MutexLock lock(&cache_->mu_);
+  if (!done_) ReleaseLocked();
+  for (const SlabAllocator::Slot& slot : held_) cache_->host_.Free(slot);
+}
+
+void BlockCache::PutBatch::ReleaseLocked() {
+  for (Staged& s : staged_) {
+    if (s.slot.has_value()) cache_->host_.Free(*s.slot);
+  }
+  staged_.clear();
+  for (BlockRecord* rec : pinned_) cache_->host_.Unpin(rec);
+  pinned_.clear();
+  cache_->quotas_.RefundReservation(tenant_, reserved_bytes_);
+  reserved_bytes_ = 0;
+  done_ = true;
+}
+
+absl::Status BlockCache::PutBatch::Fail(absl::Status status) {
+  dead_ = true;
+  return status;
+}
+
+absl::Status BlockCache::PutBatch::StartBlock(const BlockKey& key, const BlockKey& parent,
+                                              uint64_t size) {
+  absl::Status st = Reserve(key, parent, size);
+  if (!st.ok()) dead_ = true;
+  return st;
+}
+
+absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& parent,
+                                           uint64_t size) {
+  if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
+  if (!staged_.empty() && staged_.back().filled != staged_.back().size) {
+    const Staged& prev = staged_.back();
+    return absl::InvalidArgumentError(absl::StrCat("block ", prev.key.ToHex(), " ended after ",
+                                                   prev.filled, " of its ", prev.size, " bytes"));
+  }
+  if (size == 0 || size > block_bytes_) {
+    return absl::InvalidArgumentError(absl::StrCat("block ", key.ToHex(), " declares ", size,
+                                                   " bytes; blocks in this "
+                                                   "namespace are 1..",
+                                                   block_bytes_, " bytes"));
+  }
+  if (key == parent) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block ", key.ToHex(), " names itself as its parent"));
+  }
+  if (staged_index_.contains(key)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block ", key.ToHex(), " appears twice in one Put"));
+  }
+  MutexLock lock(&cache_->mu_);
+  PrefixIndex& index = cache_->index_;
+  auto pin = [&](BlockRecord* rec) {
+    if (std::find(pinned_.begin(), pinned_.end(), rec) != pinned_.end()) return;
+    index.AddRef(rec);
+    pinned_.push_back(rec);
+  };
+  if (!parent.empty() && !staged_index_.contains(parent)) {
+    BlockRecord* p = index.Find(ns_, parent);
+    if (p == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("parent ", parent.ToHex(), " of block ", key.ToHex(),
+                       " is not cached and not earlier in this Put"));
+    }
+    pin(p);
+  }
+  Staged staged{key, parent, size, 0, std::nullopt, 0};
+  if (BlockRecord* existing = index.Find(ns_, key); existing != nullptr) {
+    if (existing->parent_key != parent) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("block ", key.ToHex(), " is cached with parent '",
+                       existing->parent_key.ToHex(), "', not '", parent.ToHex(), "'"));
+    }
+    if (existing->size != size) {
+      return absl::AlreadyExistsError(absl::StrCat("block ", key.ToHex(), " is cached with ",
+                                                   existing->size, " bytes, not ", size));
+    }
+    pin(existing);
+  } else {
+    // The tenant's share first: a tenant whose open writes hold its share
+    // of the tier is refused before it can evict anyone's blocks.
+    if (absl::Status q = cache_->quotas_.ChargeReservation(tenant_, size); !q.ok()) return q;
+    absl::StatusOr<SlabAllocator::Slot> slot = cache_->AllocateLocked(size);
+    if (!slot.ok()) {
+      cache_->quotas_.RefundReservation(tenant_, size);
+      return slot.status();
+    }
+    reserved_bytes_ += size;
+    staged.slot = *slot;
+  }
+  staged_index_.emplace(key, staged_.size());
+  staged_.push_back(staged);
+  hasher_.Reset();
+  return absl::OkStatus();
+}
+
+absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data,
+                                          absl::Span<const uint8_t> may_vanish) {
+  if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
+  if (staged_.empty()) {
+    return Fail(absl::InvalidArgumentError("data arrived before any block was named"));
+  }
+  Staged& s = staged_.back();
+  if (data.size() > s.size - s.filled) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("chunk of ", data.size(), " bytes overruns block ", s.key.ToHex(), " (",
+                     s.filled, " of ", s.size, " bytes already received)")));
+  }
+  if (s.slot.has_value()) {
+    // The slot belongs to this batch alone until Commit: no lock needed. Copy
+    // and hash in cache-sized pieces, hashing the copy: one pass over memory,
+    // and the checksum describes the bytes stored even if the source changes.
+    uint8_t* dst = cache_->SlotData(*s.slot) + s.filled;
+    for (size_t done = 0; done < data.size(); done += kCopyChunk) {
+      const size_t n = std::min(kCopyChunk, data.size() - done);
+      if (may_vanish.empty()) {
+        std::memcpy(dst + done, data.data() + done, n);
+        hasher_.Update(absl::Span<const uint8_t>(dst + done, n));
+      } else if (!GuardedCopyAndHash(dst + done, data.data() + done, n, hasher_, may_vanish.data(),
+                                     may_vanish.size())) {
+        hasher_.Reset();
+        return Fail(VanishedMemoryError(absl::StrCat("block ", s.key.ToHex())));
+      }
+    }
+  }
+  s.filled += data.size();
+  if (s.filled == s.size && s.slot.has_value()) s.checksum = hasher_.Digest();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Span<uint8_t>> BlockCache::PutBatch::StartLanding(const BlockKey& key,
+                                                                       const BlockKey& parent,
+                                                                       uint64_t size,
+                                                                       uint64_t checksum) {
+  if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
+  // A refused landing leaves the batch usable: the blocks before it can
+  // still be received and committed.
+  if (absl::Status st = Reserve(key, parent, size); !st.ok()) return st;
+  Staged& s = staged_.back();
+  s.filled = s.size;
+  s.landing = true;
+  if (!s.slot.has_value()) return absl::Span<uint8_t>();
+  s.checksum = checksum;
+  return absl::Span<uint8_t>(cache_->SlotData(*s.slot), s.size);
+}
+
+size_t BlockCache::PutBatch::KeepVerifiedPrefix(size_t received) {
+  if (dead_ || done_) return 0;
+  size_t keep = std::min(received, staged_.size());
+  for (size_t i = 0; i < keep; ++i) {
+    Staged& s = staged_[i];
+    if (!s.landing || !s.slot.has_value()) continue;
+    // The slot belongs to this batch alone until Commit: no lock needed.
+    const uint64_t got = Checksum64({cache_->SlotData(*s.slot), s.size});
+    if (got != s.checksum) {
+      spdlog::warn(
+          "received block {} does not match its checksum; it and the {} after it are "
+          "not stored",
+          s.key.ToHex(), staged_.size() - i - 1);
+      keep = i;
+      break;
+    }
+    s.verified = true;
+  }
+  for (size_t i = keep; i < staged_.size(); ++i) {
+    if (staged_[i].slot.has_value()) held_.push_back(*staged_[i].slot);
+    staged_index_.erase(staged_[i].key);
+  }
+  staged_.resize(keep);
+  return keep;
+}
+
+absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
+  if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
+  if (staged_.empty()) return Fail(absl::InvalidArgumentError("Put carried no blocks"));
+  if (staged_.back().filled != staged_.back().size) {
+    const Staged& last = staged_.back();
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("stream ended after ", last.filled, " of the ",
+                                                last.size, " bytes of block ", last.key.ToHex())));
+  }
+  for (const Staged& s : staged_) {
+    if (s.landing && s.slot.has_value() && !s.verified) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat("block ", s.key.ToHex(), " landed but was not verified")));
+    }
+  }
+  MutexLock lock(&cache_->mu_);
+  PrefixIndex& index = cache_->index_;
+  if (!cache_->namespaces_.FindOpen(ns_).ok()) {
+    return Fail(
+        absl::AbortedError(absl::StrCat("namespace ", ns_.ToHex(), " was closed during the Put")));
+  }
+  // Validate everything first: the batch lands whole or not at all.
+  std::vector<bool> skip(staged_.size(), false);
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    const Staged& s = staged_[i];
+    BlockRecord* now = index.Find(ns_, s.key);
+    if (!s.slot.has_value() && now == nullptr) {
+      return Fail(absl::AbortedError(
+          absl::StrCat("cached block ", s.key.ToHex(), " was dropped during the Put; retry")));
+    }
+    if (s.slot.has_value() && now != nullptr) {
+      if (now->parent_key != s.parent) {
+        return Fail(absl::AbortedError(
+            absl::StrCat("block ", s.key.ToHex(), " was stored concurrently with another parent")));
+      }
+      skip[i] = true;  // a concurrent Put stored the same block first
+    }
+    if (!s.parent.empty() && !staged_index_.contains(s.parent) &&
+        index.Find(ns_, s.parent) == nullptr) {
+      return Fail(absl::AbortedError(
+          absl::StrCat("parent ", s.parent.ToHex(), " was dropped during the Put; retry")));
+    }
+  }
+  PutResult result;
+  NamespaceEntry* entry = *cache_->namespaces_.FindOpen(ns_);
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    Staged& s = staged_[i];
+    if (!s.slot.has_value() || skip[i]) {
+      ++result.blocks_already_cached;
+      continue;
+    }
+    auto rec = std::make_unique<BlockRecord>();
+    rec->ns = ns_;
+    rec->key = s.key;
+    rec->parent_key = s.parent;
+    rec->size = s.size;
+    rec->checksum = s.checksum;
+    rec->slot = *s.slot;
+    rec->uses = 1;
+    if (absl::Status st = index.Insert(std::move(rec)); !st.ok()) {
+      // Unreachable after validation; a failure here is a bug, not bad input.
+      spdlog::critical("Put commit: {}", st.ToString());
+      std::abort();
+    }
+    s.slot.reset();  // now owned by the index
+    ++result.blocks_stored;
+    result.bytes_stored += s.size;
+  }
+  cache_->namespaces_.AddBlocks(entry, result.blocks_stored, result.bytes_stored);
+  cache_->host_.AddBlocks(result.blocks_stored, result.bytes_stored);
+  cache_->counters_.blocks_put += result.blocks_stored;
+  cache_->counters_.bytes_put += result.bytes_stored;
+  ReleaseLocked();
+  return result;
+}
+
+}  // namespace kvtier
