@@ -40,9 +40,11 @@ bench: build
 
 # Sanitizer builds compile at -O1 with line tables only: enough for
 # symbolized reports, and about half the build time of -O2 -g.
+# They link with lld, several times faster than GNU ld on these binaries.
 SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
-  -DKVTIER_WITH_CUDA=OFF -DKVTIER_BUILD_BENCH=OFF
+  -DKVTIER_WITH_CUDA=OFF -DKVTIER_BUILD_BENCH=OFF \
+  -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld
 
 # The unit and integration tests under AddressSanitizer + UndefinedBehaviorSanitizer
 # (the `slow` crash-oracle and soak runs are left to `make test`). Built with
@@ -70,6 +72,11 @@ test-tsan: deps
 	cmake --build build-tsan -j $(JOBS)
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE slow
+
+# The Python client and the Python tests (Debian's pyflakes).
+PYTHON_SOURCES = $(shell git ls-files '*.py')
+lint-python:
+	pyflakes3 $(PYTHON_SOURCES)
 
 SOURCES = $(shell git ls-files '*.cc' '*.h')
 

@@ -34,6 +34,23 @@
 #define KVTIER_SANITIZED 1
 #endif
 #endif
+// ThreadSanitizer's memcpy interceptor takes the SIGBUS of a truncated
+// region inside its runtime instead of handing it to the SIGBUS guard
+// (measured: the test process dies of SIGBUS), so the truncation tests run in
+// the Release and ASan builds only.
+#if defined(__SANITIZE_THREAD__)
+#define KVTIER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KVTIER_TSAN 1
+#endif
+#endif
+#ifdef KVTIER_TSAN
+#define KVTIER_SKIP_UNDER_TSAN() \
+  GTEST_SKIP() << "ThreadSanitizer takes a SIGBUS inside its memcpy interceptor"
+#else
+#define KVTIER_SKIP_UNDER_TSAN() (void)0
+#endif
 
 namespace kvtier {
 namespace {
@@ -93,6 +110,7 @@ class ClumsyClientTest : public ::testing::Test {
 // Load must fail those blocks (FAILED_PRECONDITION, naming the cause), store
 // and serve nothing wrong, and the daemon must go on serving.
 TEST_F(ClumsyClientTest, TruncatedRegionFailsTheCallNotTheDaemon) {
+  KVTIER_SKIP_UNDER_TSAN();
   Start(64ull << 20);
   absl::StatusOr<client::OpenedNamespace> ns = client_->OpenNamespace(Spec());
   ASSERT_TRUE(ns.ok()) << ns.status();
@@ -166,6 +184,7 @@ TEST_F(ClumsyClientTest, TruncatedRegionFailsTheCallNotTheDaemon) {
 // race with the copy, wherever it is). Every block gets an outcome, a block
 // that cannot be loaded is FAILED_PRECONDITION, and the daemon survives.
 TEST_F(ClumsyClientTest, TruncationDuringALongLoad) {
+  KVTIER_SKIP_UNDER_TSAN();
   Start(256ull << 20);
   absl::StatusOr<client::OpenedNamespace> ns = client_->OpenNamespace(Spec());
   ASSERT_TRUE(ns.ok());
