@@ -1,7 +1,9 @@
-// KvCacheService: the gRPC adapter for kvtier.v1.KvCache. It converts
-// messages to domain types, calls BlockCache, and maps the result to a gRPC
-// status; its only state is a mutex that keeps OpenNamespace and
-// CloseNamespace out of one another's way.
+// KvCacheService: the gRPC adapter for kvtier.v1.KvCache. It admits the
+// caller (the role each RPC needs is in server/rpc_roles.h), converts
+// messages to domain types, delegates (to BlockCache; a Put's chunks to
+// PutAssembly; RegisterMemory's policy to RegionRegistration), and maps the
+// result to a gRPC status; its only state is a mutex that keeps
+// OpenNamespace and CloseNamespace out of one another's way.
 //
 // Thread-safety: thread-safe (BlockCache is).
 #ifndef KVTIER_SERVER_KVCACHE_SERVICE_H_
