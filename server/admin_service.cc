@@ -5,23 +5,24 @@
 #include "server/build_info.h"
 #include "server/grpc_auth.h"
 #include "server/proto_convert.h"
+#include "server/rpc_roles.h"
 #include "spdlog/spdlog.h"
 
 namespace kvtier {
 
 void AdminService::StatusView(v1::GetStatusResponse* response, bool scan_for_stranded) {
-  const CacheSnapshot snap = cache_->Snapshot(scan_for_stranded);
+  const CacheSnapshot snap = deps_.cache->Snapshot(scan_for_stranded);
   v1::BuildInfo* build = response->mutable_build();
   build->set_version(kKvtierVersion);
   build->set_with_cuda(kBuiltWithCuda);
   build->set_with_ucx(kBuiltWithUcx);
   build->set_with_uring(kBuiltWithUring);
-  response->mutable_gpu()->set_device_count(static_cast<uint32_t>(gpus_.devices.size()));
-  response->mutable_gpu()->set_detail(gpus_.detail);
-  response->mutable_gpu()->set_copy_engine(copy_engine_.name);
-  response->mutable_gpu()->set_copy_engine_detail(copy_engine_.detail);
-  if (gpu_tier_ != nullptr) {
-    const GpuTier::Stats t = gpu_tier_->stats();
+  response->mutable_gpu()->set_device_count(static_cast<uint32_t>(deps_.gpus.devices.size()));
+  response->mutable_gpu()->set_detail(deps_.gpus.detail);
+  response->mutable_gpu()->set_copy_engine(deps_.copy_engine.name);
+  response->mutable_gpu()->set_copy_engine_detail(deps_.copy_engine.detail);
+  if (deps_.gpu_tier != nullptr) {
+    const GpuTier::Stats t = deps_.gpu_tier->stats();
     v1::GpuInfo* g = response->mutable_gpu();
     g->set_tier_capacity_bytes(t.capacity_bytes);
     g->set_tier_resident_bytes(t.resident_bytes);
@@ -30,19 +31,20 @@ void AdminService::StatusView(v1::GetStatusResponse* response, bool scan_for_str
     g->set_tier_promotions(t.promotions);
     g->set_tier_evictions(t.evictions);
   } else {
-    response->mutable_gpu()->set_tier_note(gpu_tier_note_);
+    response->mutable_gpu()->set_tier_note(deps_.gpu_tier_note);
   }
   {
     MutexLock lock(&mu_);
     response->set_listen_address(listen_address_);
   }
-  response->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - started_)));
+  response->set_uptime_seconds(
+      static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - deps_.started)));
   response->set_namespaces(snap.namespaces);
   response->set_blocks(snap.blocks);
   response->set_bytes(snap.bytes);
   response->set_active_leases(snap.active_leases);
   {
-    const PeerTransferInfo info = peer_transfer_->Info();
+    const PeerTransferInfo info = deps_.peer_transfer->Info();
     v1::TransferInfo* t = response->mutable_transfer();
     t->set_available(info.available);
     t->set_detail(info.detail);
@@ -52,10 +54,10 @@ void AdminService::StatusView(v1::GetStatusResponse* response, bool scan_for_str
     t->set_detects_peer_failure(info.transport.detects_peer_failure);
     t->set_net_devices(info.transport.net_devices);
   }
-  response->set_registered_regions(static_cast<uint32_t>(regions_->size()));
+  response->set_registered_regions(static_cast<uint32_t>(deps_.regions->size()));
   response->set_stranded_blocks(snap.stranded_blocks);
   response->set_stranded_bytes(snap.stranded_bytes);
-  const PlannerSnapshot planner = planner_->Snapshot();
+  const PlannerSnapshot planner = deps_.planner->Snapshot();
   v1::PlannerStatus* ps = response->mutable_planner();
   ps->set_enabled(planner.enabled);
   ps->set_gpu(planner.gpu);
@@ -114,7 +116,7 @@ void AdminService::StatusView(v1::GetStatusResponse* response, bool scan_for_str
 }
 
 void AdminService::TiersView(v1::ListTiersResponse* response) {
-  const CacheSnapshot snap = cache_->Snapshot();
+  const CacheSnapshot snap = deps_.cache->Snapshot();
   auto add = [response](v1::TierKind kind, const TierSnapshot& tier) {
     v1::TierStatus* t = response->add_tiers();
     t->set_kind(kind);
@@ -141,7 +143,7 @@ void AdminService::TiersView(v1::ListTiersResponse* response) {
 }
 
 void AdminService::NamespacesView(v1::ListNamespacesResponse* response) {
-  for (const NamespaceSnapshot& ns : cache_->Namespaces()) {
+  for (const NamespaceSnapshot& ns : deps_.cache->Namespaces()) {
     v1::NamespaceStatus* out = response->add_namespaces();
     out->set_namespace_id(ns.id.ToHex());
     out->set_model_id(ns.spec.model_id);
@@ -151,13 +153,13 @@ void AdminService::NamespacesView(v1::ListNamespacesResponse* response) {
     out->set_bytes(ns.bytes);
     out->set_salted(!ns.spec.salt.empty());
     out->set_tenant(ns.spec.tenant);
-    if (std::shared_ptr<BlockTransform> t = transforms_->Find(ns.id); t != nullptr) {
+    if (std::shared_ptr<BlockTransform> t = deps_.transforms->Find(ns.id); t != nullptr) {
       const BlockTransform::Stats stats = t->stats();
       out->set_encoding(t->Describe());
       out->set_fp8_values(stats.values);
       out->set_fp8_clipped(stats.clipped);
     }
-    if (std::optional<NamespacePlanning> p = planner_->Namespace(ns.id); p.has_value()) {
+    if (std::optional<NamespacePlanning> p = deps_.planner->Namespace(ns.id); p.has_value()) {
       out->set_cost_model(p->cost_model);
       out->set_nvme_admitted(p->nvme_admitted);
       out->set_nvme_value_seconds_per_token(p->nvme_value_seconds_per_token);
@@ -168,12 +170,12 @@ void AdminService::NamespacesView(v1::ListNamespacesResponse* response) {
 }
 
 void AdminService::WearView(v1::GetWearResponse* response) {
-  const CacheSnapshot snap = cache_->Snapshot();
+  const CacheSnapshot snap = deps_.cache->Snapshot();
   response->set_nvme_enabled(snap.nvme.enabled);
   response->set_admissions_refused_budget(snap.counters.admissions_refused_budget);
   bool admitting = snap.nvme.enabled;
   std::string reason = snap.nvme.enabled ? "" : "the nvme tier is off";
-  for (const DeviceWear& w : cache_->Wear()) {
+  for (const DeviceWear& w : deps_.cache->Wear()) {
     v1::DeviceWear* d = response->add_devices();
     d->set_dir(w.dir);
     d->set_capacity_bytes(w.options.capacity_bytes);
@@ -204,7 +206,7 @@ void AdminService::WearView(v1::GetWearResponse* response) {
 }
 
 void AdminService::PeersView(v1::ListPeersResponse* response) {
-  for (const PeerStats& p : peer_transfer_->Peers()) {
+  for (const PeerStats& p : deps_.peer_transfer->Peers()) {
     v1::PeerStatus* out = response->add_peers();
     out->set_address(p.address);
     out->set_daemon_id(p.daemon_id);
@@ -226,14 +228,16 @@ void AdminService::PeersView(v1::ListPeersResponse* response) {
 
 grpc::Status AdminService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest*,
                                      v1::GetStatusResponse* response) {
-  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "GetStatus")); !s.ok())
+    return s;
   StatusView(response);
   return grpc::Status::OK;
 }
 
 grpc::Status AdminService::ListTiers(grpc::ServerContext* context, const v1::ListTiersRequest*,
                                      v1::ListTiersResponse* response) {
-  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "ListTiers")); !s.ok())
+    return s;
   TiersView(response);
   return grpc::Status::OK;
 }
@@ -241,21 +245,24 @@ grpc::Status AdminService::ListTiers(grpc::ServerContext* context, const v1::Lis
 grpc::Status AdminService::ListNamespaces(grpc::ServerContext* context,
                                           const v1::ListNamespacesRequest*,
                                           v1::ListNamespacesResponse* response) {
-  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "ListNamespaces")); !s.ok())
+    return s;
   NamespacesView(response);
   return grpc::Status::OK;
 }
 
 grpc::Status AdminService::GetWear(grpc::ServerContext* context, const v1::GetWearRequest*,
                                    v1::GetWearResponse* response) {
-  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "GetWear")); !s.ok())
+    return s;
   WearView(response);
   return grpc::Status::OK;
 }
 
 grpc::Status AdminService::ListPeers(grpc::ServerContext* context, const v1::ListPeersRequest*,
                                      v1::ListPeersResponse* response) {
-  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "ListPeers")); !s.ok())
+    return s;
   PeersView(response);
   return grpc::Status::OK;
 }
@@ -263,13 +270,14 @@ grpc::Status AdminService::ListPeers(grpc::ServerContext* context, const v1::Lis
 grpc::Status AdminService::ListBlocks(grpc::ServerContext* context,
                                       const v1::ListBlocksRequest* request,
                                       v1::ListBlocksResponse* response) {
-  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "ListBlocks")); !s.ok())
+    return s;
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
   if (!ns.ok()) return ToGrpcStatus(ns.status());
   if (request->top() > 10000) {
     return ToGrpcStatus(absl::InvalidArgumentError("top must be at most 10000"));
   }
-  auto top = cache_->TopBlocks(*ns, request->top() == 0 ? 20 : request->top());
+  auto top = deps_.cache->TopBlocks(*ns, request->top() == 0 ? 20 : request->top());
   if (!top.ok()) return ToGrpcStatus(top.status());
   for (const BlockView& b : top->first) {
     v1::BlockStatus* out = response->add_blocks();
@@ -288,7 +296,8 @@ grpc::Status AdminService::ListBlocks(grpc::ServerContext* context,
 
 grpc::Status AdminService::Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
                                  grpc::ServerWriter<v1::EvictProgress>* writer) {
-  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kAdmin); !s.ok()) return s;
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "Evict")); !s.ok())
+    return s;
   std::optional<NamespaceId> ns;
   if (request->namespace_id().empty()) {
     if (!request->all_namespaces()) {
@@ -298,7 +307,7 @@ grpc::Status AdminService::Evict(grpc::ServerContext* context, const v1::EvictRe
   } else {
     absl::StatusOr<NamespaceId> id = NamespaceIdFromProto(request->namespace_id());
     if (!id.ok()) return ToGrpcStatus(id.status());
-    if (absl::StatusOr<uint64_t> open = cache_->NamespaceBlockBytes(*id); !open.ok()) {
+    if (absl::StatusOr<uint64_t> open = deps_.cache->NamespaceBlockBytes(*id); !open.ok()) {
       return ToGrpcStatus(open.status());
     }
     ns = *id;
@@ -308,7 +317,7 @@ grpc::Status AdminService::Evict(grpc::ServerContext* context, const v1::EvictRe
   v1::EvictProgress progress;
   bool first = true;
   for (;;) {
-    const EvictResult r = cache_->Evict(ns, kBatch);
+    const EvictResult r = deps_.cache->Evict(ns, kBatch);
     if (first) progress.set_blocks_total(r.blocks_evicted + r.blocks_left);
     first = false;
     progress.set_blocks_evicted(progress.blocks_evicted() + r.blocks_evicted);

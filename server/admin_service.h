@@ -6,6 +6,7 @@
 #define KVTIER_SERVER_ADMIN_SERVICE_H_
 
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
@@ -25,21 +26,25 @@ namespace kvtier {
 
 class AdminService final : public v1::Admin::Service {
  public:
-  AdminService(const Authenticator* auth, BlockCache* cache, const LookupPlanner* planner,
-               GpuInventory gpus, absl::Time started, const NamespaceTransforms* transforms,
-               CopyEngineCapabilities copy_engine, const GpuTier* gpu_tier,
-               std::string gpu_tier_note, const RegionTable* regions, PeerTransfer* peer_transfer)
-      : auth_(auth),
-        cache_(cache),
-        planner_(planner),
-        gpus_(std::move(gpus)),
-        started_(started),
-        transforms_(transforms),
-        copy_engine_(std::move(copy_engine)),
-        gpu_tier_(gpu_tier),
-        gpu_tier_note_(std::move(gpu_tier_note)),
-        regions_(regions),
-        peer_transfer_(peer_transfer) {}
+  // What the service reads. Pointers must outlive the service.
+  struct Deps {
+    // Admits callers (role admin).
+    const Authenticator* auth = nullptr;
+    BlockCache* cache = nullptr;
+    const LookupPlanner* planner = nullptr;
+    GpuInventory gpus;
+    // When the daemon started (for uptime).
+    absl::Time started;
+    const NamespaceTransforms* transforms = nullptr;
+    CopyEngineCapabilities copy_engine;
+    // May be null: then gpu_tier_note says why there is none.
+    const GpuTier* gpu_tier = nullptr;
+    std::string gpu_tier_note;
+    const RegionTable* regions = nullptr;
+    PeerTransfer* peer_transfer = nullptr;
+  };
+
+  explicit AdminService(Deps deps) : deps_(std::move(deps)) {}
 
   // The address is known only once the server has bound it.
   void set_listen_address(std::string address) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -75,17 +80,7 @@ class AdminService final : public v1::Admin::Service {
                      grpc::ServerWriter<v1::EvictProgress>* writer) override;
 
  private:
-  const Authenticator* const auth_;
-  BlockCache* const cache_;
-  const LookupPlanner* const planner_;
-  const GpuInventory gpus_;
-  const absl::Time started_;
-  const NamespaceTransforms* const transforms_;
-  const CopyEngineCapabilities copy_engine_;
-  const GpuTier* const gpu_tier_;
-  const std::string gpu_tier_note_;
-  const RegionTable* const regions_;
-  PeerTransfer* const peer_transfer_;
+  const Deps deps_;
   Mutex mu_;
   std::string listen_address_ ABSL_GUARDED_BY(mu_);
 };

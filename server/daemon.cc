@@ -265,10 +265,20 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   InstallSigbusGuard();
   d->idle_reaper_ = std::make_unique<StreamIdleReaper>(
       absl::Milliseconds(config.stream_idle_timeout_ms), &d->clock_);
-  d->kvcache_service_ = std::make_unique<KvCacheService>(
-      d->auth_.get(), d->cache_.get(), d->planner_.get(), d->regions_.get(), config.get_chunk_bytes,
-      config.max_message_bytes - 65536, d->copy_engine_.get(), std::move(seams.open_cuda_ipc),
-      &d->transforms_, d->gpu_tier_.get(), d->peer_transfer_.get(), d->idle_reaper_.get());
+  d->kvcache_service_ = std::make_unique<KvCacheService>(KvCacheService::Deps{
+      .auth = d->auth_.get(),
+      .cache = d->cache_.get(),
+      .planner = d->planner_.get(),
+      .regions = d->regions_.get(),
+      .get_chunk_bytes = config.get_chunk_bytes,
+      .max_chunk_bytes = config.max_message_bytes - 65536,
+      .copy_engine = d->copy_engine_.get(),
+      .open_cuda_ipc = std::move(seams.open_cuda_ipc),
+      .transforms = &d->transforms_,
+      .gpu_tier = d->gpu_tier_.get(),
+      .peer_transfer = d->peer_transfer_.get(),
+      .idle_reaper = d->idle_reaper_.get(),
+  });
 
   // Both are process-wide switches of gRPC's; they only affect servers built
   // after them, and every kvtierd server wants them.
@@ -292,9 +302,19 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.RegisterService(d->kvcache_service_.get());
-  d->admin_service_ = std::make_unique<AdminService>(
-      d->auth_.get(), d->cache_.get(), d->planner_.get(), d->gpus_, absl::Now(), &d->transforms_,
-      copy, d->gpu_tier_.get(), d->gpu_tier_note_, d->regions_.get(), d->peer_transfer_.get());
+  d->admin_service_ = std::make_unique<AdminService>(AdminService::Deps{
+      .auth = d->auth_.get(),
+      .cache = d->cache_.get(),
+      .planner = d->planner_.get(),
+      .gpus = d->gpus_,
+      .started = absl::Now(),
+      .transforms = &d->transforms_,
+      .copy_engine = copy,
+      .gpu_tier = d->gpu_tier_.get(),
+      .gpu_tier_note = d->gpu_tier_note_,
+      .regions = d->regions_.get(),
+      .peer_transfer = d->peer_transfer_.get(),
+  });
   builder.RegisterService(d->admin_service_.get());
   d->metrics_ = std::make_unique<DaemonMetrics>(d->admin_service_.get(), d->auth_.get(),
                                                 config.metrics_max_namespaces);
@@ -303,7 +323,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     rpc.push_back(d->metrics_->InterceptorFactory());
     builder.experimental().SetInterceptorCreators(std::move(rpc));
   }
-  d->peer_service_ = std::make_unique<PeerService>(d->auth_.get(), d->peer_transfer_.get());
+  d->peer_service_ = std::make_unique<PeerService>(
+      PeerService::Deps{.auth = d->auth_.get(), .transfer = d->peer_transfer_.get()});
   builder.RegisterService(d->peer_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || port == 0) {

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,8 @@
 #include "server/grpc_auth.h"
 #include "server/peer_service.h"
 #include "server/proto_convert.h"
+#include "server/put_assembly.h"
+#include "server/rpc_roles.h"
 #include "spdlog/spdlog.h"
 
 namespace kvtier {
@@ -23,24 +26,37 @@ grpc::Status Finish(const char* rpc, const absl::Status& status) {
   return ToGrpcStatus(status);
 }
 
-// Leaves the handler with the refusal when the caller may not use KvCache.
-#define KVTIER_ADMIT_TENANT(rpc, who)                                    \
-  absl::StatusOr<Identity> who = Admit(*auth_, *context, Role::kTenant); \
+// Leaves the handler with the refusal when the caller may not call `rpc`
+// (a string literal: the role it needs comes from server/rpc_roles.h).
+#define KVTIER_ADMIT(rpc, who)                                                         \
+  absl::StatusOr<Identity> who = Admit(*deps_.auth, *context, RoleOf("KvCache", rpc)); \
   if (!who.ok()) return Finish(rpc, who.status())
 
 }  // namespace
 
+KvCacheService::KvCacheService(Deps deps)
+    : deps_(std::move(deps)),
+      region_registration_(RegionRegistration::Options{
+          .shm_dir = deps_.regions->shm_dir(),
+          // With authentication, each tenant's files live in a directory of
+          // its own, shm_dir/TENANT (one the operator mounts into that
+          // tenant's engine containers only).
+          .per_tenant_dirs = deps_.auth->enabled(),
+          .copy_engine = deps_.copy_engine,
+          .open_cuda_ipc = deps_.open_cuda_ipc,
+      }) {}
+
 grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext* context,
                                            const v1::OpenNamespaceRequest* request,
                                            v1::OpenNamespaceResponse* response) {
-  KVTIER_ADMIT_TENANT("OpenNamespace", who);
+  KVTIER_ADMIT("OpenNamespace", who);
   absl::StatusOr<NamespaceSpec> spec = NamespaceSpecFromProto(*request);
   if (!spec.ok()) return Finish("OpenNamespace", spec.status());
   // The tenant comes from the authenticated caller, never from the request.
   spec->tenant = who->tenant;
   // Resolve the model before opening, so a bad model changes nothing.
   absl::StatusOr<std::optional<PreparedModel>> model =
-      planner_->Prepare(*spec, request->cost_model(), request->model_config_json());
+      deps_.planner->Prepare(*spec, request->cost_model(), request->model_config_json());
   if (!model.ok()) return Finish("OpenNamespace", model.status());
   absl::StatusOr<std::shared_ptr<BlockTransform>> transform = TransformFor(*spec);
   if (!transform.ok()) return Finish("OpenNamespace", transform.status());
@@ -56,10 +72,10 @@ grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext* context,
   // hold blocks recovered from NVMe). Serialized with CloseNamespace, which
   // forgets it.
   MutexLock open_close(&open_close_mu_);
-  if (t != nullptr) t = transforms_->Set(NamespaceId::Of(*spec), std::move(t));
-  absl::StatusOr<OpenNamespaceResult> r = cache_->OpenNamespace(*spec);
+  if (t != nullptr) t = deps_.transforms->Set(NamespaceId::Of(*spec), std::move(t));
+  absl::StatusOr<OpenNamespaceResult> r = deps_.cache->OpenNamespace(*spec);
   if (!r.ok()) return Finish("OpenNamespace", r.status());
-  const NamespacePlanning planning = planner_->Attach(r->id, *spec, *std::move(model));
+  const NamespacePlanning planning = deps_.planner->Attach(r->id, *spec, *std::move(model));
   response->set_stored_block_bytes(t != nullptr ? t->stored_bytes() : r->block_bytes);
   if (t != nullptr) response->set_encoding(t->Describe());
   response->set_namespace_id(r->id.ToHex());
@@ -73,15 +89,15 @@ grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext* context,
 
 grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
                                     v1::LookupResponse* response) {
-  KVTIER_ADMIT_TENANT("Lookup", who);
+  KVTIER_ADMIT("Lookup", who);
   absl::StatusOr<NamespaceKeys> req =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!req.ok()) return Finish("Lookup", req.status());
-  if (absl::Status s = cache_->CheckTenant(req->ns, who->tenant); !s.ok()) {
+  if (absl::Status s = deps_.cache->CheckTenant(req->ns, who->tenant); !s.ok()) {
     return Finish("Lookup", s);
   }
-  absl::StatusOr<LookupResult> r = cache_->Lookup(req->ns, req->keys, request->take_lease(),
-                                                  absl::Milliseconds(request->lease_ttl_ms()));
+  absl::StatusOr<LookupResult> r = deps_.cache->Lookup(req->ns, req->keys, request->take_lease(),
+                                                       absl::Milliseconds(request->lease_ttl_ms()));
   if (!r.ok()) return Finish("Lookup", r.status());
   response->set_matched(static_cast<uint32_t>(r->blocks.size()));
   for (const MatchedBlock& b : r->blocks) {
@@ -92,7 +108,7 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::Look
     info->set_persisted(b.persisted);
   }
   if (std::optional<costmodel::CutPlan> plan =
-          planner_->Plan(req->ns, r->blocks, request->prompt_tokens());
+          deps_.planner->Plan(req->ns, r->blocks, request->prompt_tokens());
       plan.has_value()) {
     v1::FetchPlan* p = response->mutable_plan();
     p->set_fetch_blocks(plan->cut_blocks);
@@ -113,110 +129,21 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::Look
 absl::Status KvCacheService::DoPut(grpc::ServerContext* context, const Identity& who,
                                    grpc::ServerReader<v1::PutChunk>* reader,
                                    v1::PutResponse* response) {
+  PutAssembly put(deps_.cache, deps_.transforms, who.tenant);
   v1::PutChunk chunk;
-  std::unique_ptr<BlockCache::PutBatch> batch;
-  // Encoded namespaces: each block is collected whole, then encoded and
-  // stored (StartBlock is deferred to then).
-  std::shared_ptr<BlockTransform> transform;
-  struct Pending {
-    BlockKey key, parent;
-    std::string data;
-  };
-  std::optional<Pending> pending;
-  std::vector<uint8_t> encoded;
-  auto flush = [&]() -> absl::Status {
-    if (!pending.has_value()) return absl::OkStatus();
-    if (pending->data.size() != transform->plain_bytes()) {
-      return absl::InvalidArgumentError(absl::StrCat("block ", pending->key.ToHex(), " got ",
-                                                     pending->data.size(), " of its ",
-                                                     transform->plain_bytes(), " bytes"));
-    }
-    absl::Status s = transform->Encode(
-        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(pending->data.data()),
-                            pending->data.size()),
-        absl::MakeSpan(encoded));
-    if (s.ok()) s = batch->StartBlock(pending->key, pending->parent, encoded.size());
-    if (s.ok()) s = batch->Append(encoded);
-    pending.reset();
-    return s;
-  };
-  int64_t index = -1;
   const std::unique_ptr<StreamIdleReaper::Watch> watch = WatchIdle(context);
   while (reader->Read(&chunk)) {
     watch->Touch();
-    ++index;
-    if (batch == nullptr) {
-      absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(chunk.namespace_id());
-      if (!ns.ok()) return ns.status();
-      if (absl::Status s = cache_->CheckTenant(*ns, who.tenant); !s.ok()) return s;
-      absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> b = cache_->BeginPut(*ns);
-      if (!b.ok()) return b.status();
-      batch = std::move(*b);
-      transform = transforms_->Find(*ns);
-      if (transform != nullptr) encoded.resize(transform->stored_bytes());
-    } else if (!chunk.namespace_id().empty()) {
-      absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(chunk.namespace_id());
-      if (!ns.ok()) return ns.status();
-      if (!(*ns == batch->ns())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("chunk ", index, ": all blocks of one Put must share a namespace"));
-      }
-    }
-    if (chunk.data().size() > batch->block_bytes()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("chunk ", index, " carries ", chunk.data().size(),
-                       " bytes, more than the namespace's block size of ", batch->block_bytes()));
-    }
-    if (!chunk.key().empty()) {
-      absl::StatusOr<BlockKey> key = OptionalKeyFromProto(chunk.key(), "key");
-      if (!key.ok()) return key.status();
-      absl::StatusOr<BlockKey> parent = OptionalKeyFromProto(chunk.parent_key(), "parent_key");
-      if (!parent.ok()) return parent.status();
-      if (chunk.block_bytes() == 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("chunk ", index, " starts block ", key->ToHex(), " without block_bytes"));
-      }
-      if (transform != nullptr) {
-        if (chunk.block_bytes() != transform->plain_bytes()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "block ", key->ToHex(), ": ", chunk.block_bytes(), " bytes; this namespace stores ",
-              transform->Describe(), ", which takes whole blocks of ", transform->plain_bytes()));
-        }
-        if (absl::Status s = flush(); !s.ok()) return s;
-        pending = Pending{*key, *parent, {}};
-        pending->data.reserve(transform->plain_bytes());
-      } else if (absl::Status s = batch->StartBlock(*key, *parent, chunk.block_bytes()); !s.ok()) {
-        return s;
-      }
-    } else if (!chunk.parent_key().empty() || chunk.block_bytes() != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("chunk ", index, " sets parent_key or block_bytes without a key"));
-    }
-    const std::string& data = chunk.data();
-    if (transform != nullptr) {
-      if (!pending.has_value()) {
-        return absl::InvalidArgumentError(absl::StrCat("chunk ", index, " has data but no block"));
-      }
-      if (pending->data.size() + data.size() > transform->plain_bytes()) {
-        return absl::InvalidArgumentError(absl::StrCat("chunk ", index, ": block ",
-                                                       pending->key.ToHex(), " overflows its ",
-                                                       transform->plain_bytes(), " bytes"));
-      }
-      pending->data.append(data);
-    } else if (absl::Status s = batch->Append(absl::Span<const uint8_t>(
-                   reinterpret_cast<const uint8_t*>(data.data()), data.size()));
-               !s.ok()) {
+    if (absl::Status s = put.Add({chunk.namespace_id(), chunk.key(), chunk.parent_key(),
+                                  chunk.block_bytes(), chunk.data()});
+        !s.ok()) {
       return s;
     }
   }
   // Read() also returns false when the call was cancelled (client gone,
   // deadline, shutdown): only a cleanly finished stream commits.
   if (context->IsCancelled()) return absl::CancelledError("Put cancelled before it finished");
-  if (batch == nullptr) return absl::InvalidArgumentError("Put carried no blocks");
-  if (transform != nullptr) {
-    if (absl::Status s = flush(); !s.ok()) return s;
-  }
-  absl::StatusOr<PutResult> r = batch->Commit();
+  absl::StatusOr<PutResult> r = put.Commit();
   if (!r.ok()) return r.status();
   response->set_blocks_stored(r->blocks_stored);
   response->set_blocks_already_cached(r->blocks_already_cached);
@@ -227,24 +154,26 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context, const Identity&
 grpc::Status KvCacheService::Put(grpc::ServerContext* context,
                                  grpc::ServerReader<v1::PutChunk>* reader,
                                  v1::PutResponse* response) {
-  KVTIER_ADMIT_TENANT("Put", who);
+  KVTIER_ADMIT("Put", who);
   return Finish("Put", DoPut(context, *who, reader, response));
 }
 
 grpc::Status KvCacheService::Get(grpc::ServerContext* context, const v1::GetRequest* request,
                                  grpc::ServerWriter<v1::GetChunk>* writer) {
-  KVTIER_ADMIT_TENANT("Get", who);
+  KVTIER_ADMIT("Get", who);
   absl::StatusOr<NamespaceKeys> req =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!req.ok()) return Finish("Get", req.status());
-  if (absl::Status s = cache_->CheckTenant(req->ns, who->tenant); !s.ok()) return Finish("Get", s);
+  if (absl::Status s = deps_.cache->CheckTenant(req->ns, who->tenant); !s.ok())
+    return Finish("Get", s);
   const uint64_t chunk_bytes =
       request->max_chunk_bytes() == 0
-          ? get_chunk_bytes_
-          : std::min<uint64_t>(request->max_chunk_bytes(), max_chunk_bytes_);
-  absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles = cache_->Read(req->ns, req->keys);
+          ? deps_.get_chunk_bytes
+          : std::min<uint64_t>(request->max_chunk_bytes(), deps_.max_chunk_bytes);
+  absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles =
+      deps_.cache->Read(req->ns, req->keys);
   if (!handles.ok()) return Finish("Get", handles.status());
-  const std::shared_ptr<BlockTransform> transform = transforms_->Find(req->ns);
+  const std::shared_ptr<BlockTransform> transform = deps_.transforms->Find(req->ns);
   std::vector<uint8_t> decoded(transform != nullptr ? transform->plain_bytes() : 0);
   v1::GetChunk chunk;
   const std::unique_ptr<StreamIdleReaper::Watch> watch = WatchIdle(context);
@@ -281,11 +210,11 @@ grpc::Status KvCacheService::Get(grpc::ServerContext* context, const v1::GetRequ
 grpc::Status KvCacheService::Release(grpc::ServerContext* context,
                                      const v1::ReleaseRequest* request,
                                      v1::ReleaseResponse* response) {
-  KVTIER_ADMIT_TENANT("Release", who);
+  KVTIER_ADMIT("Release", who);
   if (request->lease_id().empty()) {
     return Finish("Release", absl::InvalidArgumentError("lease_id is required"));
   }
-  absl::StatusOr<uint32_t> n = cache_->Release(request->lease_id(), who->tenant);
+  absl::StatusOr<uint32_t> n = deps_.cache->Release(request->lease_id(), who->tenant);
   if (!n.ok()) return Finish("Release", n.status());
   response->set_blocks_released(*n);
   return grpc::Status::OK;
@@ -293,14 +222,14 @@ grpc::Status KvCacheService::Release(grpc::ServerContext* context,
 
 grpc::Status KvCacheService::Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
                                     v1::DeleteResponse* response) {
-  KVTIER_ADMIT_TENANT("Delete", who);
+  KVTIER_ADMIT("Delete", who);
   absl::StatusOr<NamespaceKeys> req =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!req.ok()) return Finish("Delete", req.status());
-  if (absl::Status s = cache_->CheckTenant(req->ns, who->tenant); !s.ok()) {
+  if (absl::Status s = deps_.cache->CheckTenant(req->ns, who->tenant); !s.ok()) {
     return Finish("Delete", s);
   }
-  absl::StatusOr<DeleteResult> r = cache_->Delete(req->ns, req->keys, request->recursive());
+  absl::StatusOr<DeleteResult> r = deps_.cache->Delete(req->ns, req->keys, request->recursive());
   if (!r.ok()) return Finish("Delete", r.status());
   response->set_blocks_deleted(r->blocks_deleted);
   response->set_bytes_freed(r->bytes_freed);
@@ -310,10 +239,10 @@ grpc::Status KvCacheService::Delete(grpc::ServerContext* context, const v1::Dele
 grpc::Status KvCacheService::CloseNamespace(grpc::ServerContext* context,
                                             const v1::CloseNamespaceRequest* request,
                                             v1::CloseNamespaceResponse* response) {
-  KVTIER_ADMIT_TENANT("CloseNamespace", who);
+  KVTIER_ADMIT("CloseNamespace", who);
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
   if (!ns.ok()) return Finish("CloseNamespace", ns.status());
-  if (absl::Status s = cache_->CheckTenant(*ns, who->tenant); !s.ok()) {
+  if (absl::Status s = deps_.cache->CheckTenant(*ns, who->tenant); !s.ok()) {
     return Finish("CloseNamespace", s);
   }
   // Serialized with OpenNamespace: a re-open sets the transform again
@@ -321,10 +250,10 @@ grpc::Status KvCacheService::CloseNamespace(grpc::ServerContext* context,
   // and what a closed namespace leaves here is forgotten (namespaces opened
   // and closed over time do not accumulate).
   MutexLock open_close(&open_close_mu_);
-  absl::StatusOr<CloseResult> r = cache_->CloseNamespace(*ns, request->drop_blocks());
+  absl::StatusOr<CloseResult> r = deps_.cache->CloseNamespace(*ns, request->drop_blocks());
   if (!r.ok()) return Finish("CloseNamespace", r.status());
-  planner_->Detach(*ns);
-  transforms_->Remove(*ns);
+  deps_.planner->Detach(*ns);
+  deps_.transforms->Remove(*ns);
   response->set_leases_released(r->leases_released);
   response->set_blocks_dropped(r->blocks_dropped);
   response->set_blocks_kept(r->blocks_kept);
@@ -332,73 +261,36 @@ grpc::Status KvCacheService::CloseNamespace(grpc::ServerContext* context,
 }
 
 std::unique_ptr<StreamIdleReaper::Watch> KvCacheService::WatchIdle(grpc::ServerContext* context) {
-  if (idle_reaper_ == nullptr) return StreamIdleReaper::Unwatched();
-  return idle_reaper_->Track([context] { context->TryCancel(); });
+  if (deps_.idle_reaper == nullptr) return StreamIdleReaper::Unwatched();
+  return deps_.idle_reaper->Track([context] { context->TryCancel(); });
 }
 
 grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext* context,
                                             const v1::RegisterMemoryRequest* request,
                                             v1::RegisterMemoryResponse* response) {
-  KVTIER_ADMIT_TENANT("RegisterMemory", who);
-  if (request->owner_pid() > static_cast<uint32_t>(INT32_MAX)) {
-    return Finish("RegisterMemory", absl::InvalidArgumentError("owner_pid is not a process id"));
-  }
-  std::unique_ptr<MemoryRegion> region;
+  KVTIER_ADMIT("RegisterMemory", who);
+  RegionRequest req;
+  req.tenant = who->tenant;
+  req.owner_pid = request->owner_pid();
   const v1::MemoryRegion& r = request->region();
   if (r.has_shared_memory()) {
-    // With authentication, each tenant's files live in a directory of its
-    // own, shm_dir/TENANT (one the operator mounts into that tenant's engine
-    // containers only): a tenant cannot name another tenant's buffers.
-    const std::string allowed_dir = auth_->enabled()
-                                        ? absl::StrCat(regions_->shm_dir(), "/", who->tenant)
-                                        : regions_->shm_dir();
-    absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> shm = SharedMemoryRegion::Open(
-        r.shared_memory().path(), r.shared_memory().size_bytes(), allowed_dir);
-    if (!shm.ok()) return Finish("RegisterMemory", shm.status());
-    // The owner must be the engine that maps the file: a pid from another
-    // pid namespace would name some unrelated process.
-    if (request->owner_pid() != 0 && !(*shm)->IsMappedBy(static_cast<int>(request->owner_pid()))) {
-      return Finish("RegisterMemory", absl::InvalidArgumentError(absl::StrCat(
-                                          "owner_pid ", request->owner_pid(), " does not map ",
-                                          r.shared_memory().path(),
-                                          "; give the engine's pid as the daemon sees it, or 0")));
-    }
-    region = *std::move(shm);
+    req.kind = RegionRequest::Kind::kSharedMemory;
+    req.shm_path = r.shared_memory().path();
+    req.shm_size_bytes = r.shared_memory().size_bytes();
   } else if (r.has_cuda_ipc()) {
-    CudaIpcSpec spec;
-    spec.device = r.cuda_ipc().device();
+    req.kind = RegionRequest::Kind::kCudaIpc;
+    req.cuda_ipc.device = r.cuda_ipc().device();
     for (const v1::CudaIpcTensor& t : r.cuda_ipc().tensors()) {
-      spec.tensors.push_back({t.handle(), t.offset(), t.size_bytes()});
+      req.cuda_ipc.tensors.push_back({t.handle(), t.offset(), t.size_bytes()});
     }
-    if (absl::Status s = ValidateCudaIpcSpec(spec); !s.ok()) return Finish("RegisterMemory", s);
-    // Only memory the copy engine can reach is worth importing.
-    const CopyEngineCapabilities caps =
-        copy_engine_ != nullptr ? copy_engine_->Capabilities() : CopyEngineCapabilities{};
-    if (!caps.device_memory) {
-      return Finish("RegisterMemory",
-                    absl::FailedPreconditionError(absl::StrCat(
-                        "GPU memory cannot be registered: the copy engine is ",
-                        caps.name.empty() ? "missing" : caps.name, " (", caps.detail, ")")));
-    }
-    if (spec.device != caps.device) {
-      return Finish("RegisterMemory",
-                    absl::InvalidArgumentError(absl::StrCat("cuda_ipc.device ", spec.device,
-                                                            ": this daemon copies on GPU ",
-                                                            caps.device, " (gpu.device)")));
-    }
-    absl::StatusOr<std::unique_ptr<MemoryRegion>> ipc =
-        open_cuda_ipc_ ? open_cuda_ipc_(spec)
-                       : absl::FailedPreconditionError("CUDA IPC memory is not supported here");
-    if (!ipc.ok()) return Finish("RegisterMemory", ipc.status());
-    region = *std::move(ipc);
-  } else {
-    return Finish("RegisterMemory", absl::InvalidArgumentError(
-                                        "region must name a kind (shared_memory or cuda_ipc)"));
   }
+  absl::StatusOr<std::unique_ptr<MemoryRegion>> opened = region_registration_.Open(req);
+  if (!opened.ok()) return Finish("RegisterMemory", opened.status());
+  std::unique_ptr<MemoryRegion> region = *std::move(opened);
   const std::string described = region->Describe();
   const uint64_t size = region->size();
   absl::StatusOr<std::string> id =
-      regions_->Add(std::move(region), static_cast<int>(request->owner_pid()), who->tenant);
+      deps_.regions->Add(std::move(region), static_cast<int>(request->owner_pid()), who->tenant);
   if (!id.ok()) return Finish("RegisterMemory", id.status());
   spdlog::info("registered memory region {}: {}{}", *id, described,
                request->owner_pid() ? absl::StrCat(", owned by pid ", request->owner_pid()) : "");
@@ -410,25 +302,26 @@ grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext* context,
 grpc::Status KvCacheService::UnregisterMemory(grpc::ServerContext* context,
                                               const v1::UnregisterMemoryRequest* request,
                                               v1::UnregisterMemoryResponse*) {
-  KVTIER_ADMIT_TENANT("UnregisterMemory", who);
+  KVTIER_ADMIT("UnregisterMemory", who);
   if (request->region_id().empty()) {
     return Finish("UnregisterMemory", absl::InvalidArgumentError("region_id is required"));
   }
-  return Finish("UnregisterMemory", regions_->Remove(request->region_id(), who->tenant));
+  return Finish("UnregisterMemory", deps_.regions->Remove(request->region_id(), who->tenant));
 }
 
 grpc::Status KvCacheService::RegionTransfer(
-    const char* rpc, bool save, grpc::ServerContext* context, const std::string& namespace_id,
-    const std::string& region_id, const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
+    const char* rpc, bool save, const Identity& who, grpc::ServerContext* context,
+    const std::string& namespace_id, const std::string& region_id,
+    const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
     grpc::ServerWriter<v1::BlockCompletion>* writer) {
-  KVTIER_ADMIT_TENANT(rpc, who);
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(namespace_id);
   if (!ns.ok()) return Finish(rpc, ns.status());
-  if (absl::Status s = cache_->CheckTenant(*ns, who->tenant); !s.ok()) return Finish(rpc, s);
-  if (refs.empty() || static_cast<uint64_t>(refs.size()) > cache_->options().max_keys_per_request) {
+  if (absl::Status s = deps_.cache->CheckTenant(*ns, who.tenant); !s.ok()) return Finish(rpc, s);
+  if (refs.empty() ||
+      static_cast<uint64_t>(refs.size()) > deps_.cache->options().max_keys_per_request) {
     return Finish(rpc, absl::InvalidArgumentError(
                            absl::StrCat("blocks: ", refs.size(), " given, 1..",
-                                        cache_->options().max_keys_per_request, " allowed")));
+                                        deps_.cache->options().max_keys_per_request, " allowed")));
   }
   std::vector<RegionBlock> blocks;
   blocks.reserve(refs.size());
@@ -464,7 +357,7 @@ grpc::Status KvCacheService::RegionTransfer(
     }
     blocks.push_back(std::move(block));
   }
-  absl::StatusOr<std::shared_ptr<MemoryRegion>> region = regions_->Find(region_id, who->tenant);
+  absl::StatusOr<std::shared_ptr<MemoryRegion>> region = deps_.regions->Find(region_id, who.tenant);
   if (!region.ok()) return Finish(rpc, region.status());
   v1::BlockCompletion c;
   const std::unique_ptr<StreamIdleReaper::Watch> watch = WatchIdle(context);
@@ -481,33 +374,35 @@ grpc::Status KvCacheService::RegionTransfer(
     return true;
   };
   const KeepGoing keep_going = [context] { return !context->IsCancelled(); };
-  const std::shared_ptr<BlockTransform> transform = transforms_->Find(*ns);
-  return Finish(rpc, save ? SaveFromRegion(*cache_, *ns, **region, blocks, sink, keep_going,
-                                           copy_engine_, transform.get())
-                          : LoadIntoRegion(*cache_, *ns, **region, blocks, sink, keep_going,
-                                           copy_engine_, transform.get(), gpu_tier_));
+  const std::shared_ptr<BlockTransform> transform = deps_.transforms->Find(*ns);
+  return Finish(rpc, save ? SaveFromRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
+                                           deps_.copy_engine, transform.get())
+                          : LoadIntoRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
+                                           deps_.copy_engine, transform.get(), deps_.gpu_tier));
 }
 
 grpc::Status KvCacheService::Save(grpc::ServerContext* context, const v1::SaveRequest* request,
                                   grpc::ServerWriter<v1::BlockCompletion>* writer) {
-  return RegionTransfer("Save", true, context, request->namespace_id(), request->region_id(),
+  KVTIER_ADMIT("Save", who);
+  return RegionTransfer("Save", true, *who, context, request->namespace_id(), request->region_id(),
                         request->blocks(), writer);
 }
 
 grpc::Status KvCacheService::Load(grpc::ServerContext* context, const v1::LoadRequest* request,
                                   grpc::ServerWriter<v1::BlockCompletion>* writer) {
-  return RegionTransfer("Load", false, context, request->namespace_id(), request->region_id(),
+  KVTIER_ADMIT("Load", who);
+  return RegionTransfer("Load", false, *who, context, request->namespace_id(), request->region_id(),
                         request->blocks(), writer);
 }
 
 grpc::Status KvCacheService::Transfer(grpc::ServerContext* context,
                                       const v1::TransferRequest* request,
                                       v1::TransferResponse* response) {
-  KVTIER_ADMIT_TENANT("Transfer", who);
+  KVTIER_ADMIT("Transfer", who);
   absl::StatusOr<NamespaceKeys> nk =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!nk.ok()) return ToGrpcStatus(nk.status());
-  if (absl::Status s = cache_->CheckTenant(nk->ns, who->tenant); !s.ok()) {
+  if (absl::Status s = deps_.cache->CheckTenant(nk->ns, who->tenant); !s.ok()) {
     return Finish("Transfer", s);
   }
   if (request->timeout_ms() > 600'000) {
@@ -517,10 +412,10 @@ grpc::Status KvCacheService::Transfer(grpc::ServerContext* context,
   absl::StatusOr<TransferOutcome> outcome;
   switch (request->direction()) {
     case v1::TRANSFER_DIRECTION_PUSH:
-      outcome = peer_transfer_->Push(nk->ns, nk->keys, request->peer(), timeout);
+      outcome = deps_.peer_transfer->Push(nk->ns, nk->keys, request->peer(), timeout);
       break;
     case v1::TRANSFER_DIRECTION_PULL:
-      outcome = peer_transfer_->Pull(nk->ns, nk->keys, request->peer(), timeout);
+      outcome = deps_.peer_transfer->Pull(nk->ns, nk->keys, request->peer(), timeout);
       break;
     default:
       return ToGrpcStatus(absl::InvalidArgumentError("direction must be PUSH or PULL"));
@@ -533,6 +428,6 @@ grpc::Status KvCacheService::Transfer(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-#undef KVTIER_ADMIT_TENANT
+#undef KVTIER_ADMIT
 
 }  // namespace kvtier

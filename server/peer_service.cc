@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/grpc_auth.h"
 #include "server/proto_convert.h"
+#include "server/rpc_roles.h"
 
 namespace kvtier {
 
@@ -58,8 +59,8 @@ absl::Status CompletionToStatus(const v1::BlockCompletion& completion) {
 
 grpc::Status PeerService::Hello(grpc::ServerContext* context, const v1::HelloRequest* request,
                                 v1::HelloResponse* response) {
-  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kPeer); !s.ok()) return s;
-  absl::StatusOr<PeerHello> hello = transfer_->Hello(request->daemon_id());
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "Hello")); !s.ok()) return s;
+  absl::StatusOr<PeerHello> hello = deps_.transfer->Hello(request->daemon_id());
   if (!hello.ok()) return ToGrpcStatus(hello.status());
   response->set_daemon_id(hello->daemon_id);
   response->set_role(hello->role);
@@ -75,7 +76,7 @@ grpc::Status PeerService::Hello(grpc::ServerContext* context, const v1::HelloReq
 
 grpc::Status PeerService::Stage(grpc::ServerContext* context, const v1::StageRequest* request,
                                 v1::StageResponse* response) {
-  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kPeer); !s.ok()) return s;
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "Stage")); !s.ok()) return s;
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
   if (!ns.ok()) return ToGrpcStatus(ns.status());
   std::vector<PeerBlockInfo> blocks;
@@ -87,7 +88,7 @@ grpc::Status PeerService::Stage(grpc::ServerContext* context, const v1::StageReq
     blocks.push_back(*std::move(b));
   }
   absl::StatusOr<StageResult> staged =
-      transfer_->Stage(*ns, std::move(blocks), absl::Milliseconds(request->ttl_ms()));
+      deps_.transfer->Stage(*ns, std::move(blocks), absl::Milliseconds(request->ttl_ms()));
   if (!staged.ok()) return ToGrpcStatus(staged.status());
   response->set_daemon_id(staged->daemon_id);
   response->set_stage_id(staged->stage_id);
@@ -99,9 +100,10 @@ grpc::Status PeerService::Stage(grpc::ServerContext* context, const v1::StageReq
 
 grpc::Status PeerService::Commit(grpc::ServerContext* context, const v1::CommitRequest* request,
                                  v1::CommitResponse* response) {
-  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kPeer); !s.ok()) return s;
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "Commit")); !s.ok())
+    return s;
   absl::StatusOr<std::vector<absl::Status>> done =
-      transfer_->Commit(request->stage_id(), request->received());
+      deps_.transfer->Commit(request->stage_id(), request->received());
   if (!done.ok()) return ToGrpcStatus(done.status());
   StatusesToCompletions(*done, {}, {}, response->mutable_blocks());
   return grpc::Status::OK;
@@ -109,12 +111,13 @@ grpc::Status PeerService::Commit(grpc::ServerContext* context, const v1::CommitR
 
 grpc::Status PeerService::Export(grpc::ServerContext* context, const v1::ExportRequest* request,
                                  v1::ExportResponse* response) {
-  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kPeer); !s.ok()) return s;
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "Export")); !s.ok())
+    return s;
   absl::StatusOr<NamespaceKeys> nk =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!nk.ok()) return ToGrpcStatus(nk.status());
   absl::StatusOr<ExportResult> exported =
-      transfer_->Export(nk->ns, nk->keys, absl::Milliseconds(request->ttl_ms()));
+      deps_.transfer->Export(nk->ns, nk->keys, absl::Milliseconds(request->ttl_ms()));
   if (!exported.ok()) return ToGrpcStatus(exported.status());
   response->set_daemon_id(exported->daemon_id);
   response->set_export_id(exported->export_id);
@@ -125,8 +128,9 @@ grpc::Status PeerService::Export(grpc::ServerContext* context, const v1::ExportR
 grpc::Status PeerService::ReleaseExport(grpc::ServerContext* context,
                                         const v1::ReleaseExportRequest* request,
                                         v1::ReleaseExportResponse*) {
-  if (grpc::Status s = AdmitRole(*auth_, *context, Role::kPeer); !s.ok()) return s;
-  return ToGrpcStatus(transfer_->ReleaseExport(request->export_id()));
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "ReleaseExport")); !s.ok())
+    return s;
+  return ToGrpcStatus(deps_.transfer->ReleaseExport(request->export_id()));
 }
 
 }  // namespace kvtier

@@ -18,10 +18,15 @@ namespace kvtier {
 
 class PeerService final : public v1::Peer::Service {
  public:
-  // `auth` admits callers: the Peer service hands out the arena's remote
-  // key, so only role peer (or admin) may call it.
-  PeerService(const Authenticator* auth, PeerTransfer* transfer)
-      : auth_(auth), transfer_(transfer) {}
+  // What the service delegates to. Pointers must outlive the service.
+  struct Deps {
+    // Admits callers: the Peer service hands out the arena's remote key, so
+    // only role peer (or admin) may call it.
+    const Authenticator* auth = nullptr;
+    PeerTransfer* transfer = nullptr;
+  };
+
+  explicit PeerService(Deps deps) : deps_(deps) {}
 
   grpc::Status Hello(grpc::ServerContext* context, const v1::HelloRequest* request,
                      v1::HelloResponse* response) override;
@@ -35,8 +40,7 @@ class PeerService final : public v1::Peer::Service {
                              v1::ReleaseExportResponse* response) override;
 
  private:
-  const Authenticator* const auth_;
-  PeerTransfer* const transfer_;
+  const Deps deps_;
 };
 
 // Conversions shared with the gRPC PeerChannel. INVALID_ARGUMENT names the

@@ -1,0 +1,120 @@
+#include "server/put_assembly.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+
+namespace kvtier {
+namespace {
+
+// As NamespaceIdFromProto and OptionalKeyFromProto (server/proto_convert.h)
+// word them, without the messages.
+absl::StatusOr<NamespaceId> ParseNamespace(absl::string_view hex) {
+  if (hex.empty()) return absl::InvalidArgumentError("namespace_id is required");
+  return NamespaceId::FromHex(hex);
+}
+
+absl::StatusOr<BlockKey> ParseOptionalKey(absl::string_view bytes, const char* field) {
+  if (bytes.empty()) return BlockKey();
+  absl::StatusOr<BlockKey> k = BlockKey::Create(bytes);
+  if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ": ", k.status().message()));
+  return k;
+}
+
+absl::Span<const uint8_t> Bytes(absl::string_view s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+}  // namespace
+
+absl::Status PutAssembly::Begin(const PutChunkFields& chunk) {
+  absl::StatusOr<NamespaceId> ns = ParseNamespace(chunk.namespace_id);
+  if (!ns.ok()) return ns.status();
+  if (absl::Status s = cache_->CheckTenant(*ns, tenant_); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> b = cache_->BeginPut(*ns);
+  if (!b.ok()) return b.status();
+  batch_ = std::move(*b);
+  transform_ = transforms_->Find(*ns);
+  if (transform_ != nullptr) encoded_.resize(transform_->stored_bytes());
+  return absl::OkStatus();
+}
+
+absl::Status PutAssembly::Flush() {
+  if (!pending_.has_value()) return absl::OkStatus();
+  if (pending_->data.size() != transform_->plain_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("block ", pending_->key.ToHex(), " got ",
+                                                   pending_->data.size(), " of its ",
+                                                   transform_->plain_bytes(), " bytes"));
+  }
+  absl::Status s = transform_->Encode(Bytes(pending_->data), absl::MakeSpan(encoded_));
+  if (s.ok()) s = batch_->StartBlock(pending_->key, pending_->parent, encoded_.size());
+  if (s.ok()) s = batch_->Append(encoded_);
+  pending_.reset();
+  return s;
+}
+
+absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
+  ++index_;
+  if (batch_ == nullptr) {
+    if (absl::Status s = Begin(chunk); !s.ok()) return s;
+  } else if (!chunk.namespace_id.empty()) {
+    absl::StatusOr<NamespaceId> ns = ParseNamespace(chunk.namespace_id);
+    if (!ns.ok()) return ns.status();
+    if (!(*ns == batch_->ns())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chunk ", index_, ": all blocks of one Put must share a namespace"));
+    }
+  }
+  if (chunk.data.size() > batch_->block_bytes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", index_, " carries ", chunk.data.size(),
+                     " bytes, more than the namespace's block size of ", batch_->block_bytes()));
+  }
+  if (!chunk.key.empty()) {
+    absl::StatusOr<BlockKey> key = ParseOptionalKey(chunk.key, "key");
+    if (!key.ok()) return key.status();
+    absl::StatusOr<BlockKey> parent = ParseOptionalKey(chunk.parent_key, "parent_key");
+    if (!parent.ok()) return parent.status();
+    if (chunk.block_bytes == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chunk ", index_, " starts block ", key->ToHex(), " without block_bytes"));
+    }
+    if (transform_ != nullptr) {
+      if (chunk.block_bytes != transform_->plain_bytes()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "block ", key->ToHex(), ": ", chunk.block_bytes, " bytes; this namespace stores ",
+            transform_->Describe(), ", which takes whole blocks of ", transform_->plain_bytes()));
+      }
+      if (absl::Status s = Flush(); !s.ok()) return s;
+      pending_ = Pending{*key, *parent, {}};
+      pending_->data.reserve(transform_->plain_bytes());
+    } else if (absl::Status s = batch_->StartBlock(*key, *parent, chunk.block_bytes); !s.ok()) {
+      return s;
+    }
+  } else if (!chunk.parent_key.empty() || chunk.block_bytes != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", index_, " sets parent_key or block_bytes without a key"));
+  }
+  if (transform_ == nullptr) return batch_->Append(Bytes(chunk.data));
+  if (!pending_.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", index_, " has data but no block"));
+  }
+  if (pending_->data.size() + chunk.data.size() > transform_->plain_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", index_, ": block ",
+                                                   pending_->key.ToHex(), " overflows its ",
+                                                   transform_->plain_bytes(), " bytes"));
+  }
+  pending_->data.append(chunk.data.data(), chunk.data.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PutResult> PutAssembly::Commit() {
+  if (batch_ == nullptr) return absl::InvalidArgumentError("Put carried no blocks");
+  if (transform_ != nullptr) {
+    if (absl::Status s = Flush(); !s.ok()) return s;
+  }
+  return batch_->Commit();
+}
+
+}  // namespace kvtier
