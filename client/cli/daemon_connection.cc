@@ -72,6 +72,24 @@ void SetDeadline(const Globals& g, grpc::ClientContext* ctx) {
                     std::chrono::milliseconds(static_cast<int64_t>(g.timeout_s * 1000)));
 }
 
+std::unique_ptr<client::Client> ConnectClient(const Globals& g) {
+  client::ClientOptions options;
+  options.timeout = absl::Milliseconds(static_cast<int64_t>(g.timeout_s * 1000));
+  options.max_message_bytes = kMaxMessageBytes;
+  options.credentials = g.credentials;
+  absl::StatusOr<std::unique_ptr<client::Client>> c = client::Client::Connect(g.addr, options);
+  if (!c.ok()) {
+    LocalError(std::string(c.status().message()));
+    return nullptr;
+  }
+  return *std::move(c);
+}
+
+int RpcFailed(const Globals& g, const char* what, const absl::Status& s) {
+  return RpcFailed(g, what,
+                   grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message())));
+}
+
 int RpcFailed(const Globals& g, const char* what, const grpc::Status& s) {
   std::fprintf(stderr, "kvtier: %s on %s failed: %s: %s\n", what, g.addr.c_str(),
                StatusCodeName(s.error_code()).c_str(), s.error_message().c_str());

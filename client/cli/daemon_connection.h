@@ -13,7 +13,9 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/status.h"
 #include "google/protobuf/message.h"
+#include "kvtier/client.h"
 #include "kvtier/credentials.h"
 #include "kvtier/v1/admin.grpc.pb.h"
 
@@ -38,9 +40,14 @@ int ResolveGlobals(Globals* g);
 // The channel to the daemon; nullptr after printing why (bad TLS files).
 std::shared_ptr<grpc::Channel> Connect(const Globals& g);
 void SetDeadline(const Globals& g, grpc::ClientContext* ctx);
+// The client library on the same address, credentials, timeout and message
+// limit; nullptr after printing why (returns: exit status 2).
+std::unique_ptr<client::Client> ConnectClient(const Globals& g);
 
 // Prints "kvtier: WHAT on ADDR failed: CODE: message"; returns 1.
 int RpcFailed(const Globals& g, const char* what, const grpc::Status& s);
+// The same for a client library call (its codes are gRPC's).
+int RpcFailed(const Globals& g, const char* what, const absl::Status& s);
 // Prints "kvtier: message"; returns 2.
 int LocalError(const std::string& message);
 void PrintJson(const google::protobuf::Message& m);

@@ -1,11 +1,14 @@
 #include "client/cli/operator_views.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -121,6 +124,211 @@ nlohmann::json TierJson(const std::vector<TierRow>& rows, const v1::GetStatusRes
 
 }  // namespace
 
+int Status(const Globals& g) {
+  v1::GetStatusResponse r;
+  bool printed = false;
+  if (int rc = CallAdmin(g, "GetStatus", &v1::Admin::Stub::GetStatus, &r, &printed);
+      rc != 0 || printed) {
+    return rc;
+  }
+  std::cout << "kvtierd " << r.build().version() << " at " << r.listen_address() << ", up "
+            << r.uptime_seconds() << " s\n"
+            << "  build:      cuda=" << r.build().with_cuda() << " ucx=" << r.build().with_ucx()
+            << " uring=" << r.build().with_uring() << "\n"
+            << "  gpu:        " << r.gpu().detail() << "\n"
+            << "  copies:     " << r.gpu().copy_engine() << " engine ("
+            << r.gpu().copy_engine_detail() << ")\n"
+            << "  gpu tier:   "
+            << (r.gpu().tier_capacity_bytes() == 0
+                    ? "off (" + r.gpu().tier_note() + ")"
+                    : absl::StrCat(HumanBytes(r.gpu().tier_resident_bytes()), " of ",
+                                   HumanBytes(r.gpu().tier_capacity_bytes()), ", ",
+                                   r.gpu().tier_resident_blocks(), " blocks, ", r.gpu().tier_hits(),
+                                   " hits, ", r.gpu().tier_promotions(), " promotions"))
+            << "\n"
+            << "  transfer:   "
+            << (r.transfer().available()
+                    ? absl::StrCat(r.transfer().transport(), " (transports ",
+                                   r.transfer().transports(), "), role ", r.transfer().role(),
+                                   ", net devices ", r.transfer().net_devices())
+                    : "unavailable (" + r.transfer().detail() + ")")
+            << "\n"
+            << "  namespaces: " << r.namespaces() << "\n"
+            << "  blocks:     " << r.blocks() << " (" << HumanBytes(r.bytes()) << ")\n"
+            << "  leases:     " << r.active_leases() << " active\n"
+            << "  stranded:   " << r.stranded_blocks() << "\n"
+            << "  lookups:    " << r.counters().lookup_hits() << " of "
+            << r.counters().lookup_keys() << " keys hit\n"
+            << "  evictions:  " << r.counters().evictions()
+            << ", checksum mismatches: " << r.counters().checksum_mismatches() << "\n";
+  if (r.nvme().enabled()) {
+    const v1::Counters& c = r.counters();
+    std::cout << "  nvme:       " << r.nvme().write_policy() << " via " << r.nvme().io_engine()
+              << (r.nvme().degraded() ? ", DEGRADED: " + r.nvme().last_error() : "") << "\n"
+              << "              " << c.demotions() << " demoted ("
+              << HumanBytes(c.bytes_host_to_nvme()) << "), " << c.promotions() << " promoted ("
+              << HumanBytes(c.bytes_nvme_to_host()) << "), " << c.recovered_blocks()
+              << " recovered at start\n";
+  } else {
+    std::cout << "  nvme:       off\n";
+  }
+  const v1::PlannerStatus& p = r.planner();
+  std::cout << "  planner:    "
+            << (p.enabled() ? "on, " + p.gpu() + " at MFU " + std::to_string(p.mfu()).substr(0, 4)
+                            : std::string("off"))
+            << " (" << p.note() << ")\n";
+  for (const v1::TierEstimate& t : p.tiers()) {
+    std::string kind = v1::TierKind_Name(t.tier()).substr(std::string("TIER_KIND_").size());
+    char line[160];
+    std::snprintf(line, sizeof(line),
+                  "              %s: %.2f GB/s, %.1f us latency (%s, %llu samples)\n", kind.c_str(),
+                  t.bytes_per_s() / 1e9, t.latency_s() * 1e6, t.source().c_str(),
+                  static_cast<unsigned long long>(t.samples()));
+    std::cout << line;
+  }
+  if (r.counters().admissions_refused_value() > 0) {
+    std::cout << "              " << r.counters().admissions_refused_value()
+              << " NVMe admissions refused by tier value\n";
+  }
+  return 0;
+}
+
+// grpc.health.v1.Health/Check with the empty service name, by hand: the
+// request is the empty message, and the answer's field 1 (varint) is the
+// serving status (1 = SERVING). Needs no credentials.
+int Health(const Globals& g) {
+  std::shared_ptr<grpc::Channel> channel = Connect(g);
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  SetDeadline(g, &ctx);
+  grpc::CompletionQueue cq;
+  grpc::Slice empty("", 0);
+  grpc::ByteBuffer request(&empty, 1);
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+      stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  if (!cq.Next(&tag, &ok) || !ok) {
+    status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "health check did not complete");
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!status.ok()) return RpcFailed(g, "Health/Check", status);
+  std::vector<grpc::Slice> slices;
+  (void)response.Dump(&slices);
+  std::string bytes;
+  for (const grpc::Slice& sl : slices) {
+    bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  }
+  const int serving = bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : 0;
+  const char* const kNames[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
+  const char* name = serving >= 0 && serving <= 3 ? kNames[serving] : "UNKNOWN";
+  if (g.json) {
+    std::cout << "{\"status\": \"" << name << "\"}\n";
+  } else {
+    std::cout << g.addr << ": " << name << "\n";
+  }
+  return serving == 1 ? 0 : 1;
+}
+
+int Peers(const Globals& g) {
+  v1::ListPeersResponse r;
+  bool printed = false;
+  if (int rc = CallAdmin(g, "ListPeers", &v1::Admin::Stub::ListPeers, &r, &printed);
+      rc != 0 || printed) {
+    return rc;
+  }
+  if (r.peers().empty()) std::cout << "no peers yet (peers appear after the first Transfer)\n";
+  for (const v1::PeerStatus& p : r.peers()) {
+    std::cout << p.address() << "  " << (p.role().empty() ? "?" : p.role()) << "  "
+              << (p.connected() ? "connected" : "not connected") << " via "
+              << (p.lanes().empty() ? "-" : p.lanes()) << "\n"
+              << "  sent " << HumanBytes(p.bytes_sent()) << " (" << p.blocks_sent()
+              << " blocks), received " << HumanBytes(p.bytes_received()) << " ("
+              << p.blocks_received() << " blocks), " << p.transfers() << " transfers, "
+              << p.failed_transfers() << " with failures, " << p.connects() << " connects\n"
+              << "  observed bandwidth "
+              << HumanBytes(static_cast<uint64_t>(p.observed_bytes_per_second())) << "/s\n";
+    if (!p.last_error().empty()) std::cout << "  last error: " << p.last_error() << "\n";
+  }
+  return 0;
+}
+
+int Namespaces(const Globals& g) {
+  v1::ListNamespacesResponse r;
+  bool printed = false;
+  if (int rc = CallAdmin(g, "ListNamespaces", &v1::Admin::Stub::ListNamespaces, &r, &printed);
+      rc != 0 || printed) {
+    return rc;
+  }
+  if (r.namespaces().empty()) std::cout << "no namespaces open\n";
+  for (const v1::NamespaceStatus& n : r.namespaces()) {
+    const v1::NamespaceLayout& l = n.layout();
+    std::cout << n.namespace_id() << "  " << n.model_id() << "  layers=" << l.num_layers()
+              << " kv_heads=" << l.num_kv_heads() << " head_dim=" << l.head_dim()
+              << " tokens/block=" << l.tokens_per_block() << " tp=" << l.tp_rank() << "/"
+              << l.tp_size() << (n.salted() ? " salted" : "")
+              << (n.tenant().empty() ? "" : " tenant=" + n.tenant()) << "  " << n.blocks()
+              << " blocks, " << HumanBytes(n.bytes())
+              << (n.cost_model().empty() ? "" : "  model=" + n.cost_model())
+              << (n.nvme_admitted()
+                      ? ""
+                      : "  nvme=not admitted (tier value " +
+                            std::to_string(n.nvme_value_seconds_per_token() * 1e9).substr(0, 8) +
+                            " ns/token)")
+              << (n.encoding().empty()
+                      ? ""
+                      : absl::StrCat("  stored as ", n.encoding(), ", ", n.fp8_clipped(), " of ",
+                                     n.fp8_values(), " values clipped"))
+              << "\n";
+  }
+  return 0;
+}
+
+int Wear(const Globals& g) {
+  v1::GetWearResponse r;
+  bool printed = false;
+  if (int rc = CallAdmin(g, "GetWear", &v1::Admin::Stub::GetWear, &r, &printed);
+      rc != 0 || printed) {
+    return rc;
+  }
+  if (!r.nvme_enabled()) {
+    std::cout << "nvme tier: off\n";
+    return 0;
+  }
+  std::cout << "admission to nvme: " << (r.admitting() ? "open" : "CLOSED: " + r.reason()) << " ("
+            << r.admissions_refused_budget() << " refused for budget)\n";
+  for (const v1::DeviceWear& d : r.devices()) {
+    char days[64];
+    if (d.days_to_wear_out() < 0) {
+      std::snprintf(days, sizeof(days), "no recent writes");
+    } else {
+      std::snprintf(days, sizeof(days), "%.0f days to wear-out at this rate", d.days_to_wear_out());
+    }
+    std::cout << d.dir() << ": " << HumanBytes(d.capacity_bytes()) << " at " << d.dwpd()
+              << " DWPD x " << d.warranty_years() << " years, safety " << d.safety() << "\n"
+              << "  budget " << HumanBytes(static_cast<uint64_t>(d.budget_bytes_per_day()))
+              << "/day, " << HumanBytes(static_cast<uint64_t>(d.available_bytes()))
+              << " available now" << (d.over_budget() ? " (OVER BUDGET)" : "") << "\n"
+              << "  written " << HumanBytes(d.bytes_written()) << ", recent rate "
+              << HumanBytes(static_cast<uint64_t>(d.write_rate_bytes_per_s())) << "/s, " << days
+              << " (TBW " << HumanBytes(static_cast<uint64_t>(d.tbw_bytes())) << ")\n"
+              << "  SMART: "
+              << (d.smart_available()
+                      ? HumanBytes(d.smart_data_units_written_bytes()) + " written, " +
+                            std::to_string(d.smart_percentage_used()) + "% used (" +
+                            d.smart_detail() + ")"
+                      : "unavailable: " + d.smart_detail())
+              << "\n";
+  }
+  return 0;
+}
+
 int Tiers(const Globals& g) {
   std::vector<TierRow> rows;
   v1::GetStatusResponse status;
@@ -153,7 +361,8 @@ int Blocks(const Globals& g, const std::string& namespace_id, uint32_t top) {
   for (const v1::BlockStatus& b : r.blocks()) {
     std::string tiers;
     for (int t : b.tiers()) {
-      tiers += (tiers.empty() ? "" : ",") + TierName(static_cast<v1::TierKind>(t));
+      if (!tiers.empty()) tiers += ",";
+      tiers += TierName(static_cast<v1::TierKind>(t));
     }
     std::string parent =
         b.parent_key().empty() ? "-" : absl::BytesToHexString(b.parent_key()).substr(0, 16);

@@ -1,7 +1,8 @@
-// The kvtier CLI's operator views beyond status: the tier table, the
-// hottest blocks of a namespace, bulk eviction with a progress bar, and a
-// refreshing watch. Each returns the process exit status (0, 1 daemon
-// error, 2 usage).
+// The kvtier CLI's operator views: daemon status, health, peers, open
+// namespaces, SSD wear, the tier table, the hottest blocks of a namespace,
+// bulk eviction with a progress bar, and a refreshing watch. Each prints
+// text, or the daemon's answer as JSON with --json, and returns the process
+// exit status (0, 1 daemon error, 2 usage).
 //
 // Thread-safety: free functions, one command per process.
 #ifndef KVTIER_CLIENT_CLI_OPERATOR_VIEWS_H_
@@ -14,6 +15,16 @@
 
 namespace kvtier {
 
+// Build, GPU, transfer, tier and planner status with the daemon's counters.
+int Status(const Globals& g);
+// grpc.health.v1 check of the daemon (no credentials needed); 0 when serving.
+int Health(const Globals& g);
+// Peer daemons: connection, lanes, bytes moved and observed bandwidth.
+int Peers(const Globals& g);
+// Open namespaces: layout, tenant, blocks, bytes, plans and encoding.
+int Namespaces(const Globals& g);
+// The SSD write budget, wear-out projection and SMART per NVMe device.
+int Wear(const Globals& g);
 // capacity, used, blocks, share of block reads served (hit ratio) and the
 // read bandwidth the planner measured, per tier.
 int Tiers(const Globals& g);

@@ -267,17 +267,24 @@ absl::StatusOr<TransferResult> Client::Transfer(const std::string& ns,
 
 absl::Status Client::Put(const std::string& ns, absl::Span<const std::string> keys,
                          absl::Span<const std::string> data, const std::string& parent_key) {
+  std::vector<absl::string_view> views(data.begin(), data.end());
+  return PutBlocks(ns, keys, views, PutOptions{parent_key}).status();
+}
+
+absl::StatusOr<PutResult> Client::PutBlocks(const std::string& ns,
+                                            absl::Span<const std::string> keys,
+                                            absl::Span<const absl::string_view> data,
+                                            const PutOptions& options) {
   if (keys.size() != data.size() || keys.empty()) {
     return absl::InvalidArgumentError("Put needs one data entry per key, and at least one key");
   }
+  if (options.chunk_bytes == 0) return absl::InvalidArgumentError("Put: chunk_bytes must be > 0");
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
   v1::PutResponse resp;
   auto writer = impl_->stub_->Put(&ctx, &resp);
-  // Each block in chunks of at most kPutChunkBytes, so a block as large as
-  // the daemon's message limit still fits (the first chunk names it).
-  constexpr size_t kPutChunkBytes = size_t{4} << 20;
-  std::string parent = parent_key;
+  const size_t chunk_bytes = static_cast<size_t>(options.chunk_bytes);
+  std::string parent = options.parent_key;
   bool open = true;
   for (size_t i = 0; open && i < keys.size(); ++i) {
     size_t at = 0;
@@ -289,39 +296,54 @@ absl::Status Client::Put(const std::string& ns, absl::Span<const std::string> ke
         c.set_parent_key(parent);
         c.set_block_bytes(data[i].size());
       }
-      const size_t n = std::min(kPutChunkBytes, data[i].size() - at);
+      const size_t n = std::min(chunk_bytes, data[i].size() - at);
       c.set_data(data[i].data() + at, n);
       at += n;
-      open = writer->Write(c);
+      open = writer->Write(c);  // false: the daemon ended the call; Finish says why
     } while (open && at < data[i].size());
     parent = keys[i];
   }
   writer->WritesDone();
-  return FromGrpc(writer->Finish());
+  if (absl::Status s = FromGrpc(writer->Finish()); !s.ok()) return s;
+  return PutResult{resp.blocks_stored(), resp.blocks_already_cached()};
 }
 
 absl::StatusOr<std::vector<std::string>> Client::Get(const std::string& ns,
                                                      absl::Span<const std::string> keys) {
+  std::vector<std::string> blocks;
+  bool out_of_order = false;
+  absl::Status s = GetChunks(ns, keys, [&](const GetChunkView& c) {
+    if (!c.key.empty()) blocks.emplace_back();
+    if (blocks.empty() || c.offset != blocks.back().size()) {
+      out_of_order = true;
+      return false;
+    }
+    blocks.back().append(c.data.data(), c.data.size());
+    return true;
+  });
+  if (out_of_order) return absl::InternalError("Get: the daemon sent chunks out of order");
+  if (!s.ok()) return s;
+  if (blocks.size() != keys.size()) return absl::InternalError("Get: blocks missing in the reply");
+  return blocks;
+}
+
+absl::Status Client::GetChunks(const std::string& ns, absl::Span<const std::string> keys,
+                               const std::function<bool(const GetChunkView&)>& on_chunk) {
   v1::GetRequest req;
   req.set_namespace_id(ns);
   for (const std::string& k : keys) req.add_keys(k);
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
   auto reader = impl_->stub_->Get(&ctx, req);
-  std::vector<std::string> blocks;
   v1::GetChunk c;
   while (reader->Read(&c)) {
-    if (!c.key().empty()) blocks.emplace_back();
-    if (blocks.empty() || c.offset() != blocks.back().size()) {
+    if (!on_chunk(GetChunkView{c.key(), c.block_bytes(), c.offset(), c.data()})) {
       ctx.TryCancel();
       reader->Finish();
-      return absl::InternalError("Get: the daemon sent chunks out of order");
+      return absl::CancelledError("Get: cancelled by the caller");
     }
-    blocks.back().append(c.data());
   }
-  if (absl::Status s = FromGrpc(reader->Finish()); !s.ok()) return s;
-  if (blocks.size() != keys.size()) return absl::InternalError("Get: blocks missing in the reply");
-  return blocks;
+  return FromGrpc(reader->Finish());
 }
 
 absl::StatusOr<std::string> Client::RegisterMemory(const std::string& path, uint64_t size_bytes,

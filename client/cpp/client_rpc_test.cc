@@ -149,5 +149,83 @@ TEST_F(ClientRpcTest, MessagePathAndErrors) {
       << code;
 }
 
+TEST_F(ClientRpcTest, PutBlocksFromViewsInChunksCountsWhatWasNew) {
+  absl::StatusOr<OpenedNamespace> ns = client_->OpenNamespace(Options());
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  // Three blocks sliced out of one buffer, sent 1000 bytes per message.
+  std::string file(2 * kBlock + 123, '\0');
+  for (size_t i = 0; i < file.size(); ++i) file[i] = static_cast<char>(i * 7 + i / kBlock);
+  const absl::string_view all(file);
+  const std::vector<std::string> keys = {"p1", "p2", "p3"};
+  const std::vector<absl::string_view> views = {all.substr(0, kBlock), all.substr(kBlock, kBlock),
+                                                all.substr(2 * kBlock)};
+  PutOptions small;
+  small.chunk_bytes = 1000;
+  absl::StatusOr<PutResult> put = client_->PutBlocks(ns->id, keys, views, small);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(put->blocks_stored, 3u);
+  EXPECT_EQ(put->blocks_already_cached, 0u);
+  put = client_->PutBlocks(ns->id, keys, views);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(put->blocks_stored, 0u);
+  EXPECT_EQ(put->blocks_already_cached, 3u);
+  // parent_key continues the chain: the fourth block extends p3.
+  PutOptions child;
+  child.parent_key = "p3";
+  const std::vector<std::string> tail_key = {"p4"};
+  const std::vector<absl::string_view> tail = {all.substr(0, 512)};
+  put = client_->PutBlocks(ns->id, tail_key, tail, child);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(put->blocks_stored, 1u);
+  const std::vector<std::string> chain = {"p1", "p2", "p3", "p4"};
+  absl::StatusOr<LookupResult> hit = client_->Lookup(ns->id, chain);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_EQ(hit->matched, 4u);
+
+  small.chunk_bytes = 0;
+  EXPECT_EQ(client_->PutBlocks(ns->id, keys, views, small).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->PutBlocks(ns->id, keys, tail).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClientRpcTest, GetChunksStreamsEachBlockInOrderAndCancels) {
+  absl::StatusOr<OpenedNamespace> ns = client_->OpenNamespace(Options());
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  const std::vector<std::string> keys = {"g1", "g2"};
+  const std::vector<std::string> data = {std::string(kBlock, 'x'), std::string(777, 'y')};
+  ASSERT_TRUE(client_->Put(ns->id, keys, data).ok());
+
+  std::vector<std::string> starts;  // keys of the chunks that start a block
+  std::vector<uint64_t> sizes;
+  std::vector<std::string> blocks;
+  absl::Status s = client_->GetChunks(ns->id, keys, [&](const GetChunkView& c) {
+    if (!c.key.empty()) {
+      starts.emplace_back(c.key);
+      sizes.push_back(c.block_bytes);
+      blocks.emplace_back();
+    }
+    EXPECT_FALSE(blocks.empty());
+    EXPECT_EQ(c.offset, blocks.back().size());
+    blocks.back().append(c.data.data(), c.data.size());
+    return true;
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(starts, keys);
+  EXPECT_EQ(sizes, (std::vector<uint64_t>{kBlock, 777}));
+  EXPECT_EQ(blocks, data);
+
+  int calls = 0;
+  s = client_->GetChunks(ns->id, keys, [&](const GetChunkView&) {
+    ++calls;
+    return false;
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_EQ(calls, 1);
+  const std::vector<std::string> missing = {"zz"};
+  EXPECT_EQ(client_->GetChunks(ns->id, missing, [](const GetChunkView&) { return true; }).code(),
+            absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace kvtier::client

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "kvtier/credentials.h"
@@ -121,6 +122,28 @@ struct TransferResult {
   std::string lanes;  // e.g. "tcp/lo"
 };
 
+struct PutOptions {
+  std::string parent_key;  // the first block's parent; empty for a root
+  // Bytes per message: each block goes in chunks of at most this many (the
+  // first chunk names it), so a block as large as the daemon's message limit
+  // still fits. Must be positive.
+  uint64_t chunk_bytes = uint64_t{4} << 20;
+};
+
+struct PutResult {
+  uint32_t blocks_stored = 0;          // new on the daemon
+  uint32_t blocks_already_cached = 0;  // there before this call
+};
+
+// One message of a Get stream. The first chunk of each block names it (key
+// and block_bytes set); offset is where data starts within that block.
+struct GetChunkView {
+  absl::string_view key;  // empty except on a block's first chunk
+  uint64_t block_bytes = 0;
+  uint64_t offset = 0;
+  absl::string_view data;
+};
+
 struct CloseNamespaceResult {
   uint32_t leases_released = 0;
   uint64_t blocks_dropped = 0;
@@ -155,6 +178,11 @@ class Client {
   // `parent_key`) with data[i]. All or nothing.
   absl::Status Put(const std::string& ns, absl::Span<const std::string> keys,
                    absl::Span<const std::string> data, const std::string& parent_key = "");
+  // The same over views of the caller's bytes (e.g. slices of one file),
+  // with the chunk size chosen and the daemon's counts returned.
+  absl::StatusOr<PutResult> PutBlocks(const std::string& ns, absl::Span<const std::string> keys,
+                                      absl::Span<const absl::string_view> data,
+                                      const PutOptions& options = {});
   // Moves the cached prefix of `keys` between this daemon and the daemon at
   // `peer` ("host:port"): kPush sends from this daemon, kPull fetches into
   // it. timeout 0 = the daemon's peer.timeout. The call's error is for the
@@ -164,6 +192,12 @@ class Client {
                                           absl::Duration timeout = absl::ZeroDuration());
   absl::StatusOr<std::vector<std::string>> Get(const std::string& ns,
                                                absl::Span<const std::string> keys);
+  // Get without holding the blocks: on_chunk sees each message as it
+  // arrives, unchecked (the caller checks order and sizes). When on_chunk
+  // returns false the call is cancelled and the result is CANCELLED;
+  // otherwise it is the call's status.
+  absl::Status GetChunks(const std::string& ns, absl::Span<const std::string> keys,
+                         const std::function<bool(const GetChunkView&)>& on_chunk);
 
   // A shared-memory file the caller created (mode 0600, owned by the
   // daemon's user); returns the region id. The region is tied to

@@ -39,7 +39,9 @@ link() {  # name sources... -- libs...
   $CXX $(objs "${srcs[@]}") -o "$OUT/$name" "$@" $ABSL
 }
 
-PLANNER=("${COSTMODEL[@]}" "$ROOT"/client/planner/planner_reports.cc "$ROOT"/tests/fuzz/planner_fuzz.cc)
+PLANNER=("${COSTMODEL[@]}"
+         "$ROOT"/client/planner/{planner_reports,memory_reports,transfer_reports,model_reports}.cc
+         "$ROOT"/client/planner/{sharing_reports,report_format}.cc "$ROOT"/tests/fuzz/planner_fuzz.cc)
 STORAGE=("$ROOT"/storage/{slot_header,checksum,catalog,block_key,namespace_spec}.cc
          "$ROOT"/tests/fuzz/storage_fuzz.cc)
 CONFIG=("$ROOT"/server/config.cc "${COSTMODEL[@]}" "$ROOT"/tests/fuzz/config_fuzz.cc)

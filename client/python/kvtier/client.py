@@ -12,10 +12,12 @@ import mmap
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+from types import TracebackType
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Type, Union
 
 import grpc
 
+from kvtier.namespace_options import KvLayoutSpec, NamespaceOptions
 from kvtier.v1 import kvcache_pb2, kvcache_pb2_grpc, types_pb2
 
 _DTYPES = {
@@ -110,10 +112,11 @@ class SharedRegion:
         except FileNotFoundError:
             pass
 
-    def __enter__(self):
+    def __enter__(self) -> "SharedRegion":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         self.close()
 
 
@@ -142,7 +145,8 @@ class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInter
 
 
 class Client:
-    """A connection to kvtierd.
+    """A connection to kvtierd; close() (or leaving a `with Client(...) as c:`
+    block) closes the channel.
 
     With security on (docs/operations.md#security): `tls_ca` (PEM file) turns on
     TLS, `tls_cert`/`tls_key` add a client certificate (mutual TLS),
@@ -158,7 +162,7 @@ class Client:
         if bool(tls_cert) != bool(tls_key):
             raise ValueError("a client certificate needs both tls_cert and tls_key")
         if tls_ca:
-            def read(path):
+            def read(path: str) -> bytes:
                 with open(path, "rb") as f:
                     return f.read()
             creds = grpc.ssl_channel_credentials(
@@ -182,41 +186,65 @@ class Client:
         self._pool.shutdown(wait=True)
         self._channel.close()
 
-    def _call(self, method, request):
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        self.close()
+
+    def _call(self, method: Callable[..., Any], request: Any) -> Any:
         try:
             return method(request, timeout=self._timeout)
         except grpc.RpcError as e:
             raise KvtierError(e.code(), e.details()) from None
 
-    def open_namespace(self, model_id: str, num_layers: int, num_kv_heads: int, head_dim: int,
-                       dtype: str = "bf16", tokens_per_block: int = 16, tp_rank: int = 0,
-                       tp_size: int = 1, salt: bytes = b"", cost_model: str = "",
-                       model_config_json: str = "", encoding: str = "",
-                       engine_layout: str = "", k_group_tokens: int = 0) -> Namespace:
-        """Opens (or re-opens) a namespace.
+    def open_namespace(self, model_id: Union[str, NamespaceOptions], num_layers: int = 0,
+                       num_kv_heads: int = 0, head_dim: int = 0, dtype: str = "bf16",
+                       tokens_per_block: int = 16, tp_rank: int = 0, tp_size: int = 1,
+                       salt: bytes = b"", cost_model: str = "", model_config_json: str = "",
+                       encoding: str = "", engine_layout: str = "",
+                       k_group_tokens: int = 0) -> Namespace:
+        """Opens (or re-opens) a namespace: open_namespace(NamespaceOptions(...)),
+        or the same fields as arguments (model_id, num_layers, num_kv_heads,
+        head_dim, ...).
 
         encoding="fp8" stores blocks as fp8 e4m3 with scales (lossy; part of
         the namespace's identity); engine_layout says how a block's bytes are
         ordered ("vllm-nhd" by default) and k_group_tokens the K scale group.
         """
-        if dtype not in _DTYPES:
+        if isinstance(model_id, NamespaceOptions):
+            return self.open_namespace_with(model_id)
+        return self.open_namespace_with(NamespaceOptions(
+            model_id=model_id,
+            layout=KvLayoutSpec(num_layers=num_layers, num_kv_heads=num_kv_heads,
+                                head_dim=head_dim, dtype=dtype,
+                                tokens_per_block=tokens_per_block, tp_rank=tp_rank,
+                                tp_size=tp_size),
+            salt=salt, cost_model=cost_model, model_config_json=model_config_json,
+            encoding=encoding, engine_layout=engine_layout, k_group_tokens=k_group_tokens))
+
+    def open_namespace_with(self, options: NamespaceOptions) -> Namespace:
+        """Opens (or re-opens) the namespace `options` describes."""
+        o, lo = options, options.layout
+        if lo.dtype not in _DTYPES:
             raise KvtierError(grpc.StatusCode.INVALID_ARGUMENT,
-                              f"dtype {dtype!r} is not one of {', '.join(_DTYPES)}")
+                              f"dtype {lo.dtype!r} is not one of {', '.join(_DTYPES)}")
         layout = types_pb2.NamespaceLayout(
-            num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim,
-            dtype=_DTYPES[dtype], tokens_per_block=tokens_per_block, tp_rank=tp_rank,
-            tp_size=tp_size)
+            num_layers=lo.num_layers, num_kv_heads=lo.num_kv_heads, head_dim=lo.head_dim,
+            dtype=_DTYPES[lo.dtype], tokens_per_block=lo.tokens_per_block, tp_rank=lo.tp_rank,
+            tp_size=lo.tp_size)
         kinds = {"": kvcache_pb2.StorageEncoding.STORAGE_ENCODING_PLAIN,
                  "fp8": kvcache_pb2.StorageEncoding.STORAGE_ENCODING_FP8_E4M3}
-        if encoding not in kinds:
+        if o.encoding not in kinds:
             raise KvtierError(grpc.StatusCode.INVALID_ARGUMENT,
-                              f"encoding {encoding!r} is not '' or 'fp8'")
+                              f"encoding {o.encoding!r} is not '' or 'fp8'")
         r = self._call(self._stub.OpenNamespace, kvcache_pb2.OpenNamespaceRequest(
-            model_id=model_id, layout=layout, salt=salt, cost_model=cost_model,
-            model_config_json=model_config_json,
-            encoding=kvcache_pb2.StorageEncoding(kind=kinds[encoding],
-                                                 engine_layout=engine_layout,
-                                                 k_group_tokens=k_group_tokens)))
+            model_id=o.model_id, layout=layout, salt=o.salt, cost_model=o.cost_model,
+            model_config_json=o.model_config_json,
+            encoding=kvcache_pb2.StorageEncoding(kind=kinds[o.encoding],
+                                                 engine_layout=o.engine_layout,
+                                                 k_group_tokens=o.k_group_tokens)))
         return Namespace(r.namespace_id, r.block_bytes, r.created, r.plans_enabled, r.plans_note,
                          r.encoding, r.stored_block_bytes)
 
@@ -298,7 +326,7 @@ class Client:
                      for h, o, n in tensors]))
         return self._register(region, owner_pid)
 
-    def _register(self, region, owner_pid: Optional[int]) -> str:
+    def _register(self, region: kvcache_pb2.MemoryRegion, owner_pid: Optional[int]) -> str:
         pid = os.getpid() if owner_pid is None else owner_pid
         return self._call(self._stub.RegisterMemory,
                           kvcache_pb2.RegisterMemoryRequest(region=region,

@@ -1,0 +1,91 @@
+"""Unit tests of the kvtier Python package's API surface, without a daemon:
+Client as a context manager, and NamespaceOptions against the keyword form
+of open_namespace.
+
+Usage: python3 client_test.py PYTHONPATH   (build/python: the package with
+its generated stubs)
+"""
+
+import sys
+import unittest
+
+if len(sys.argv) > 1:
+    sys.path.insert(0, sys.argv.pop(1))
+
+import grpc  # noqa: E402
+
+from kvtier import Client, KvLayoutSpec, KvtierError, NamespaceOptions  # noqa: E402
+from kvtier.v1 import kvcache_pb2, types_pb2  # noqa: E402
+
+
+class _RecordingStub:
+    """Stands in for KvCacheStub: records OpenNamespace requests."""
+
+    def __init__(self):
+        self.requests = []
+
+    def OpenNamespace(self, request, timeout=None):
+        self.requests.append(request)
+        return kvcache_pb2.OpenNamespaceResponse(namespace_id="ab" * 16, block_bytes=4096,
+                                                 created=True)
+
+
+class ClientPackageTest(unittest.TestCase):
+    def test_with_block_closes_the_channel(self):
+        with Client("127.0.0.1:1", timeout=0.2) as c:
+            self.assertIsInstance(c, Client)
+            with self.assertRaises(KvtierError) as e:
+                c.lookup("00" * 16, [b"k"])
+            self.assertIn(e.exception.code, (grpc.StatusCode.UNAVAILABLE,
+                                             grpc.StatusCode.DEADLINE_EXCEEDED))
+        # A closed gRPC channel refuses new calls.
+        with self.assertRaises(ValueError):
+            c.lookup("00" * 16, [b"k"])
+
+    def test_with_block_closes_on_error_too(self):
+        with self.assertRaises(RuntimeError):
+            with Client("127.0.0.1:1") as c:
+                raise RuntimeError("engine failed")
+        with self.assertRaises(ValueError):
+            c.lookup("00" * 16, [b"k"])
+
+    def test_options_mirror_the_keyword_form(self):
+        self.assertEqual(KvLayoutSpec(), KvLayoutSpec(0, 0, 0, "bf16", 16, 0, 1))
+        self.assertEqual(NamespaceOptions().layout, KvLayoutSpec())
+        with Client("127.0.0.1:1") as c:
+            c._stub = _RecordingStub()
+            ns = c.open_namespace(NamespaceOptions(
+                "m", KvLayoutSpec(2, 8, 128, "fp16", 32, 1, 4), salt=b"s", cost_model="llama-3.1-8b",
+                encoding="fp8", engine_layout="vllm-nhd", k_group_tokens=16))
+            c.open_namespace("m", 2, 8, 128, dtype="fp16", tokens_per_block=32, tp_rank=1,
+                             tp_size=4, salt=b"s", cost_model="llama-3.1-8b", encoding="fp8",
+                             engine_layout="vllm-nhd", k_group_tokens=16)
+            c.open_namespace_with(NamespaceOptions("m", KvLayoutSpec(1, 1, 64)))
+            sent = c._stub.requests
+        self.assertEqual(ns.id, "ab" * 16)
+        self.assertEqual(ns.block_bytes, 4096)
+        self.assertEqual(len(sent), 3)
+        self.assertEqual(sent[0], sent[1])
+        self.assertEqual(sent[0].layout.dtype, types_pb2.DTYPE_FP16)
+        self.assertEqual((sent[0].layout.num_layers, sent[0].layout.tp_rank,
+                          sent[0].layout.tp_size), (2, 1, 4))
+        self.assertEqual(sent[0].encoding.kind,
+                         kvcache_pb2.StorageEncoding.STORAGE_ENCODING_FP8_E4M3)
+        self.assertEqual(sent[0].encoding.k_group_tokens, 16)
+        self.assertEqual(sent[2].layout.head_dim, 64)
+        self.assertEqual(sent[2].layout.tokens_per_block, 16)
+        self.assertEqual(sent[2].layout.dtype, types_pb2.DTYPE_BF16)
+
+    def test_bad_options_are_refused_before_the_call(self):
+        with Client("127.0.0.1:1") as c:
+            c._stub = _RecordingStub()
+            for bad in (NamespaceOptions("m", KvLayoutSpec(1, 1, 128, dtype="int4")),
+                        NamespaceOptions("m", KvLayoutSpec(1, 1, 128), encoding="int4")):
+                with self.assertRaises(KvtierError) as e:
+                    c.open_namespace(bad)
+                self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertEqual(c._stub.requests, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
