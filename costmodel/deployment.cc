@@ -1,11 +1,12 @@
 #include "costmodel/deployment.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvtier::costmodel {
 
 absl::Status Deployment::Validate() const {
-  if (absl::Status s = model.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(model.Validate());
   if (tp == 0) return absl::InvalidArgumentError("TP size must be >= 1");
   if (!model.mla.has_value() && model.AttentionLayers() > 0) {
     const uint32_t h = model.num_kv_heads;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace kvtier::costmodel {
@@ -240,7 +241,7 @@ absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
     r.groups = rgroups.value_or(0);
     m.recurrent = r;
   }
-  if (absl::Status s = m.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(m.Validate());
   return m;
 }
 

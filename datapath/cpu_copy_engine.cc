@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 
@@ -57,7 +58,7 @@ absl::Status CpuCopyEngine::Submit(CopyBatch batch, CopyDone done) {
         "the CPU copy engine moves host memory only; device memory needs the CUDA backend and a "
         "GPU");
   }
-  if (absl::Status s = ValidateCopyBatch(batch); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateCopyBatch(batch));
   auto state = std::make_shared<BatchState>();
   state->done = std::move(done);
   std::vector<Piece> pieces;

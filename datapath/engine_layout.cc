@@ -2,6 +2,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 namespace {
@@ -154,7 +155,7 @@ TileView EngineLayout::Tile(int layer, int kv) const {
 absl::StatusOr<std::vector<CopyOp>> PlanGather(const EngineLayout& layout,
                                                absl::Span<void* const> tensors,
                                                absl::Span<const int64_t> blocks, void* dst) {
-  if (absl::Status s = CheckBlocks(layout, tensors, blocks, false); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckBlocks(layout, tensors, blocks, false));
   if (dst == nullptr && !blocks.empty()) return absl::InvalidArgumentError("dst is null");
   std::vector<CopyOp> ops;
   ops.reserve(blocks.size() * layout.chunks_per_block());
@@ -173,7 +174,7 @@ absl::StatusOr<std::vector<CopyOp>> PlanGather(const EngineLayout& layout,
 absl::StatusOr<std::vector<CopyOp>> PlanScatter(const EngineLayout& layout,
                                                 absl::Span<void* const> tensors,
                                                 absl::Span<const int64_t> blocks, const void* src) {
-  if (absl::Status s = CheckBlocks(layout, tensors, blocks, true); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckBlocks(layout, tensors, blocks, true));
   if (src == nullptr && !blocks.empty()) return absl::InvalidArgumentError("src is null");
   std::vector<CopyOp> ops;
   ops.reserve(blocks.size() * layout.chunks_per_block());

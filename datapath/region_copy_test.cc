@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/status_macros.h"
 #include "datapath/shared_memory_region.h"
 #include "testing/faulty_copy_engine.h"
 #include "testing/test_bytes.h"
@@ -36,7 +37,7 @@ class VectorRegion final : public MemoryRegion {
   uint64_t size() const override { return bytes_.size(); }
   MemoryKind kind() const override { return kind_; }
   absl::StatusOr<uint8_t*> Address(uint64_t offset, uint64_t size) override {
-    if (absl::Status s = CheckRegionRange(offset, size, bytes_.size()); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckRegionRange(offset, size, bytes_.size()));
     return bytes_.data() + offset;
   }
   std::string Describe() const override { return "test region"; }

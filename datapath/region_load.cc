@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "base/checksum.h"
 #include "base/sigbus_guard.h"
+#include "base/status_macros.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/region_copy.h"
 #include "datapath/region_groups.h"
@@ -19,8 +20,8 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
                             absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
                             const KeepGoing& keep_going, CopyEngine* engine,
                             BlockTransform* transform, GpuTier* gpu_tier) {
-  if (absl::Status s = ValidateRegionBlocks(blocks, region.size(), true); !s.ok()) return s;
-  if (absl::Status s = CheckDeviceAccess(region, blocks, engine); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateRegionBlocks(blocks, region.size(), true));
+  RETURN_IF_ERROR(CheckDeviceAccess(region, blocks, engine));
   if (absl::StatusOr<uint64_t> open = cache.NamespaceBlockBytes(ns); !open.ok()) {
     return open.status();
   }

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 namespace {
@@ -140,7 +141,7 @@ bool SharedMemoryRegion::IsMappedBy(int pid) const {
 SharedMemoryRegion::~SharedMemoryRegion() { ::munmap(data_, size_); }
 
 absl::StatusOr<uint8_t*> SharedMemoryRegion::Address(uint64_t offset, uint64_t size) {
-  if (absl::Status s = CheckRegionRange(offset, size, size_); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckRegionRange(offset, size, size_));
   return data_ + offset;
 }
 

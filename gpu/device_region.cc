@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 
@@ -24,7 +25,7 @@ DeviceRegion::~DeviceRegion() {
 }
 
 absl::StatusOr<uint8_t*> DeviceRegion::Address(uint64_t offset, uint64_t size) {
-  if (absl::Status s = CheckRegionRange(offset, size, size_); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckRegionRange(offset, size, size_));
   // The last tensor starting at or before offset.
   const size_t i = std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin() - 1;
   const uint64_t in = offset - starts_[i];

@@ -273,12 +273,12 @@ grpc::Status AdminService::ListBlocks(grpc::ServerContext* context,
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "ListBlocks")); !s.ok())
     return s;
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
-  if (!ns.ok()) return ToGrpcStatus(ns.status());
+  if (!ns.ok()) return ToGrpc(ns.status());
   if (request->top() > 10000) {
-    return ToGrpcStatus(absl::InvalidArgumentError("top must be at most 10000"));
+    return ToGrpc(absl::InvalidArgumentError("top must be at most 10000"));
   }
   auto top = deps_.cache->TopBlocks(*ns, request->top() == 0 ? 20 : request->top());
-  if (!top.ok()) return ToGrpcStatus(top.status());
+  if (!top.ok()) return ToGrpc(top.status());
   for (const BlockView& b : top->first) {
     v1::BlockStatus* out = response->add_blocks();
     out->set_key(std::string(b.key.bytes()));
@@ -301,14 +301,14 @@ grpc::Status AdminService::Evict(grpc::ServerContext* context, const v1::EvictRe
   std::optional<NamespaceId> ns;
   if (request->namespace_id().empty()) {
     if (!request->all_namespaces()) {
-      return ToGrpcStatus(absl::InvalidArgumentError(
+      return ToGrpc(absl::InvalidArgumentError(
           "give namespace_id, or set all_namespaces to evict from every namespace"));
     }
   } else {
     absl::StatusOr<NamespaceId> id = NamespaceIdFromProto(request->namespace_id());
-    if (!id.ok()) return ToGrpcStatus(id.status());
+    if (!id.ok()) return ToGrpc(id.status());
     if (absl::StatusOr<uint64_t> open = deps_.cache->NamespaceBlockBytes(*id); !open.ok()) {
-      return ToGrpcStatus(open.status());
+      return ToGrpc(open.status());
     }
     ns = *id;
   }

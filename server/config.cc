@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "costmodel/catalog.h"
 #include "server/config_validation.h"
 #include "spdlog/common.h"
@@ -182,7 +183,7 @@ absl::Status Flatten(const YAML::Node& node, const std::string& prefix,
                                                      ")"));
     }
     if (value.IsMap()) {
-      if (absl::Status s = Flatten(value, path, out); !s.ok()) return s;
+      RETURN_IF_ERROR(Flatten(value, path, out));
     } else if (value.IsScalar()) {
       out->emplace_back(path, value.Scalar(), line);
     } else {
@@ -278,7 +279,7 @@ absl::Status ApplyYaml(absl::string_view yaml, DaemonConfig* config) {
   }
   std::vector<std::tuple<std::string, std::string, int>> flat;
   try {
-    if (absl::Status s = Flatten(root, "", &flat); !s.ok()) return s;
+    RETURN_IF_ERROR(Flatten(root, "", &flat));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("config: ", e.what()));
   }
@@ -303,7 +304,7 @@ absl::Status ApplyYamlFile(const std::string& path, DaemonConfig* config) {
 absl::Status ValidateConfig(const DaemonConfig& c) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (c.listen.empty()) return bad("server.listen must not be empty");
-  if (absl::Status s = ValidateListenAddress("server.listen", c.listen, true); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateListenAddress("server.listen", c.listen, true));
   if (c.max_message_bytes < (uint64_t{1} << 20) || c.max_message_bytes > (uint64_t{1} << 30)) {
     return bad("server.max_message_bytes must be in 1MiB..1GiB");
   }

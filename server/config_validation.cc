@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 namespace {
@@ -252,10 +253,10 @@ absl::Status ValidateConfigForHost(const DaemonConfig& c, uint64_t physical_memo
                ") exceeds this machine's physical memory (", Bytes(physical_memory_bytes), ")");
   }
   if (!c.nvme_dirs.empty()) {
-    if (absl::Status s = ValidateNvmeDirs(c.nvme_dirs); !s.ok()) return s;
+    RETURN_IF_ERROR(ValidateNvmeDirs(c.nvme_dirs));
   }
   if (c.max_regions > 0) {
-    if (absl::Status s = ValidateShmDir(c.shm_dir); !s.ok()) return s;
+    RETURN_IF_ERROR(ValidateShmDir(c.shm_dir));
   }
   return absl::OkStatus();
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/sigbus_guard.h"
+#include "base/status_macros.h"
 #include "gpu/copy_engine_factory.h"
 #include "gpu/cuda_ipc_region.h"
 #include "gpu/device_pool.h"
@@ -84,7 +85,7 @@ absl::StatusOr<std::unique_ptr<GpuTier>> MakeGpuTier(const DaemonConfig& config,
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config,
                                                       DaemonSeams seams) {
-  if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateConfig(config));
   std::unique_ptr<Daemon> d(new Daemon());
   // Security first: a bad certificate or identities file fails the start
   // before anything is allocated.
@@ -334,7 +335,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   d->listen_address_ = BoundAddress(config.listen, port);
   d->admin_service_->set_listen_address(d->listen_address_);
   // After the gRPC port: a daemon whose address is taken says so first.
-  if (absl::Status s = d->metrics_->Listen(config.metrics_listen); !s.ok()) return s;
+  RETURN_IF_ERROR(d->metrics_->Listen(config.metrics_listen));
   if (!d->metrics_->address().empty()) {
     spdlog::info("metrics on http://{}/metrics", d->metrics_->address());
   }

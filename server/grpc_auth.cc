@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/clock.h"
+#include "base/status_macros.h"
 #include "client/cpp/channel.h"
 #include "server/config_validation.h"
 #include "server/log_rate_limiter.h"
@@ -31,7 +32,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
     if (!ca.ok()) return ca.status();
     client_ca = *std::move(ca);
   }
-  if (absl::Status s = ValidateTlsPem(config, *cert, *key, client_ca); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateTlsPem(config, *cert, *key, client_ca));
   grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   ssl.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
   if (!config.tls_client_ca.empty()) {

@@ -7,16 +7,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/grpc_status.h"
 #include "client/cpp/channel.h"
 #include "kvtier/v1/peer.grpc.pb.h"
 #include "server/peer_service.h"
 
 namespace kvtier {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
 
 class GrpcPeerChannel final : public PeerChannel {
  public:

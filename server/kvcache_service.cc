@@ -23,7 +23,7 @@ namespace {
 
 grpc::Status Finish(const char* rpc, const absl::Status& status) {
   if (!status.ok()) spdlog::debug("{}: {}", rpc, status.ToString());
-  return ToGrpcStatus(status);
+  return ToGrpc(status);
 }
 
 // Leaves the handler with the refusal when the caller may not call `rpc`
@@ -401,12 +401,12 @@ grpc::Status KvCacheService::Transfer(grpc::ServerContext* context,
   KVTIER_ADMIT("Transfer", who);
   absl::StatusOr<NamespaceKeys> nk =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
-  if (!nk.ok()) return ToGrpcStatus(nk.status());
+  if (!nk.ok()) return ToGrpc(nk.status());
   if (absl::Status s = deps_.cache->CheckTenant(nk->ns, who->tenant); !s.ok()) {
     return Finish("Transfer", s);
   }
   if (request->timeout_ms() > 600'000) {
-    return ToGrpcStatus(absl::InvalidArgumentError("timeout_ms must be at most 600000"));
+    return ToGrpc(absl::InvalidArgumentError("timeout_ms must be at most 600000"));
   }
   const absl::Duration timeout = absl::Milliseconds(request->timeout_ms());
   absl::StatusOr<TransferOutcome> outcome;
@@ -418,9 +418,9 @@ grpc::Status KvCacheService::Transfer(grpc::ServerContext* context,
       outcome = deps_.peer_transfer->Pull(nk->ns, nk->keys, request->peer(), timeout);
       break;
     default:
-      return ToGrpcStatus(absl::InvalidArgumentError("direction must be PUSH or PULL"));
+      return ToGrpc(absl::InvalidArgumentError("direction must be PUSH or PULL"));
   }
-  if (!outcome.ok()) return ToGrpcStatus(outcome.status());
+  if (!outcome.ok()) return ToGrpc(outcome.status());
   StatusesToCompletions(outcome->blocks, nk->keys, outcome->sizes, response->mutable_blocks());
   response->set_bytes_moved(outcome->bytes_moved);
   response->set_transport_seconds(outcome->transport_seconds);

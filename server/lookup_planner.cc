@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "costmodel/catalog.h"
 #include "costmodel/hf_config.h"
 #include "costmodel/tier_value.h"
@@ -116,7 +117,7 @@ absl::StatusOr<std::optional<PreparedModel>> LookupPlanner::Prepare(
   if (absl::Status s = d.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("model: ", s.message()));
   }
-  if (absl::Status s = CheckLayout(spec.layout, d); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckLayout(spec.layout, d));
   PreparedModel p{
       cost_model.empty() ? absl::StrCat("config:", spec.model_id) : std::string(cost_model),
       *std::move(model)};

@@ -61,7 +61,7 @@ grpc::Status PeerService::Hello(grpc::ServerContext* context, const v1::HelloReq
                                 v1::HelloResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "Hello")); !s.ok()) return s;
   absl::StatusOr<PeerHello> hello = deps_.transfer->Hello(request->daemon_id());
-  if (!hello.ok()) return ToGrpcStatus(hello.status());
+  if (!hello.ok()) return ToGrpc(hello.status());
   response->set_daemon_id(hello->daemon_id);
   response->set_role(hello->role);
   response->set_transport_address(hello->transport_address);
@@ -78,18 +78,18 @@ grpc::Status PeerService::Stage(grpc::ServerContext* context, const v1::StageReq
                                 v1::StageResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "Stage")); !s.ok()) return s;
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
-  if (!ns.ok()) return ToGrpcStatus(ns.status());
+  if (!ns.ok()) return ToGrpc(ns.status());
   std::vector<PeerBlockInfo> blocks;
   blocks.reserve(request->blocks_size());
   for (int i = 0; i < request->blocks_size(); ++i) {
     absl::StatusOr<PeerBlockInfo> b =
         PeerBlockFromProto(request->blocks(i), absl::StrCat("blocks[", i, "]").c_str());
-    if (!b.ok()) return ToGrpcStatus(b.status());
+    if (!b.ok()) return ToGrpc(b.status());
     blocks.push_back(*std::move(b));
   }
   absl::StatusOr<StageResult> staged =
       deps_.transfer->Stage(*ns, std::move(blocks), absl::Milliseconds(request->ttl_ms()));
-  if (!staged.ok()) return ToGrpcStatus(staged.status());
+  if (!staged.ok()) return ToGrpc(staged.status());
   response->set_daemon_id(staged->daemon_id);
   response->set_stage_id(staged->stage_id);
   for (const PeerBlockInfo& b : staged->blocks) PeerBlockToProto(b, response->add_blocks());
@@ -104,7 +104,7 @@ grpc::Status PeerService::Commit(grpc::ServerContext* context, const v1::CommitR
     return s;
   absl::StatusOr<std::vector<absl::Status>> done =
       deps_.transfer->Commit(request->stage_id(), request->received());
-  if (!done.ok()) return ToGrpcStatus(done.status());
+  if (!done.ok()) return ToGrpc(done.status());
   StatusesToCompletions(*done, {}, {}, response->mutable_blocks());
   return grpc::Status::OK;
 }
@@ -115,10 +115,10 @@ grpc::Status PeerService::Export(grpc::ServerContext* context, const v1::ExportR
     return s;
   absl::StatusOr<NamespaceKeys> nk =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
-  if (!nk.ok()) return ToGrpcStatus(nk.status());
+  if (!nk.ok()) return ToGrpc(nk.status());
   absl::StatusOr<ExportResult> exported =
       deps_.transfer->Export(nk->ns, nk->keys, absl::Milliseconds(request->ttl_ms()));
-  if (!exported.ok()) return ToGrpcStatus(exported.status());
+  if (!exported.ok()) return ToGrpc(exported.status());
   response->set_daemon_id(exported->daemon_id);
   response->set_export_id(exported->export_id);
   for (const PeerBlockInfo& b : exported->blocks) PeerBlockToProto(b, response->add_blocks());
@@ -130,7 +130,7 @@ grpc::Status PeerService::ReleaseExport(grpc::ServerContext* context,
                                         v1::ReleaseExportResponse*) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "ReleaseExport")); !s.ok())
     return s;
-  return ToGrpcStatus(deps_.transfer->ReleaseExport(request->export_id()));
+  return ToGrpc(deps_.transfer->ReleaseExport(request->export_id()));
 }
 
 }  // namespace kvtier

@@ -5,11 +5,6 @@
 
 namespace kvtier {
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
 absl::StatusOr<NamespaceSpec> NamespaceSpecFromProto(const v1::OpenNamespaceRequest& request) {
   if (!request.has_layout()) return absl::InvalidArgumentError("layout is required");
   const v1::NamespaceLayout& l = request.layout();
@@ -56,7 +51,7 @@ void LayoutToProto(const KvLayout& layout, v1::NamespaceLayout* out) {
   out->set_tp_size(layout.tp_size);
 }
 
-absl::StatusOr<NamespaceId> NamespaceIdFromProto(const std::string& hex) {
+absl::StatusOr<NamespaceId> NamespaceIdFromProto(absl::string_view hex) {
   if (hex.empty()) return absl::InvalidArgumentError("namespace_id is required");
   return NamespaceId::FromHex(hex);
 }
@@ -83,7 +78,7 @@ absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
   return NamespaceKeys{*ns, *std::move(parsed)};
 }
 
-absl::StatusOr<BlockKey> OptionalKeyFromProto(const std::string& bytes, const char* field) {
+absl::StatusOr<BlockKey> OptionalKeyFromProto(absl::string_view bytes, const char* field) {
   if (bytes.empty()) return BlockKey();
   absl::StatusOr<BlockKey> k = BlockKey::Create(bytes);
   if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ": ", k.status().message()));

@@ -13,6 +13,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "base/grpc_status.h"
 #include "google/protobuf/repeated_field.h"
 #include "kvtier/v1/kvcache.pb.h"
 #include "kvtier/v1/types.pb.h"
@@ -21,13 +23,10 @@
 
 namespace kvtier {
 
-// absl and gRPC share code numbers; this maps them explicitly.
-grpc::Status ToGrpcStatus(const absl::Status& status);
-
 absl::StatusOr<NamespaceSpec> NamespaceSpecFromProto(const v1::OpenNamespaceRequest& request);
 void LayoutToProto(const KvLayout& layout, v1::NamespaceLayout* out);
 
-absl::StatusOr<NamespaceId> NamespaceIdFromProto(const std::string& hex);
+absl::StatusOr<NamespaceId> NamespaceIdFromProto(absl::string_view hex);
 
 // Each entry must be a valid key; "keys[3]: block key is 40 bytes ...".
 absl::StatusOr<std::vector<BlockKey>> KeysFromProto(
@@ -40,7 +39,7 @@ struct NamespaceKeys {
 absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
     const std::string& namespace_id, const google::protobuf::RepeatedPtrField<std::string>& keys);
 // Empty bytes give an empty BlockKey (no parent).
-absl::StatusOr<BlockKey> OptionalKeyFromProto(const std::string& bytes, const char* field);
+absl::StatusOr<BlockKey> OptionalKeyFromProto(absl::string_view bytes, const char* field);
 
 }  // namespace kvtier
 

@@ -4,23 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "base/status_macros.h"
+#include "server/proto_convert.h"
 
 namespace kvtier {
 namespace {
-
-// As NamespaceIdFromProto and OptionalKeyFromProto (server/proto_convert.h)
-// word them, without the messages.
-absl::StatusOr<NamespaceId> ParseNamespace(absl::string_view hex) {
-  if (hex.empty()) return absl::InvalidArgumentError("namespace_id is required");
-  return NamespaceId::FromHex(hex);
-}
-
-absl::StatusOr<BlockKey> ParseOptionalKey(absl::string_view bytes, const char* field) {
-  if (bytes.empty()) return BlockKey();
-  absl::StatusOr<BlockKey> k = BlockKey::Create(bytes);
-  if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ": ", k.status().message()));
-  return k;
-}
 
 absl::Span<const uint8_t> Bytes(absl::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
@@ -29,9 +17,9 @@ absl::Span<const uint8_t> Bytes(absl::string_view s) {
 }  // namespace
 
 absl::Status PutAssembly::Begin(const PutChunkFields& chunk) {
-  absl::StatusOr<NamespaceId> ns = ParseNamespace(chunk.namespace_id);
+  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(chunk.namespace_id);
   if (!ns.ok()) return ns.status();
-  if (absl::Status s = cache_->CheckTenant(*ns, tenant_); !s.ok()) return s;
+  RETURN_IF_ERROR(cache_->CheckTenant(*ns, tenant_));
   absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> b = cache_->BeginPut(*ns);
   if (!b.ok()) return b.status();
   batch_ = std::move(*b);
@@ -57,9 +45,9 @@ absl::Status PutAssembly::Flush() {
 absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
   ++index_;
   if (batch_ == nullptr) {
-    if (absl::Status s = Begin(chunk); !s.ok()) return s;
+    RETURN_IF_ERROR(Begin(chunk));
   } else if (!chunk.namespace_id.empty()) {
-    absl::StatusOr<NamespaceId> ns = ParseNamespace(chunk.namespace_id);
+    absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(chunk.namespace_id);
     if (!ns.ok()) return ns.status();
     if (!(*ns == batch_->ns())) {
       return absl::InvalidArgumentError(
@@ -72,9 +60,9 @@ absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
                      " bytes, more than the namespace's block size of ", batch_->block_bytes()));
   }
   if (!chunk.key.empty()) {
-    absl::StatusOr<BlockKey> key = ParseOptionalKey(chunk.key, "key");
+    absl::StatusOr<BlockKey> key = OptionalKeyFromProto(chunk.key, "key");
     if (!key.ok()) return key.status();
-    absl::StatusOr<BlockKey> parent = ParseOptionalKey(chunk.parent_key, "parent_key");
+    absl::StatusOr<BlockKey> parent = OptionalKeyFromProto(chunk.parent_key, "parent_key");
     if (!parent.ok()) return parent.status();
     if (chunk.block_bytes == 0) {
       return absl::InvalidArgumentError(
@@ -86,7 +74,7 @@ absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
             "block ", key->ToHex(), ": ", chunk.block_bytes, " bytes; this namespace stores ",
             transform_->Describe(), ", which takes whole blocks of ", transform_->plain_bytes()));
       }
-      if (absl::Status s = Flush(); !s.ok()) return s;
+      RETURN_IF_ERROR(Flush());
       pending_ = Pending{*key, *parent, {}};
       pending_->data.reserve(transform_->plain_bytes());
     } else if (absl::Status s = batch_->StartBlock(*key, *parent, chunk.block_bytes); !s.ok()) {
@@ -112,7 +100,7 @@ absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
 absl::StatusOr<PutResult> PutAssembly::Commit() {
   if (batch_ == nullptr) return absl::InvalidArgumentError("Put carried no blocks");
   if (transform_ != nullptr) {
-    if (absl::Status s = Flush(); !s.ok()) return s;
+    RETURN_IF_ERROR(Flush());
   }
   return batch_->Commit();
 }

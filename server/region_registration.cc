@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "datapath/shared_memory_region.h"
 
 namespace kvtier {
@@ -47,7 +48,7 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> RegionRegistration::OpenSharedMemo
 absl::StatusOr<std::unique_ptr<MemoryRegion>> RegionRegistration::OpenCudaIpc(
     const RegionRequest& request) const {
   const CudaIpcSpec& spec = request.cuda_ipc;
-  if (absl::Status s = ValidateCudaIpcSpec(spec); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateCudaIpcSpec(spec));
   // Only memory the copy engine can reach is worth importing.
   const CopyEngineCapabilities caps = options_.copy_engine != nullptr
                                           ? options_.copy_engine->Capabilities()

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 #include "storage/tier_probe.h"
 
@@ -123,7 +124,7 @@ absl::Status BlockCache::SetNvmeAdmission(const NamespaceId& ns, bool admit) {
 }
 
 absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpec& spec) {
-  if (absl::Status s = ValidateNamespaceSpec(spec, options_.max_block_bytes); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateNamespaceSpec(spec, options_.max_block_bytes));
   NamespaceSpec normalized = spec;
   if (normalized.layout.tp_size == 0) normalized.layout.tp_size = 1;
   const NamespaceId id = NamespaceId::Of(normalized);
@@ -171,7 +172,7 @@ absl::Status BlockCache::CheckKeyCount(size_t n) const {
 absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
                                                 absl::Span<const BlockKey> keys, bool take_lease,
                                                 absl::Duration lease_ttl) {
-  if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckKeyCount(keys.size()));
   if (lease_ttl < absl::ZeroDuration() || lease_ttl > options_.max_lease_ttl) {
     return absl::InvalidArgumentError(absl::StrCat("lease TTL ", absl::FormatDuration(lease_ttl),
                                                    " is above the maximum of ",
@@ -200,7 +201,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
       return absl::ResourceExhaustedError(
           absl::StrCat(leases_.size(), " leases are held (max_leases); release some"));
     }
-    if (absl::Status s = quotas_.ChargeLease(tenant, matched.size()); !s.ok()) return s;
+    RETURN_IF_ERROR(quotas_.ChargeLease(tenant, matched.size()));
   }
   LookupResult result;
   result.blocks.reserve(matched.size());
@@ -300,7 +301,7 @@ void BlockCache::ReleaseHandlesLocked(std::vector<ReadHandle>& handles) {
 
 absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
     const NamespaceId& ns, absl::Span<const BlockKey> keys, bool verify) {
-  if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckKeyCount(keys.size()));
   std::vector<BlockRecord*> blocks;
   std::vector<ReadHandle> handles;
   ReadPath::Promotion promotion;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "storage/block_cache.h"
 #include "testing/faulty_io_engine.h"
 #include "testing/test_bytes.h"
@@ -78,7 +79,7 @@ class NvmeCacheTest : public ::testing::Test {
           !s.ok()) {
         return s;
       }
-      if (absl::Status s = (*batch)->Append(Content(k, 64 * kKiB)); !s.ok()) return s;
+      RETURN_IF_ERROR((*batch)->Append(Content(k, 64 * kKiB)));
       parent = k;
     }
     return (*batch)->Commit().status();

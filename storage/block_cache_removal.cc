@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 #include "storage/block_cache.h"
 
@@ -45,7 +46,7 @@ absl::StatusOr<CloseResult> BlockCache::CloseNamespace(const NamespaceId& ns, bo
 
 absl::StatusOr<DeleteResult> BlockCache::Delete(const NamespaceId& ns,
                                                 absl::Span<const BlockKey> keys, bool recursive) {
-  if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckKeyCount(keys.size()));
   // Phase 1, in one short hold of the lock: validate the whole request and
   // list what goes, children before parents. O(blocks deleted).
   std::vector<BlockKey> order;

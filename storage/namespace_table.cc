@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace kvtier {
@@ -25,7 +26,7 @@ absl::StatusOr<OpenedNamespace> NamespaceTable::Open(const NamespaceId& id, Name
     return absl::ResourceExhaustedError(
         absl::StrCat("this daemon already has ", open, " namespaces open (max_namespaces)"));
   }
-  if (absl::Status s = quotas_->ChargeNamespace(spec.tenant); !s.ok()) return s;
+  RETURN_IF_ERROR(quotas_->ChargeNamespace(spec.tenant));
   if (it != entries_.end()) {
     const std::string model = spec.model_id;
     it->second.spec = std::move(spec);

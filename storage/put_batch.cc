@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/checksum.h"
 #include "base/sigbus_guard.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 #include "storage/block_cache.h"
 
@@ -79,7 +80,7 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
   }
   MutexLock lock(&cache_->mu_);
   PrefixIndex& index = cache_->index_;
-  auto pin = [&](BlockRecord* rec) {
+  auto pin = [&](BlockRecord* rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache_->mu_) {
     if (std::find(pinned_.begin(), pinned_.end(), rec) != pinned_.end()) return;
     index.AddRef(rec);
     pinned_.push_back(rec);
@@ -108,7 +109,7 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
   } else {
     // The tenant's share first: a tenant whose open writes hold its share
     // of the tier is refused before it can evict anyone's blocks.
-    if (absl::Status q = cache_->quotas_.ChargeReservation(tenant_, size); !q.ok()) return q;
+    RETURN_IF_ERROR(cache_->quotas_.ChargeReservation(tenant_, size));
     absl::StatusOr<SlabAllocator::Slot> slot = cache_->AllocateLocked(size);
     if (!slot.ok()) {
       cache_->quotas_.RefundReservation(tenant_, size);
@@ -164,7 +165,7 @@ absl::StatusOr<absl::Span<uint8_t>> BlockCache::PutBatch::StartLanding(const Blo
   if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
   // A refused landing leaves the batch usable: the blocks before it can
   // still be received and committed.
-  if (absl::Status st = Reserve(key, parent, size); !st.ok()) return st;
+  RETURN_IF_ERROR(Reserve(key, parent, size));
   Staged& s = staged_.back();
   s.filled = s.size;
   s.landing = true;

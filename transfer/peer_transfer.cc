@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 #include "transfer/transfer_steps.h"
 
@@ -85,7 +86,7 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Push(const NamespaceId& ns,
                                                    absl::Span<const BlockKey> keys,
                                                    const std::string& target,
                                                    absl::Duration timeout) {
-  if (absl::Status s = CheckUsable(true, keys, target); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckUsable(true, keys, target));
   return source_.Push(ns, keys, target, DeadlineFor(timeout));
 }
 
@@ -93,7 +94,7 @@ absl::StatusOr<TransferOutcome> PeerTransfer::Pull(const NamespaceId& ns,
                                                    absl::Span<const BlockKey> keys,
                                                    const std::string& target,
                                                    absl::Duration timeout) {
-  if (absl::Status s = CheckUsable(false, keys, target); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckUsable(false, keys, target));
   return receiver_.Pull(ns, keys, target, DeadlineFor(timeout));
 }
 

@@ -9,16 +9,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/grpc_status.h"
+#include "base/status_macros.h"
 #include "client/cpp/channel.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 
 namespace kvtier::client {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
 
 absl::StatusOr<v1::DType> DTypeFromName(const std::string& name) {
   static const std::map<std::string, v1::DType> kTypes = {{"bf16", v1::DTYPE_BF16},
@@ -67,7 +64,7 @@ class Client::Impl {
     v1::RegisterMemoryResponse resp;
     grpc::ClientContext ctx;
     Prepare(&ctx);
-    if (absl::Status s = FromGrpc(stub_->RegisterMemory(&ctx, req, &resp)); !s.ok()) return s;
+    RETURN_IF_ERROR(FromGrpc(stub_->RegisterMemory(&ctx, req, &resp)));
     return resp.region_id();
   }
 
@@ -166,7 +163,7 @@ absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o)
   v1::OpenNamespaceResponse resp;
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
-  if (absl::Status s = FromGrpc(impl_->stub_->OpenNamespace(&ctx, req, &resp)); !s.ok()) return s;
+  RETURN_IF_ERROR(FromGrpc(impl_->stub_->OpenNamespace(&ctx, req, &resp)));
   return OpenedNamespace{resp.namespace_id(),      resp.block_bytes(), resp.created(),
                          resp.plans_enabled(),     resp.plans_note(),  resp.encoding(),
                          resp.stored_block_bytes()};
@@ -184,7 +181,7 @@ absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
   v1::LookupResponse resp;
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
-  if (absl::Status s = FromGrpc(impl_->stub_->Lookup(&ctx, req, &resp)); !s.ok()) return s;
+  RETURN_IF_ERROR(FromGrpc(impl_->stub_->Lookup(&ctx, req, &resp)));
   LookupResult r;
   r.matched = resp.matched();
   for (const v1::BlockInfo& b : resp.blocks()) {
@@ -205,7 +202,7 @@ absl::StatusOr<uint32_t> Client::Release(const std::string& lease_id) {
   v1::ReleaseResponse resp;
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
-  if (absl::Status s = FromGrpc(impl_->stub_->Release(&ctx, req, &resp)); !s.ok()) return s;
+  RETURN_IF_ERROR(FromGrpc(impl_->stub_->Release(&ctx, req, &resp)));
   return resp.blocks_released();
 }
 
@@ -218,7 +215,7 @@ absl::StatusOr<uint32_t> Client::Delete(const std::string& ns, absl::Span<const 
   v1::DeleteResponse resp;
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
-  if (absl::Status s = FromGrpc(impl_->stub_->Delete(&ctx, req, &resp)); !s.ok()) return s;
+  RETURN_IF_ERROR(FromGrpc(impl_->stub_->Delete(&ctx, req, &resp)));
   return resp.blocks_deleted();
 }
 
@@ -255,7 +252,7 @@ absl::StatusOr<TransferResult> Client::Transfer(const std::string& ns,
   if (timeout > absl::ZeroDuration()) {
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout + absl::Seconds(10)));
   }
-  if (absl::Status s = FromGrpc(impl_->stub_->Transfer(&ctx, req, &resp)); !s.ok()) return s;
+  RETURN_IF_ERROR(FromGrpc(impl_->stub_->Transfer(&ctx, req, &resp)));
   TransferResult out;
   for (const v1::BlockCompletion& c : resp.blocks())
     out.blocks.push_back(Impl::CompletionFromProto(c));
@@ -304,7 +301,7 @@ absl::StatusOr<PutResult> Client::PutBlocks(const std::string& ns,
     parent = keys[i];
   }
   writer->WritesDone();
-  if (absl::Status s = FromGrpc(writer->Finish()); !s.ok()) return s;
+  RETURN_IF_ERROR(FromGrpc(writer->Finish()));
   return PutResult{resp.blocks_stored(), resp.blocks_already_cached()};
 }
 

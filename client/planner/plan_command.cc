@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 #include "client/planner/planner_reports.h"
 #include "costmodel/catalog.h"
 #include "costmodel/hf_config.h"
@@ -272,7 +273,7 @@ class PlanCommandImpl final : public PlanCommand {
     d.fp8_compute = compute_dtype_ == "fp8";
     d.block_tokens = block_tokens_;
     d.mfu = mfu_;
-    if (absl::Status s = d.Validate(); !s.ok()) return s;
+    RETURN_IF_ERROR(d.Validate());
     return d;
   }
 

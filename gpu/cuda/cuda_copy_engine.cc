@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gpu/cuda/cuda_status.h"
 
 namespace kvtier {
@@ -27,7 +28,7 @@ absl::StatusOr<std::unique_ptr<CudaCopyEngine>> CudaCopyEngine::Create(int devic
   if (!host.ok()) return host.status();
   std::unique_ptr<CudaCopyEngine> engine(
       new CudaCopyEngine(device, absl::StrCat(device, ": ", prop.name), std::move(*host)));
-  if (absl::Status s = engine->Start(); !s.ok()) return s;
+  RETURN_IF_ERROR(engine->Start());
   return engine;
 }
 
@@ -35,7 +36,7 @@ CudaCopyEngine::CudaCopyEngine(int device, std::string name, std::unique_ptr<Cpu
     : device_(device), device_name_(std::move(name)), host_(std::move(host)) {}
 
 absl::Status CudaCopyEngine::Start() {
-  if (absl::Status s = CudaStatus(cudaSetDevice(device_), "cudaSetDevice"); !s.ok()) return s;
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
   for (Lane& lane : lanes_) {
     if (absl::Status s = CudaStatus(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking),
                                     "cudaStreamCreateWithFlags");
@@ -80,12 +81,12 @@ absl::Status CudaCopyEngine::Submit(CopyBatch batch, CopyDone done) {
   if (batch.src_kind == MemoryKind::kHost && batch.dst_kind == MemoryKind::kHost) {
     return host_->Submit(std::move(batch), std::move(done));
   }
-  if (absl::Status s = ValidateCopyBatch(batch); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateCopyBatch(batch));
   if (batch.device != device_) {
     return absl::InvalidArgumentError(
         absl::StrCat("this copy engine serves GPU ", device_, ", not ", batch.device));
   }
-  if (absl::Status s = CudaStatus(cudaSetDevice(device_), "cudaSetDevice"); !s.ok()) return s;
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
   Lane& lane = LaneFor(batch);
   auto p = std::make_unique<Pending>();
   p->done = std::move(done);
@@ -188,7 +189,7 @@ absl::Status CudaCopyEngine::RegisterHost(void* p, size_t bytes) {
   if (p == nullptr || bytes == 0) {
     return absl::InvalidArgumentError("RegisterHost needs a pointer and a size");
   }
-  if (absl::Status s = CudaStatus(cudaSetDevice(device_), "cudaSetDevice"); !s.ok()) return s;
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
   return CudaStatus(cudaHostRegister(p, bytes, cudaHostRegisterPortable), "cudaHostRegister");
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gpu/cuda/cuda_status.h"
 #include "gpu/cuda_ipc_region.h"
 #include "gpu/device_region.h"
@@ -43,7 +44,7 @@ absl::StatusOr<uint64_t> AllocationSize(void* base) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MemoryRegion>> OpenCudaIpcRegion(const CudaIpcSpec& spec) {
-  if (absl::Status s = ValidateCudaIpcSpec(spec); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateCudaIpcSpec(spec));
   int count = 0;
   if (absl::Status s = CudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount"); !s.ok()) {
     return absl::FailedPreconditionError(
@@ -53,7 +54,7 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> OpenCudaIpcRegion(const CudaIpcSpe
     return absl::FailedPreconditionError(
         absl::StrCat("cuda_ipc.device ", spec.device, " does not exist (", count, " GPUs)"));
   }
-  if (absl::Status s = CudaStatus(cudaSetDevice(spec.device), "cudaSetDevice"); !s.ok()) return s;
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(spec.device), "cudaSetDevice"));
   std::vector<void*> opened;
   auto close_all = [device = spec.device](const std::vector<void*>& ptrs) {
     cudaSetDevice(device);

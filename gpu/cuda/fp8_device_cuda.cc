@@ -1,6 +1,7 @@
 // gpu/fp8_device.h for CUDA builds: checks the device, runs the kernels on
 // the default stream and waits.
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gpu/cuda/cuda_status.h"
 #include "gpu/cuda/fp8_kernels.h"
 #include "gpu/fp8_device.h"
@@ -25,7 +26,7 @@ absl::Status CheckDevice(int device) {
 
 absl::StatusOr<Fp8Stats> EncodeFp8OnDevice(int device, const fp8::Geometry& g, const void* plain,
                                            void* encoded, size_t count) {
-  if (absl::Status s = CheckDevice(device); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckDevice(device));
   Fp8Stats stats;
   if (count == 0) return stats;
   unsigned long long* clipped = nullptr;
@@ -53,7 +54,7 @@ absl::StatusOr<Fp8Stats> EncodeFp8OnDevice(int device, const fp8::Geometry& g, c
 
 absl::Status DecodeFp8OnDevice(int device, const fp8::Geometry& g, const void* encoded, void* plain,
                                size_t count) {
-  if (absl::Status s = CheckDevice(device); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckDevice(device));
   if (count == 0) return absl::OkStatus();
   if (g.valid < g.tokens) {
     // Tokens past the valid ones decode to zero.

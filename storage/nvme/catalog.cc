@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 namespace {
@@ -195,9 +196,9 @@ absl::Status Catalog::ForEach(const std::function<absl::Status(const CatalogEntr
       bad.emplace_back(k.data(), k.size());
       continue;
     }
-    if (absl::Status s = fn(*e); !s.ok()) return s;
+    RETURN_IF_ERROR(fn(*e));
   }
-  if (absl::Status s = FromRocks(it->status(), "scan"); !s.ok()) return s;
+  RETURN_IF_ERROR(FromRocks(it->status(), "scan"));
   for (const std::string& k : bad) db_->Delete(rocksdb::WriteOptions(), k);
   if (corrupt != nullptr) *corrupt = bad.size();
   return absl::OkStatus();

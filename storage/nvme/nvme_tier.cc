@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 #include "storage/nvme/slot_header.h"
 
@@ -35,7 +36,7 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Open(const NvmeTierOptions& 
                           .host_high_watermark = options.host_high_watermark,
                           .host_low_watermark = options.host_low_watermark};
   std::unique_ptr<NvmeTier> tier(new NvmeTier(options, rule));
-  if (absl::Status s = tier->DoOpen(host_slab_bytes, arena, clock); !s.ok()) return s;
+  RETURN_IF_ERROR(tier->DoOpen(host_slab_bytes, arena, clock));
   return tier;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gpu/cuda_ipc_region.h"
 #include "gpu/device_pool.h"
 #include "gpu/device_region.h"
@@ -58,7 +59,7 @@ class DeviceRegionRpcTest : public ::testing::Test {
       // The handle's first byte names the test tensor it shares.
       seams.open_cuda_ipc =
           [this](const CudaIpcSpec& spec) -> absl::StatusOr<std::unique_ptr<MemoryRegion>> {
-        if (absl::Status s = ValidateCudaIpcSpec(spec); !s.ok()) return s;
+        RETURN_IF_ERROR(ValidateCudaIpcSpec(spec));
         std::vector<DeviceRegion::Tensor> tensors;
         for (const CudaIpcTensorSpec& t : spec.tensors) {
           const size_t i = static_cast<uint8_t>(t.handle[0]);

@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 namespace {
@@ -229,7 +230,7 @@ class UringIoEngine final : public IoEngine {
 
 absl::StatusOr<std::unique_ptr<IoEngine>> CreateUringIoEngine(uint32_t queue_depth) {
   auto engine = std::make_unique<UringIoEngine>(queue_depth);
-  if (absl::Status s = engine->Init(); !s.ok()) return s;
+  RETURN_IF_ERROR(engine->Init());
   return std::unique_ptr<IoEngine>(std::move(engine));
 }
 
