@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace kvtier::costmodel {
@@ -72,8 +73,7 @@ absl::StatusOr<PromptSet> ParsePrompts(absl::string_view jsonl, uint32_t block_t
     }
     PromptChain chain;
     if (v.is_object() && v.contains("hash_ids")) {
-      auto ids = IntList(v.at("hash_ids"), line_no, "hash_ids");
-      if (!ids.ok()) return ids.status();
+      ASSIGN_OR_RETURN(auto ids, IntList(v.at("hash_ids"), line_no, "hash_ids"));
       if (!v.contains("input_length") || !v.at("input_length").is_number_integer() ||
           v.at("input_length").get<int64_t>() < 0) {
         return absl::InvalidArgumentError(
@@ -81,35 +81,34 @@ absl::StatusOr<PromptSet> ParsePrompts(absl::string_view jsonl, uint32_t block_t
       }
       const uint64_t len = v.at("input_length").get<uint64_t>();
       const uint64_t full = len / trace_block_tokens;
-      if (ids->size() < full || ids->size() > full + 1) {
-        return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": ", ids->size(),
+      if (ids.size() < full || ids.size() > full + 1) {
+        return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": ", ids.size(),
                                                        " hash_ids do not cover input_length ", len,
                                                        " in blocks of ", trace_block_tokens));
       }
       uint32_t parent = 0;
       for (uint64_t i = 0; i < full; ++i) {
-        const uint32_t id = hash_interner.Node(parent, (*ids)[i]);
+        const uint32_t id = hash_interner.Node(parent, ids[i]);
         chain.blocks.push_back(id);
         parent = id + 1;
       }
-      chain.partial_tail = ids->size() > full;
+      chain.partial_tail = ids.size() > full;
       set.from_trace_hash_ids = true;
       set.block_tokens = trace_block_tokens;
     } else {
       const json& tokens = v.is_object() && v.contains("tokens") ? v.at("tokens") : v;
-      auto list = IntList(tokens, line_no, "the token list");
-      if (!list.ok()) return list.status();
+      ASSIGN_OR_RETURN(auto list, IntList(tokens, line_no, "the token list"));
       saw_tokens = true;
       uint32_t parent = 0;
-      const size_t full = list->size() / block_tokens;
+      const size_t full = list.size() / block_tokens;
       for (size_t i = 0; i < full; ++i) {
-        std::vector<int64_t> block(list->begin() + i * block_tokens,
-                                   list->begin() + (i + 1) * block_tokens);
+        std::vector<int64_t> block(list.begin() + i * block_tokens,
+                                   list.begin() + (i + 1) * block_tokens);
         const uint32_t id = tokens_interner.Node(parent, std::move(block));
         chain.blocks.push_back(id);
         parent = id + 1;
       }
-      chain.partial_tail = list->size() % block_tokens != 0;
+      chain.partial_tail = list.size() % block_tokens != 0;
     }
     set.prompts.push_back(std::move(chain));
   }

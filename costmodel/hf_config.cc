@@ -42,13 +42,12 @@ class Fields {
   }
 
   absl::StatusOr<uint32_t> RequiredUint(const char* key) const {
-    absl::StatusOr<std::optional<uint32_t>> v = Uint(key);
-    if (!v.ok()) return v.status();
-    if (!v->has_value()) {
+    ASSIGN_OR_RETURN(std::optional<uint32_t> v, Uint(key));
+    if (!v.has_value()) {
       return absl::InvalidArgumentError(
           absl::StrCat("config.json: missing required field '", key, "'"));
     }
-    return **v;
+    return *v;
   }
 
   absl::StatusOr<std::optional<bool>> Bool(const char* key) const {

@@ -39,12 +39,11 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
   }
   // An unknown namespace or a block too large for it is a request error:
   // nothing is attempted.
-  absl::StatusOr<uint64_t> block_bytes = cache.NamespaceBlockBytes(ns);
-  if (!block_bytes.ok()) return block_bytes.status();
+  ASSIGN_OR_RETURN(uint64_t block_bytes, cache.NamespaceBlockBytes(ns));
   for (size_t i = 0; i < blocks.size(); ++i) {
-    if (blocks[i].TotalSize() > *block_bytes) {
+    if (blocks[i].TotalSize() > block_bytes) {
       return absl::InvalidArgumentError(absl::StrCat("blocks[", i, "]: ", blocks[i].TotalSize(),
-                                                     " bytes exceed the namespace's ", *block_bytes,
+                                                     " bytes exceed the namespace's ", block_bytes,
                                                      "-byte blocks"));
     }
   }

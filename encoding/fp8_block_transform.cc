@@ -1,6 +1,7 @@
 #include "encoding/fp8_block_transform.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 
@@ -8,13 +9,11 @@ absl::StatusOr<std::unique_ptr<Fp8BlockTransform>> Fp8BlockTransform::Create(Eng
                                                                              const KvShape& shape,
                                                                              KvDtype dtype,
                                                                              int group) {
-  absl::StatusOr<EngineLayout> layout = EngineLayout::Create(kind, shape);
-  if (!layout.ok()) return layout.status();
+  ASSIGN_OR_RETURN(EngineLayout layout, EngineLayout::Create(kind, shape));
   const Fp8Format format{dtype, group, 0};
-  absl::StatusOr<fp8::Geometry> geo = MakeFp8Geometry(*layout, format);
-  if (!geo.ok()) return geo.status();
+  ASSIGN_OR_RETURN(fp8::Geometry geo, MakeFp8Geometry(layout, format));
   return std::unique_ptr<Fp8BlockTransform>(
-      new Fp8BlockTransform(*std::move(layout), format, geo->encoded_bytes));
+      new Fp8BlockTransform(std::move(layout), format, geo.encoded_bytes));
 }
 
 std::string Fp8BlockTransform::Describe() const {
@@ -25,19 +24,17 @@ std::string Fp8BlockTransform::Describe() const {
 
 absl::Status Fp8BlockTransform::Encode(absl::Span<const uint8_t> plain,
                                        absl::Span<uint8_t> stored) {
-  absl::StatusOr<Fp8Stats> s = EncodeFp8Block(layout_, format_, plain, stored);
-  if (!s.ok()) return s.status();
+  ASSIGN_OR_RETURN(Fp8Stats s, EncodeFp8Block(layout_, format_, plain, stored));
   blocks_.fetch_add(1, std::memory_order_relaxed);
-  values_.fetch_add(s->values, std::memory_order_relaxed);
-  clipped_.fetch_add(s->clipped, std::memory_order_relaxed);
+  values_.fetch_add(s.values, std::memory_order_relaxed);
+  clipped_.fetch_add(s.clipped, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
 absl::Status Fp8BlockTransform::Decode(absl::Span<const uint8_t> stored,
                                        absl::Span<uint8_t> plain) {
-  absl::StatusOr<Fp8Format> f = DecodeFp8Block(layout_, stored, plain);
-  if (!f.ok()) return f.status();
-  if (f->dtype != format_.dtype || f->k_group_tokens != format_.k_group_tokens) {
+  ASSIGN_OR_RETURN(Fp8Format f, DecodeFp8Block(layout_, stored, plain));
+  if (f.dtype != format_.dtype || f.k_group_tokens != format_.k_group_tokens) {
     return absl::DataLossError("the stored block was encoded with another dtype or K group");
   }
   return absl::OkStatus();

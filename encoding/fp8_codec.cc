@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 
@@ -74,9 +75,8 @@ absl::StatusOr<fp8::Geometry> MakeFp8Geometry(const EngineLayout& layout, const 
 
 absl::StatusOr<Fp8Stats> EncodeFp8Block(const EngineLayout& layout, const Fp8Format& format,
                                         absl::Span<const uint8_t> block, absl::Span<uint8_t> out) {
-  absl::StatusOr<fp8::Geometry> geo = MakeFp8Geometry(layout, format);
-  if (!geo.ok()) return geo.status();
-  const fp8::Geometry& g = *geo;
+  ASSIGN_OR_RETURN(fp8::Geometry geo, MakeFp8Geometry(layout, format));
+  const fp8::Geometry& g = geo;
   if (block.size() != layout.block_bytes()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the block has ", block.size(), " bytes, not ", layout.block_bytes()));

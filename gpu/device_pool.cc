@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 
@@ -13,10 +14,9 @@ absl::StatusOr<std::unique_ptr<DevicePool>> DevicePool::Create(
                                                    " bytes) <= pool (", pool_bytes, " bytes)"));
   }
   const size_t slots = pool_bytes / slot_bytes;
-  absl::StatusOr<uint8_t*> base = alloc->Allocate(device, slots * slot_bytes);
-  if (!base.ok()) return base.status();
+  ASSIGN_OR_RETURN(auto* base, alloc->Allocate(device, slots * slot_bytes));
   return std::unique_ptr<DevicePool>(
-      new DevicePool(device, *base, slot_bytes, slots, std::move(alloc)));
+      new DevicePool(device, base, slot_bytes, slots, std::move(alloc)));
 }
 
 DevicePool::DevicePool(int device, uint8_t* base, uint64_t slot_bytes, size_t slots,

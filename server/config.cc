@@ -87,9 +87,8 @@ KeySpec Field(const char* path, T DaemonConfig::*field,
               absl::StatusOr<T> (*parse)(absl::string_view)) {
   return {path,
           [field, parse](absl::string_view v, DaemonConfig* c) {
-            absl::StatusOr<T> parsed = parse(v);
-            if (!parsed.ok()) return parsed.status();
-            c->*field = *std::move(parsed);
+            ASSIGN_OR_RETURN(T parsed, parse(v));
+            c->*field = std::move(parsed);
             return absl::OkStatus();
           },
           [field](const DaemonConfig& c) { return Print(c.*field); }};
@@ -294,9 +293,8 @@ absl::Status ApplyYaml(absl::string_view yaml, DaemonConfig* config) {
 }
 
 absl::Status ApplyYamlFile(const std::string& path, DaemonConfig* config) {
-  absl::StatusOr<std::string> text = ReadBoundedFile(path, "--config");
-  if (!text.ok()) return text.status();
-  absl::Status s = ApplyYaml(*text, config);
+  ASSIGN_OR_RETURN(std::string text, ReadBoundedFile(path, "--config"));
+  absl::Status s = ApplyYaml(text, config);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   return s;
 }

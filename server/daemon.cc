@@ -75,10 +75,10 @@ absl::StatusOr<std::unique_ptr<GpuTier>> MakeGpuTier(const DaemonConfig& config,
     return absl::FailedPreconditionError(
         absl::StrCat("GPU ", device, " leaves less than one slot for the tier"));
   }
-  absl::StatusOr<std::unique_ptr<DevicePool>> pool =
-      DevicePool::Create(device, bytes, config.gpu_tier_slot_bytes, CudaDeviceAllocator());
-  if (!pool.ok()) return pool.status();
-  return std::unique_ptr<GpuTier>(*std::move(pool));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<DevicePool> pool,
+      DevicePool::Create(device, bytes, config.gpu_tier_slot_bytes, CudaDeviceAllocator()));
+  return std::unique_ptr<GpuTier>(std::move(pool));
 }
 
 }  // namespace
@@ -89,14 +89,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   std::unique_ptr<Daemon> d(new Daemon());
   // Security first: a bad certificate or identities file fails the start
   // before anything is allocated.
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials =
-      ServerCredentialsFor(config);
-  if (!server_credentials.ok()) return server_credentials.status();
-  absl::StatusOr<std::unique_ptr<Authenticator>> auth = AuthenticatorFor(config);
-  if (!auth.ok()) return auth.status();
-  d->auth_ = *std::move(auth);
-  absl::StatusOr<Credentials> peer_credentials = PeerCredentialsFor(config);
-  if (!peer_credentials.ok()) return peer_credentials.status();
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> server_credentials,
+                   ServerCredentialsFor(config));
+  ASSIGN_OR_RETURN(std::unique_ptr<Authenticator> auth, AuthenticatorFor(config));
+  d->auth_ = std::move(auth);
+  ASSIGN_OR_RETURN(Credentials peer_credentials, PeerCredentialsFor(config));
   spdlog::info("security: {}, {}",
                config.tls_cert.empty()        ? "plaintext gRPC"
                : config.tls_client_ca.empty() ? "TLS"
@@ -168,19 +165,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     options.nvme = nvme;
   }
   options.probe_tiers = config.costmodel_probe_tiers;
-  absl::StatusOr<std::unique_ptr<BlockCache>> cache = BlockCache::Create(options, &d->clock_);
-  if (!cache.ok()) return cache.status();
-  d->cache_ = std::move(*cache);
+  ASSIGN_OR_RETURN(std::unique_ptr<BlockCache> cache, BlockCache::Create(options, &d->clock_));
+  d->cache_ = std::move(cache);
   d->gpus_ = ProbeGpus();
   PlannerOptions planner_options;
   planner_options.gpu = config.costmodel_gpu;
   planner_options.mfu = config.costmodel_mfu;
   planner_options.fp8_compute = config.costmodel_compute_dtype == "fp8";
   planner_options.admission_tokens = config.costmodel_admission_tokens;
-  absl::StatusOr<std::unique_ptr<LookupPlanner>> planner =
-      LookupPlanner::Create(planner_options, d->gpus_, d->cache_.get());
-  if (!planner.ok()) return planner.status();
-  d->planner_ = std::move(*planner);
+  ASSIGN_OR_RETURN(std::unique_ptr<LookupPlanner> planner,
+                   LookupPlanner::Create(planner_options, d->gpus_, d->cache_.get()));
+  d->planner_ = std::move(planner);
   spdlog::info("planner: {}", d->planner_->Snapshot().note);
 
   const int max_message = static_cast<int>(config.max_message_bytes);
@@ -189,9 +184,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   } else {
     CopyEngineOptions copy_options;
     copy_options.device = static_cast<int>(config.gpu_device);
-    absl::StatusOr<std::unique_ptr<CopyEngine>> engine = CreateCopyEngine(copy_options);
-    if (!engine.ok()) return engine.status();
-    d->copy_engine_ = *std::move(engine);
+    ASSIGN_OR_RETURN(std::unique_ptr<CopyEngine> engine, CreateCopyEngine(copy_options));
+    d->copy_engine_ = std::move(engine);
   }
   const CopyEngineCapabilities copy = d->copy_engine_->Capabilities();
   spdlog::info("copy engine: {} ({})", copy.name, copy.detail);
@@ -226,10 +220,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                                               config.shm_dir, shares.regions, shares.region_bytes);
   {
     std::string why;
-    absl::StatusOr<std::unique_ptr<Transport>> chosen =
-        ChoosePeerTransport(config, std::move(seams.transport), &why);
-    if (!chosen.ok()) return chosen.status();
-    std::unique_ptr<Transport> transport = *std::move(chosen);
+    ASSIGN_OR_RETURN(std::unique_ptr<Transport> chosen,
+                     ChoosePeerTransport(config, std::move(seams.transport), &why));
+    std::unique_ptr<Transport> transport = std::move(chosen);
     PeerTransferOptions options;
     options.role = *ParsePeerRole(config.peer_role);  // validated with the config
     options.timeout = absl::Milliseconds(config.peer_timeout_ms);
@@ -238,11 +231,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     for (absl::string_view p : absl::StrSplit(config.peer_allowed, ',', absl::SkipWhitespace())) {
       options.allowed_peers.emplace_back(absl::StripAsciiWhitespace(p));
     }
-    absl::StatusOr<std::unique_ptr<PeerTransfer>> peer =
-        PeerTransfer::Create(d->cache_.get(), std::move(transport), why,
-                             GrpcPeerChannels(*std::move(peer_credentials)), options);
-    if (!peer.ok()) return peer.status();
-    d->peer_transfer_ = *std::move(peer);
+    ASSIGN_OR_RETURN(std::unique_ptr<PeerTransfer> peer,
+                     PeerTransfer::Create(d->cache_.get(), std::move(transport), why,
+                                          GrpcPeerChannels(std::move(peer_credentials)), options));
+    d->peer_transfer_ = std::move(peer);
     const PeerTransferInfo info = d->peer_transfer_->Info();
     if (info.available) {
       spdlog::info("peer transfer: {} (transports {}, net devices {}{}), role {}",
@@ -288,7 +280,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
 
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, *server_credentials, &port);
+  builder.AddListeningPort(config.listen, server_credentials, &port);
   // A second daemon on the same port must fail, not share it silently.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Idle connections hold descriptors: one that has not finished its

@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/mutex.h"
+#include "base/status_macros.h"
 #include "client/cpp/channel.h"
 #include "server/build_info.h"
 #include "server/grpc_auth.h"
@@ -261,10 +262,9 @@ absl::Status DaemonMetrics::Listen(const std::string& address) {
   }
   MetricsHttpServerOptions options;
   options.address = address;
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
-      MetricsHttpServer::Create(options, [this] { return Render(); });
-  if (!http.ok()) return http.status();
-  http_ = *std::move(http);
+  ASSIGN_OR_RETURN(std::unique_ptr<MetricsHttpServer> http,
+                   MetricsHttpServer::Create(options, [this] { return Render(); }));
+  http_ = std::move(http);
   address_ = http_->address();
   return absl::OkStatus();
 }

@@ -21,20 +21,17 @@ namespace kvtier {
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
     const DaemonConfig& config) {
   if (config.tls_cert.empty()) return grpc::InsecureServerCredentials();
-  absl::StatusOr<std::string> cert = ReadPemFile(config.tls_cert, "security.tls_cert");
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPemFile(config.tls_key, "security.tls_key");
-  if (!key.ok()) return key.status();
+  ASSIGN_OR_RETURN(std::string cert, ReadPemFile(config.tls_cert, "security.tls_cert"));
+  ASSIGN_OR_RETURN(std::string key, ReadPemFile(config.tls_key, "security.tls_key"));
   // gRPC would only fail at bind time, as "cannot listen": say which file is wrong.
   std::string client_ca;
   if (!config.tls_client_ca.empty()) {
-    absl::StatusOr<std::string> ca = ReadPemFile(config.tls_client_ca, "security.tls_client_ca");
-    if (!ca.ok()) return ca.status();
-    client_ca = *std::move(ca);
+    ASSIGN_OR_RETURN(std::string ca, ReadPemFile(config.tls_client_ca, "security.tls_client_ca"));
+    client_ca = std::move(ca);
   }
-  RETURN_IF_ERROR(ValidateTlsPem(config, *cert, *key, client_ca));
+  RETURN_IF_ERROR(ValidateTlsPem(config, cert, key, client_ca));
   grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  ssl.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+  ssl.pem_key_cert_pairs.push_back({std::move(key), std::move(cert)});
   if (!config.tls_client_ca.empty()) {
     ssl.pem_root_certs = std::move(client_ca);
     // With identities, a certificate is one credential among others (a
@@ -61,10 +58,9 @@ absl::StatusOr<Credentials> PeerCredentialsFor(const DaemonConfig& config) {
     c.tls_key_file = config.tls_key;
   }
   if (!config.peer_token_file.empty()) {
-    absl::StatusOr<std::string> token =
-        ReadTokenFile(config.peer_token_file, "security.peer_token_file");
-    if (!token.ok()) return token.status();
-    c.token = *std::move(token);
+    ASSIGN_OR_RETURN(std::string token,
+                     ReadTokenFile(config.peer_token_file, "security.peer_token_file"));
+    c.token = std::move(token);
   }
   return c;
 }

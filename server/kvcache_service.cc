@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/status_macros.h"
 #include "datapath/region_copy.h"
 #include "datapath/shared_memory_region.h"
 #include "server/grpc_auth.h"
@@ -143,11 +144,10 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context, const Identity&
   // Read() also returns false when the call was cancelled (client gone,
   // deadline, shutdown): only a cleanly finished stream commits.
   if (context->IsCancelled()) return absl::CancelledError("Put cancelled before it finished");
-  absl::StatusOr<PutResult> r = put.Commit();
-  if (!r.ok()) return r.status();
-  response->set_blocks_stored(r->blocks_stored);
-  response->set_blocks_already_cached(r->blocks_already_cached);
-  response->set_bytes_stored(r->bytes_stored);
+  ASSIGN_OR_RETURN(PutResult r, put.Commit());
+  response->set_blocks_stored(r.blocks_stored);
+  response->set_blocks_already_cached(r.blocks_already_cached);
+  response->set_bytes_stored(r.bytes_stored);
   return absl::OkStatus();
 }
 

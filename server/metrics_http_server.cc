@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 namespace {
@@ -124,21 +125,20 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Create(
     host = host.substr(1, host.size() - 2);
   }
   bool ipv6 = false;
-  absl::StatusOr<int> fd = ListenOn(host, address.substr(colon + 1), address, &ipv6);
-  if (!fd.ok()) return fd.status();
+  ASSIGN_OR_RETURN(int fd, ListenOn(host, address.substr(colon + 1), address, &ipv6));
   std::unique_ptr<MetricsHttpServer> server(new MetricsHttpServer(
-      std::move(render), absl::StrCat(address.substr(0, colon), ":", BoundPort(*fd))));
+      std::move(render), absl::StrCat(address.substr(0, colon), ":", BoundPort(fd))));
   const unsigned int timeout_s = static_cast<unsigned int>(
       std::max<int64_t>(1, absl::ToInt64Seconds(options.connection_timeout)));
   server->daemon_ = MHD_start_daemon(
       MHD_USE_EPOLL_INTERNAL_THREAD | (ipv6 ? MHD_USE_IPv6 : 0), /*port=*/0,
       /*apc=*/nullptr, /*apc_cls=*/nullptr, &MetricsHttpHandler::Access, server.get(),
-      MHD_OPTION_LISTEN_SOCKET, *fd, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
+      MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
       MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned int>(options.max_connections),
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(options.connection_memory_bytes),
       MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
-    close(*fd);
+    close(fd);
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on '", address, "': the HTTP server did not start"));
   }

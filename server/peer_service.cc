@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "server/grpc_auth.h"
 #include "server/proto_convert.h"
 #include "server/rpc_roles.h"
@@ -24,11 +25,10 @@ absl::StatusOr<PeerBlockInfo> PeerBlockFromProto(const v1::PeerBlock& block, con
   absl::StatusOr<BlockKey> key = BlockKey::Create(block.key());
   if (!key.ok())
     return absl::InvalidArgumentError(absl::StrCat(field, ".key: ", key.status().message()));
-  absl::StatusOr<BlockKey> parent =
-      OptionalKeyFromProto(block.parent(), absl::StrCat(field, ".parent").c_str());
-  if (!parent.ok()) return parent.status();
+  ASSIGN_OR_RETURN(BlockKey parent,
+                   OptionalKeyFromProto(block.parent(), absl::StrCat(field, ".parent").c_str()));
   out.key = *key;
-  out.parent = *parent;
+  out.parent = parent;
   out.size = block.size_bytes();
   out.checksum = block.checksum();
   out.address = block.address();

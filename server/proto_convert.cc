@@ -1,6 +1,7 @@
 #include "server/proto_convert.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "server/storage_encoding.h"
 
 namespace kvtier {
@@ -35,9 +36,8 @@ absl::StatusOr<NamespaceSpec> NamespaceSpecFromProto(const v1::OpenNamespaceRequ
   spec.salt = request.salt();
   spec.layout = KvLayout{l.num_layers(),       l.num_kv_heads(), l.head_dim(), dtype,
                          l.tokens_per_block(), l.tp_rank(),      l.tp_size()};
-  absl::StatusOr<std::string> encoding = CanonicalEncoding(request.encoding(), spec.layout);
-  if (!encoding.ok()) return encoding.status();
-  spec.encoding = *std::move(encoding);
+  ASSIGN_OR_RETURN(std::string encoding, CanonicalEncoding(request.encoding(), spec.layout));
+  spec.encoding = std::move(encoding);
   return spec;
 }
 
@@ -71,11 +71,9 @@ absl::StatusOr<std::vector<BlockKey>> KeysFromProto(
 
 absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
     const std::string& namespace_id, const google::protobuf::RepeatedPtrField<std::string>& keys) {
-  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(namespace_id);
-  if (!ns.ok()) return ns.status();
-  absl::StatusOr<std::vector<BlockKey>> parsed = KeysFromProto(keys);
-  if (!parsed.ok()) return parsed.status();
-  return NamespaceKeys{*ns, *std::move(parsed)};
+  ASSIGN_OR_RETURN(NamespaceId ns, NamespaceIdFromProto(namespace_id));
+  ASSIGN_OR_RETURN(std::vector<BlockKey> parsed, KeysFromProto(keys));
+  return NamespaceKeys{ns, std::move(parsed)};
 }
 
 absl::StatusOr<BlockKey> OptionalKeyFromProto(absl::string_view bytes, const char* field) {

@@ -17,13 +17,11 @@ absl::Span<const uint8_t> Bytes(absl::string_view s) {
 }  // namespace
 
 absl::Status PutAssembly::Begin(const PutChunkFields& chunk) {
-  absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(chunk.namespace_id);
-  if (!ns.ok()) return ns.status();
-  RETURN_IF_ERROR(cache_->CheckTenant(*ns, tenant_));
-  absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> b = cache_->BeginPut(*ns);
-  if (!b.ok()) return b.status();
-  batch_ = std::move(*b);
-  transform_ = transforms_->Find(*ns);
+  ASSIGN_OR_RETURN(NamespaceId ns, NamespaceIdFromProto(chunk.namespace_id));
+  RETURN_IF_ERROR(cache_->CheckTenant(ns, tenant_));
+  ASSIGN_OR_RETURN(std::unique_ptr<BlockCache::PutBatch> b, cache_->BeginPut(ns));
+  batch_ = std::move(b);
+  transform_ = transforms_->Find(ns);
   if (transform_ != nullptr) encoded_.resize(transform_->stored_bytes());
   return absl::OkStatus();
 }
@@ -47,9 +45,8 @@ absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
   if (batch_ == nullptr) {
     RETURN_IF_ERROR(Begin(chunk));
   } else if (!chunk.namespace_id.empty()) {
-    absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(chunk.namespace_id);
-    if (!ns.ok()) return ns.status();
-    if (!(*ns == batch_->ns())) {
+    ASSIGN_OR_RETURN(NamespaceId ns, NamespaceIdFromProto(chunk.namespace_id));
+    if (!(ns == batch_->ns())) {
       return absl::InvalidArgumentError(
           absl::StrCat("chunk ", index_, ": all blocks of one Put must share a namespace"));
     }
@@ -60,24 +57,22 @@ absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
                      " bytes, more than the namespace's block size of ", batch_->block_bytes()));
   }
   if (!chunk.key.empty()) {
-    absl::StatusOr<BlockKey> key = OptionalKeyFromProto(chunk.key, "key");
-    if (!key.ok()) return key.status();
-    absl::StatusOr<BlockKey> parent = OptionalKeyFromProto(chunk.parent_key, "parent_key");
-    if (!parent.ok()) return parent.status();
+    ASSIGN_OR_RETURN(BlockKey key, OptionalKeyFromProto(chunk.key, "key"));
+    ASSIGN_OR_RETURN(BlockKey parent, OptionalKeyFromProto(chunk.parent_key, "parent_key"));
     if (chunk.block_bytes == 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("chunk ", index_, " starts block ", key->ToHex(), " without block_bytes"));
+          absl::StrCat("chunk ", index_, " starts block ", key.ToHex(), " without block_bytes"));
     }
     if (transform_ != nullptr) {
       if (chunk.block_bytes != transform_->plain_bytes()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "block ", key->ToHex(), ": ", chunk.block_bytes, " bytes; this namespace stores ",
+            "block ", key.ToHex(), ": ", chunk.block_bytes, " bytes; this namespace stores ",
             transform_->Describe(), ", which takes whole blocks of ", transform_->plain_bytes()));
       }
       RETURN_IF_ERROR(Flush());
-      pending_ = Pending{*key, *parent, {}};
+      pending_ = Pending{key, parent, {}};
       pending_->data.reserve(transform_->plain_bytes());
-    } else if (absl::Status s = batch_->StartBlock(*key, *parent, chunk.block_bytes); !s.ok()) {
+    } else if (absl::Status s = batch_->StartBlock(key, parent, chunk.block_bytes); !s.ok()) {
       return s;
     }
   } else if (!chunk.parent_key.empty() || chunk.block_bytes != 0) {

@@ -32,17 +32,17 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> RegionRegistration::Open(
 absl::StatusOr<std::unique_ptr<MemoryRegion>> RegionRegistration::OpenSharedMemory(
     const RegionRequest& request) const {
   // With per-tenant directories a tenant cannot name another tenant's buffers.
-  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> shm = SharedMemoryRegion::Open(
-      request.shm_path, request.shm_size_bytes, AllowedShmDir(request.tenant));
-  if (!shm.ok()) return shm.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<SharedMemoryRegion> shm,
+                   SharedMemoryRegion::Open(request.shm_path, request.shm_size_bytes,
+                                            AllowedShmDir(request.tenant)));
   // The owner must be the engine that maps the file: a pid from another
   // pid namespace would name some unrelated process.
-  if (request.owner_pid != 0 && !(*shm)->IsMappedBy(static_cast<int>(request.owner_pid))) {
+  if (request.owner_pid != 0 && !shm->IsMappedBy(static_cast<int>(request.owner_pid))) {
     return absl::InvalidArgumentError(
         absl::StrCat("owner_pid ", request.owner_pid, " does not map ", request.shm_path,
                      "; give the engine's pid as the daemon sees it, or 0"));
   }
-  return std::unique_ptr<MemoryRegion>(*std::move(shm));
+  return std::unique_ptr<MemoryRegion>(std::move(shm));
 }
 
 absl::StatusOr<std::unique_ptr<MemoryRegion>> RegionRegistration::OpenCudaIpc(

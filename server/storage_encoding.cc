@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "datapath/engine_layout.h"
 #include "encoding/fp8_block_transform.h"
 
@@ -72,18 +73,15 @@ absl::StatusOr<std::shared_ptr<BlockTransform>> TransformFor(const NamespaceSpec
     return absl::InvalidArgumentError(
         absl::StrCat("unknown storage encoding '", spec.encoding, "'"));
   }
-  absl::StatusOr<EngineLayoutKind> kind = ParseEngineLayoutKind(parts[1]);
-  if (!kind.ok()) return kind.status();
-  absl::StatusOr<KvDtype> dtype = CodecDtype(spec.layout.dtype);
-  if (!dtype.ok()) return dtype.status();
+  ASSIGN_OR_RETURN(EngineLayoutKind kind, ParseEngineLayoutKind(parts[1]));
+  ASSIGN_OR_RETURN(KvDtype dtype, CodecDtype(spec.layout.dtype));
   const KvLayout& l = spec.layout;
   const KvShape shape{static_cast<int>(l.num_layers),       1,
                       static_cast<int>(l.tokens_per_block), static_cast<int>(l.num_kv_heads),
-                      static_cast<int>(l.head_dim),         KvDtypeBytes(*dtype)};
-  absl::StatusOr<std::unique_ptr<Fp8BlockTransform>> t =
-      Fp8BlockTransform::Create(*kind, shape, *dtype, static_cast<int>(group));
-  if (!t.ok()) return t.status();
-  return std::shared_ptr<BlockTransform>(*std::move(t));
+                      static_cast<int>(l.head_dim),         KvDtypeBytes(dtype)};
+  ASSIGN_OR_RETURN(std::unique_ptr<Fp8BlockTransform> t,
+                   Fp8BlockTransform::Create(kind, shape, dtype, static_cast<int>(group)));
+  return std::shared_ptr<BlockTransform>(std::move(t));
 }
 
 std::shared_ptr<BlockTransform> NamespaceTransforms::Set(

@@ -32,30 +32,27 @@ absl::StatusOr<std::unique_ptr<BlockCache>> BlockCache::Create(const BlockCacheO
       options.default_lease_ttl > options.max_lease_ttl) {
     return absl::InvalidArgumentError("default lease TTL must be in (0, max lease TTL]");
   }
-  absl::StatusOr<std::unique_ptr<SlabAllocator>> allocator =
-      SlabAllocator::Create(options.host_bytes, options.slab_bytes);
-  if (!allocator.ok()) return allocator.status();
-  absl::StatusOr<std::unique_ptr<HostArena>> arena = HostArena::Create((*allocator)->capacity());
-  if (!arena.ok()) return arena.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<SlabAllocator> allocator,
+                   SlabAllocator::Create(options.host_bytes, options.slab_bytes));
+  ASSIGN_OR_RETURN(std::unique_ptr<HostArena> arena, HostArena::Create(allocator->capacity()));
   std::unique_ptr<BlockCache> cache(
-      new BlockCache(options, clock, std::move(*arena), std::move(*allocator)));
+      new BlockCache(options, clock, std::move(arena), std::move(allocator)));
   BlockCache* c = cache.get();
   if (options.nvme.has_value()) {
     // Validates the NVMe options and parses the write policy, once.
-    absl::StatusOr<std::unique_ptr<NvmeTier>> nvme = NvmeTier::Open(
-        *options.nvme, options.max_block_bytes, options.slab_bytes, c->arena_, clock);
-    if (!nvme.ok()) return nvme.status();
+    ASSIGN_OR_RETURN(std::unique_ptr<NvmeTier> nvme,
+                     NvmeTier::Open(*options.nvme, options.max_block_bytes, options.slab_bytes,
+                                    c->arena_, clock));
     MutexLock lock(&c->mu_);
-    c->nvme_ = std::move(*nvme);
+    c->nvme_ = std::move(nvme);
     c->host_.set_nvme(c->nvme_.get());
-    absl::StatusOr<RecoveryResult> recovered =
-        c->nvme_->Recover(&c->index_, options.max_block_bytes,
-                          [c](const CatalogEntry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                            c->namespaces_.AddRecoveredBlock(e.ns, e.payload_bytes);
-                          });
-    if (!recovered.ok()) return recovered.status();
-    c->counters_.recovered_blocks = recovered->recovered;
-    c->counters_.recovery_dropped = recovered->dropped;
+    ASSIGN_OR_RETURN(RecoveryResult recovered,
+                     c->nvme_->Recover(&c->index_, options.max_block_bytes,
+                                       [c](const CatalogEntry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                         c->namespaces_.AddRecoveredBlock(e.ns, e.payload_bytes);
+                                       }));
+    c->counters_.recovered_blocks = recovered.recovered;
+    c->counters_.recovery_dropped = recovered.dropped;
     c->mover_pass_ = std::make_unique<Mover>(c->nvme_.get(), &c->host_, &c->index_, &c->namespaces_,
                                              &c->counters_);
   }
@@ -130,9 +127,9 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
   const NamespaceId id = NamespaceId::Of(normalized);
   const uint64_t block_bytes = *BlockBytes(normalized.layout);
   MutexLock lock(&mu_);
-  absl::StatusOr<OpenedNamespace> opened = namespaces_.Open(id, std::move(normalized), block_bytes);
-  if (!opened.ok()) return opened.status();
-  return OpenNamespaceResult{id, opened->block_bytes, opened->created};
+  ASSIGN_OR_RETURN(OpenedNamespace opened,
+                   namespaces_.Open(id, std::move(normalized), block_bytes));
+  return OpenNamespaceResult{id, opened.block_bytes, opened.created};
 }
 
 TenantUsage BlockCache::UsageOf(absl::string_view tenant) {
@@ -142,19 +139,17 @@ TenantUsage BlockCache::UsageOf(absl::string_view tenant) {
 
 absl::StatusOr<uint64_t> BlockCache::NamespaceBlockBytes(const NamespaceId& ns) {
   MutexLock lock(&mu_);
-  absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns);
-  if (!entry.ok()) return entry.status();
-  return (*entry)->block_bytes;
+  ASSIGN_OR_RETURN(auto* entry, namespaces_.FindOpen(ns));
+  return entry->block_bytes;
 }
 
 absl::Status BlockCache::CheckTenant(const NamespaceId& ns, absl::string_view tenant) {
   MutexLock lock(&mu_);
-  absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns);
-  if (!entry.ok()) return entry.status();
+  ASSIGN_OR_RETURN(auto* entry, namespaces_.FindOpen(ns));
   // Another tenant's namespace reads exactly as one that is not open: ids
   // are public hashes, so any other answer would tell a tenant which models
   // its neighbours serve.
-  if ((*entry)->spec.tenant != tenant) return NamespaceNotOpenError(ns);
+  if (entry->spec.tenant != tenant) return NamespaceNotOpenError(ns);
   return absl::OkStatus();
 }
 
@@ -183,8 +178,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
   }
   MutexLock lock(&mu_);
   ExpireLeasesLocked();
-  absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns);
-  if (!entry.ok()) return entry.status();
+  ASSIGN_OR_RETURN(auto* entry, namespaces_.FindOpen(ns));
   std::vector<BlockRecord*> matched;
   matched.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -195,7 +189,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
     if (i > 0 && rec->parent != matched.back()) break;
     matched.push_back(rec);
   }
-  const std::string& tenant = (*entry)->spec.tenant;
+  const std::string& tenant = entry->spec.tenant;
   if (take_lease && !matched.empty()) {
     if (leases_.size() >= options_.max_leases) {
       return absl::ResourceExhaustedError(
@@ -311,12 +305,13 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
     if (absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns); !entry.ok()) {
       return entry.status();
     }
-    absl::StatusOr<std::vector<BlockRecord*>> pinned = read_->Pin(
-        ns, keys,
-        [this](uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS { return AllocateLocked(size); },
-        &promotion);
-    if (!pinned.ok()) return pinned.status();
-    blocks = std::move(*pinned);
+    ASSIGN_OR_RETURN(
+        std::vector<BlockRecord*> pinned,
+        read_->Pin(
+            ns, keys,
+            [this](uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS { return AllocateLocked(size); },
+            &promotion));
+    blocks = std::move(pinned);
     handles.reserve(blocks.size());
     for (BlockRecord* rec : blocks) handles.push_back(ReadHandle(this, rec));
   }

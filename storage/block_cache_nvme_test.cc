@@ -71,29 +71,27 @@ class NvmeCacheTest : public ::testing::Test {
   }
 
   absl::Status Put(const std::vector<std::string>& chain, std::string parent = "") {
-    auto batch = cache_->BeginPut(ns_);
-    if (!batch.ok()) return batch.status();
+    ASSIGN_OR_RETURN(auto batch, cache_->BeginPut(ns_));
     for (const std::string& k : chain) {
       if (absl::Status s =
-              (*batch)->StartBlock(Key(k), parent.empty() ? BlockKey() : Key(parent), 64 * kKiB);
+              batch->StartBlock(Key(k), parent.empty() ? BlockKey() : Key(parent), 64 * kKiB);
           !s.ok()) {
         return s;
       }
-      RETURN_IF_ERROR((*batch)->Append(Content(k, 64 * kKiB)));
+      RETURN_IF_ERROR(batch->Append(Content(k, 64 * kKiB)));
       parent = k;
     }
-    return (*batch)->Commit().status();
+    return batch->Commit().status();
   }
 
   // Reads every key and checks its bytes.
   absl::Status ReadAll(const std::vector<std::string>& keys) {
     std::vector<BlockKey> ks;
     for (const auto& k : keys) ks.push_back(Key(k));
-    auto h = cache_->Read(ns_, ks);
-    if (!h.ok()) return h.status();
+    ASSIGN_OR_RETURN(auto h, cache_->Read(ns_, ks));
     for (size_t i = 0; i < keys.size(); ++i) {
       auto want = Content(keys[i], 64 * kKiB);
-      auto got = (*h)[i].bytes();
+      auto got = h[i].bytes();
       if (got.size() != want.size() || !std::equal(want.begin(), want.end(), got.begin())) {
         return absl::DataLossError(absl::StrCat("wrong bytes for ", keys[i]));
       }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/checksum.h"
+#include "base/status_macros.h"
 #include "testing/test_bytes.h"
 
 namespace kvtier {
@@ -54,21 +55,19 @@ class BlockCacheTest : public ::testing::Test {
 
   absl::Status Put(const NamespaceId& ns, const std::vector<std::string>& chain,
                    const std::string& first_parent = "", size_t size = 64 * kKiB) {
-    auto batch = cache_->BeginPut(ns);
-    if (!batch.ok()) return batch.status();
+    ASSIGN_OR_RETURN(auto batch, cache_->BeginPut(ns));
     std::string parent = first_parent;
     for (const std::string& k : chain) {
-      absl::Status s =
-          (*batch)->StartBlock(Key(k), parent.empty() ? BlockKey() : Key(parent), size);
+      absl::Status s = batch->StartBlock(Key(k), parent.empty() ? BlockKey() : Key(parent), size);
       if (!s.ok()) return s;
       std::vector<uint8_t> data = Content(ns.ToHex(), k, size);
       // Two chunks, to exercise appends.
       absl::Span<const uint8_t> all(data);
-      if (s = (*batch)->Append(all.subspan(0, size / 3)); !s.ok()) return s;
-      if (s = (*batch)->Append(all.subspan(size / 3)); !s.ok()) return s;
+      if (s = batch->Append(all.subspan(0, size / 3)); !s.ok()) return s;
+      if (s = batch->Append(all.subspan(size / 3)); !s.ok()) return s;
       parent = k;
     }
-    return (*batch)->Commit().status();
+    return batch->Commit().status();
   }
 
   std::vector<BlockKey> Keys(const std::vector<std::string>& ks) {

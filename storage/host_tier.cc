@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "storage/nvme/nvme_tier.h"
 
 namespace kvtier {
@@ -20,21 +21,20 @@ HostTier::HostTier(std::unique_ptr<HostArena> arena, std::unique_ptr<SlabAllocat
 HostTier::~HostTier() = default;
 
 absl::StatusOr<HostTier::Slot> HostTier::Allocate(uint64_t size) {
-  absl::StatusOr<uint32_t> cls = allocator_->ClassFor(size);
-  if (!cls.ok()) return cls.status();
-  if (std::optional<Slot> slot = allocator_->Allocate(*cls)) return *slot;
+  ASSIGN_OR_RETURN(uint32_t cls, allocator_->ClassFor(size));
+  if (std::optional<Slot> slot = allocator_->Allocate(cls)) return *slot;
   // Eviction is bounded: one block of the same class (its slot is reused at
   // once), preferring a host copy of a block that is also on NVMe (nothing is
   // lost), or every block of one slab whose blocks are all reclaimable (the
   // slab returns to the pool). Nothing is evicted unless it makes room.
-  if (BlockRecord* copy = index_->Coldest(PrefixIndex::kHostCopy, *cls); copy != nullptr) {
+  if (BlockRecord* copy = index_->Coldest(PrefixIndex::kHostCopy, cls); copy != nullptr) {
     DropHostCopy(copy);
-    return *allocator_->Allocate(*cls);
+    return *allocator_->Allocate(cls);
   }
-  if (BlockRecord* victim = index_->ColdestEvictable(*cls); victim != nullptr) {
+  if (BlockRecord* victim = index_->ColdestEvictable(cls); victim != nullptr) {
     Remove(victim);
     ++counters_->evictions;
-    return *allocator_->Allocate(*cls);
+    return *allocator_->Allocate(cls);
   }
   if (std::optional<uint32_t> slab = ReclaimableSlab(); slab.has_value()) {
     std::vector<BlockRecord*> copies, victims;
@@ -49,7 +49,7 @@ absl::StatusOr<HostTier::Slot> HostTier::Allocate(uint64_t size) {
       Remove(rec);
       ++counters_->evictions;
     }
-    return *allocator_->Allocate(*cls);
+    return *allocator_->Allocate(cls);
   }
   return absl::ResourceExhaustedError(absl::StrCat(
       "host tier is full: no room for a ", size, "-byte block; ", allocator_->used_bytes(), " of ",

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/checksum.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 namespace {
@@ -78,10 +79,9 @@ absl::Status ValidateNamespaceSpec(const NamespaceSpec& spec, uint64_t max_block
     return absl::InvalidArgumentError(
         absl::StrCat("layout.tp_rank ", l.tp_rank, " must be < tp_size ", tp_size));
   }
-  absl::StatusOr<uint64_t> bytes = BlockBytes(l);
-  if (!bytes.ok()) return bytes.status();
-  if (*bytes > max_block_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("a block of this layout is ", *bytes,
+  ASSIGN_OR_RETURN(uint64_t bytes, BlockBytes(l));
+  if (bytes > max_block_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a block of this layout is ", bytes,
                                                    " bytes; this daemon's max_block_bytes is ",
                                                    max_block_bytes));
   }

@@ -19,10 +19,8 @@ namespace kvtier {
 
 absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> BlockCache::BeginPut(const NamespaceId& ns) {
   MutexLock lock(&mu_);
-  absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns);
-  if (!entry.ok()) return entry.status();
-  return std::unique_ptr<PutBatch>(
-      new PutBatch(this, ns, (*entry)->block_bytes, (*entry)->spec.tenant));
+  ASSIGN_OR_RETURN(auto* entry, namespaces_.FindOpen(ns));
+  return std::unique_ptr<PutBatch>(new PutBatch(this, ns, entry->block_bytes, entry->spec.tenant));
 }
 
 BlockCache::PutBatch::~PutBatch() {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 #include "transfer/landing.h"
 #include "transfer/landing_fill.h"
@@ -98,17 +99,16 @@ absl::StatusOr<TransferOutcome> PeerReceiver::Pull(const NamespaceId& ns,
 absl::StatusOr<PeerReceiver::Staged> PeerReceiver::Stage(const NamespaceId& ns,
                                                          absl::Span<const PeerBlockInfo> blocks,
                                                          absl::Duration ttl) {
-  absl::StatusOr<Landing> landing = PrepareLanding(*cache_, ns, blocks);
-  if (!landing.ok()) return landing.status();
+  ASSIGN_OR_RETURN(Landing landing, PrepareLanding(*cache_, ns, blocks));
   // Before the sender learns the slots: what they held must not verify.
-  FillLandingSlots(landing->slots, landing->blocks);
+  FillLandingSlots(landing.slots, landing.blocks);
   Staged out;
   out.result.daemon_id = daemon_id_;
-  out.result.blocks = landing->blocks;
-  out.result.refused = landing->refused;
-  if (landing->blocks.empty()) return out;
+  out.result.blocks = landing.blocks;
+  out.result.refused = landing.refused;
+  if (landing.blocks.empty()) return out;
   out.entry = std::make_unique<StageEntry>();
-  out.entry->landing = *std::move(landing);
+  out.entry->landing = std::move(landing);
   out.entry->expiry = absl::Now() + std::clamp(ttl, absl::Seconds(1), max_hold_);
   return out;
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/checksum.h"
+#include "base/status_macros.h"
 #include "transfer/transfer_steps.h"
 
 namespace kvtier {
@@ -17,9 +18,8 @@ absl::StatusOr<TransferOutcome> PeerSource::Push(const NamespaceId& ns,
   TransferOutcome out;
   out.blocks.assign(keys.size(), absl::NotFoundError("not cached on the source daemon"));
   out.sizes.assign(keys.size(), 0);
-  absl::StatusOr<LookupResult> found = cache_->Lookup(ns, keys, false, absl::ZeroDuration());
-  if (!found.ok()) return found.status();
-  const size_t m = found->blocks.size();
+  ASSIGN_OR_RETURN(LookupResult found, cache_->Lookup(ns, keys, false, absl::ZeroDuration()));
+  const size_t m = found.blocks.size();
   if (m == 0) return out;
   absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles =
       cache_->Read(ns, keys.subspan(0, m), /*verify=*/false);
@@ -122,11 +122,10 @@ absl::StatusOr<TransferOutcome> PeerSource::Push(const NamespaceId& ns,
 absl::StatusOr<PeerSource::Exported> PeerSource::Export(const NamespaceId& ns,
                                                         absl::Span<const BlockKey> keys,
                                                         absl::Duration ttl) {
-  absl::StatusOr<LookupResult> found = cache_->Lookup(ns, keys, false, absl::ZeroDuration());
-  if (!found.ok()) return found.status();
+  ASSIGN_OR_RETURN(LookupResult found, cache_->Lookup(ns, keys, false, absl::ZeroDuration()));
   Exported out;
   out.result.daemon_id = daemon_id_;
-  const size_t m = found->blocks.size();
+  const size_t m = found.blocks.size();
   if (m == 0) return out;
   // The receiver verifies every byte against the checksum, so no pass here.
   absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles =

@@ -111,15 +111,14 @@ absl::StatusOr<StageResult> PeerTransfer::Stage(const NamespaceId& ns,
   }
   ExpireStale();
   if (pending() >= options_.max_pending) return TooManyPending();
-  absl::StatusOr<PeerReceiver::Staged> staged = receiver_.Stage(ns, blocks, ttl);
-  if (!staged.ok()) return staged.status();
-  if (staged->entry == nullptr) return std::move(staged->result);
-  staged->result.stage_id = NewId();
+  ASSIGN_OR_RETURN(PeerReceiver::Staged staged, receiver_.Stage(ns, blocks, ttl));
+  if (staged.entry == nullptr) return std::move(staged.result);
+  staged.result.stage_id = NewId();
   std::unique_ptr<StageEntry> refused;
   {
     MutexLock lock(&mu_);
-    refused = pending_.AddStage(staged->result.stage_id, std::move(staged->entry));
-    if (refused == nullptr) return std::move(staged->result);
+    refused = pending_.AddStage(staged.result.stage_id, std::move(staged.entry));
+    if (refused == nullptr) return std::move(staged.result);
   }
   return TooManyPending();  // `refused` frees its slots outside the lock
 }
@@ -158,15 +157,14 @@ absl::StatusOr<ExportResult> PeerTransfer::Export(const NamespaceId& ns,
   }
   ExpireStale();
   if (pending() >= options_.max_pending) return TooManyPending();
-  absl::StatusOr<PeerSource::Exported> exported = source_.Export(ns, keys, ttl);
-  if (!exported.ok()) return exported.status();
-  if (exported->entry == nullptr) return std::move(exported->result);
-  exported->result.export_id = NewId();
+  ASSIGN_OR_RETURN(PeerSource::Exported exported, source_.Export(ns, keys, ttl));
+  if (exported.entry == nullptr) return std::move(exported.result);
+  exported.result.export_id = NewId();
   std::unique_ptr<ExportEntry> refused;
   {
     MutexLock lock(&mu_);
-    refused = pending_.AddExport(exported->result.export_id, std::move(exported->entry));
-    if (refused == nullptr) return std::move(exported->result);
+    refused = pending_.AddExport(exported.result.export_id, std::move(exported.entry));
+    if (refused == nullptr) return std::move(exported.result);
   }
   return TooManyPending();  // `refused` unpins outside the lock
 }

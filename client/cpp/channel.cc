@@ -11,6 +11,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 namespace {
@@ -78,9 +79,8 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const char* w
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const char* what) {
-  absl::StatusOr<std::string> text = ReadSmallFile(path, what);
-  if (!text.ok()) return text.status();
-  std::string token(absl::StripAsciiWhitespace(*text));
+  ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, what));
+  std::string token(absl::StripAsciiWhitespace(text));
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(what, " '", path, "' is empty"));
   }
@@ -102,17 +102,14 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& ta
     transport = grpc::InsecureChannelCredentials();
   } else {
     grpc::SslCredentialsOptions ssl;
-    absl::StatusOr<std::string> ca = ReadSmallFile(credentials.tls_ca_file, "TLS CA file");
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *std::move(ca);
+    ASSIGN_OR_RETURN(std::string ca, ReadSmallFile(credentials.tls_ca_file, "TLS CA file"));
+    ssl.pem_root_certs = std::move(ca);
     if (!credentials.tls_cert_file.empty()) {
-      absl::StatusOr<std::string> cert =
-          ReadSmallFile(credentials.tls_cert_file, "TLS certificate file");
-      if (!cert.ok()) return cert.status();
-      absl::StatusOr<std::string> key = ReadSmallFile(credentials.tls_key_file, "TLS key file");
-      if (!key.ok()) return key.status();
-      ssl.pem_cert_chain = *std::move(cert);
-      ssl.pem_private_key = *std::move(key);
+      ASSIGN_OR_RETURN(std::string cert,
+                       ReadSmallFile(credentials.tls_cert_file, "TLS certificate file"));
+      ASSIGN_OR_RETURN(std::string key, ReadSmallFile(credentials.tls_key_file, "TLS key file"));
+      ssl.pem_cert_chain = std::move(cert);
+      ssl.pem_private_key = std::move(key);
     }
     transport = grpc::SslCredentials(ssl);
     if (!credentials.tls_server_name.empty()) {

@@ -127,18 +127,16 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-      OpenChannel(address, options.credentials, args);
-  if (!channel.ok()) return channel.status();
-  if (*channel == nullptr) {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                   OpenChannel(address, options.credentials, args));
+  if (channel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot use address '", address, "'"));
   }
-  return std::unique_ptr<Client>(new Client(std::make_shared<Impl>(*channel, options)));
+  return std::unique_ptr<Client>(new Client(std::make_shared<Impl>(channel, options)));
 }
 
 absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o) {
-  absl::StatusOr<v1::DType> dtype = DTypeFromName(o.layout.dtype);
-  if (!dtype.ok()) return dtype.status();
+  ASSIGN_OR_RETURN(v1::DType dtype, DTypeFromName(o.layout.dtype));
   v1::OpenNamespaceRequest req;
   req.set_model_id(o.model_id);
   req.set_salt(o.salt);
@@ -148,7 +146,7 @@ absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o)
   l->set_num_layers(o.layout.num_layers);
   l->set_num_kv_heads(o.layout.num_kv_heads);
   l->set_head_dim(o.layout.head_dim);
-  l->set_dtype(*dtype);
+  l->set_dtype(dtype);
   l->set_tokens_per_block(o.layout.tokens_per_block);
   l->set_tp_rank(o.layout.tp_rank);
   l->set_tp_size(o.layout.tp_size);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 #include "client/planner/planner_reports.h"
 #include "client/planner/report_format.h"
 #include "costmodel/attention_roofline.h"
@@ -58,60 +59,58 @@ Report MlaReport(const Deployment& d) {
 }
 
 absl::StatusOr<Report> QuantReport(const Deployment& d, const costmodel::QuantLayout& q) {
-  absl::StatusOr<costmodel::QuantReport> qr = costmodel::EvaluateQuantLayout(d, q);
-  if (!qr.ok()) return qr.status();
+  ASSIGN_OR_RETURN(costmodel::QuantReport qr, costmodel::EvaluateQuantLayout(d, q));
   Report r;
   r.json = {{"inputs", DeploymentJson(d)},
             {"k_layout", q.k_per_channel ? "per-channel" : "per-token"},
             {"v_layout", q.v_per_channel ? "per-channel" : "per-token"},
             {"group", q.group},
             {"bits", q.bits},
-            {"bytes_per_token", qr->bytes_per_token},
-            {"data_bytes_per_token", qr->data_bytes_per_token},
-            {"scale_bytes_per_token", qr->scale_bytes_per_token},
-            {"bytes_per_token_unquantized", qr->bytes_per_token_unquantized},
-            {"compression", qr->compression},
-            {"residual_tokens", qr->residual_tokens},
-            {"residual_bytes", qr->residual_bytes}};
+            {"bytes_per_token", qr.bytes_per_token},
+            {"data_bytes_per_token", qr.data_bytes_per_token},
+            {"scale_bytes_per_token", qr.scale_bytes_per_token},
+            {"bytes_per_token_unquantized", qr.bytes_per_token_unquantized},
+            {"compression", qr.compression},
+            {"residual_tokens", qr.residual_tokens},
+            {"residual_bytes", qr.residual_bytes}};
   absl::StrAppendFormat(&r.text,
                         "data              = 2 x %d layers x %d heads x %d dims x %d bits / 8 = "
                         "%s\n",
                         d.model.AttentionLayers(), d.model.num_kv_heads, d.model.head_dim, q.bits,
-                        Bytes(qr->data_bytes_per_token));
+                        Bytes(qr.data_bytes_per_token));
   absl::StrAppendFormat(&r.text, "scales            = K %s, V %s, group %d, %g-byte scale%s = %s\n",
                         q.k_per_channel ? "per channel" : "per token",
                         q.v_per_channel ? "per channel" : "per token", q.group, q.scale_bytes,
-                        q.zero_point ? " + zero point" : "", Bytes(qr->scale_bytes_per_token));
+                        q.zero_point ? " + zero point" : "", Bytes(qr.scale_bytes_per_token));
   absl::StrAppendFormat(&r.text, "bytes per token   = %s (%.2fx smaller than %s)\n",
-                        Bytes(qr->bytes_per_token), qr->compression, KvElement(d));
+                        Bytes(qr.bytes_per_token), qr.compression, KvElement(d));
   absl::StrAppendFormat(&r.text,
                         "residual          = up to %d newest tokens stay unquantized until their "
                         "group fills: %s per request\n",
-                        qr->residual_tokens, Bytes(qr->residual_bytes));
+                        qr.residual_tokens, Bytes(qr.residual_bytes));
   return r;
 }
 
 absl::StatusOr<Report> Fp8Report(const Deployment& d, const std::string& format, double scale,
                                  const std::vector<double>& amax) {
-  absl::StatusOr<costmodel::Fp8Report> f = costmodel::EvaluateFp8(d, format, scale, amax);
-  if (!f.ok()) return f.status();
+  ASSIGN_OR_RETURN(costmodel::Fp8Report f, costmodel::EvaluateFp8(d, format, scale, amax));
   Report r;
   r.json = {{"inputs", DeploymentJson(d)},
             {"format", format},
             {"scale", scale},
-            {"bytes_per_token_bf16", f->bytes_per_token_bf16},
-            {"bytes_per_token_fp8", f->bytes_per_token_fp8},
-            {"bytes_saved_per_token", f->bytes_saved_per_token},
-            {"saturation_threshold", f->saturation_threshold},
-            {"samples", f->samples},
-            {"clip_rate", f->clip_rate}};
+            {"bytes_per_token_bf16", f.bytes_per_token_bf16},
+            {"bytes_per_token_fp8", f.bytes_per_token_fp8},
+            {"bytes_saved_per_token", f.bytes_saved_per_token},
+            {"saturation_threshold", f.saturation_threshold},
+            {"samples", f.samples},
+            {"clip_rate", f.clip_rate}};
   absl::StrAppendFormat(&r.text, "bytes per token   = %s (bf16) -> %s (fp8): %s saved\n",
-                        Bytes(f->bytes_per_token_bf16), Bytes(f->bytes_per_token_fp8),
-                        Bytes(f->bytes_saved_per_token));
+                        Bytes(f.bytes_per_token_bf16), Bytes(f.bytes_per_token_fp8),
+                        Bytes(f.bytes_saved_per_token));
   absl::StrAppendFormat(&r.text, "saturation        = %s max x scale %g = %g\n", format, scale,
-                        f->saturation_threshold);
-  absl::StrAppendFormat(&r.text, "clip rate         = %.6f of %d amax samples\n", f->clip_rate,
-                        f->samples);
+                        f.saturation_threshold);
+  absl::StrAppendFormat(&r.text, "clip rate         = %.6f of %d amax samples\n", f.clip_rate,
+                        f.samples);
   return r;
 }
 

@@ -243,16 +243,14 @@ class PlanCommandImpl final : public PlanCommand {
                                                      Join(costmodel::CatalogModelNames()),
                                                      ") or --model-config FILE"));
     }
-    absl::StatusOr<costmodel::ModelSpec> m =
-        model_.empty() ? costmodel::ModelSpecFromHfConfigFile(model_config_)
-                       : costmodel::CatalogModel(model_);
-    if (!m.ok()) return m.status();
-    d.model = *m;
+    ASSIGN_OR_RETURN(costmodel::ModelSpec m,
+                     model_.empty() ? costmodel::ModelSpecFromHfConfigFile(model_config_)
+                                    : costmodel::CatalogModel(model_));
+    d.model = m;
     if (total_params_ > 0) d.model.total_params_override = total_params_;
     if (active_params_ > 0) d.model.active_params_override = active_params_;
-    absl::StatusOr<costmodel::GpuSpec> gpu = costmodel::CatalogGpu(gpu_);
-    if (!gpu.ok()) return gpu.status();
-    d.gpu = *gpu;
+    ASSIGN_OR_RETURN(costmodel::GpuSpec gpu, costmodel::CatalogGpu(gpu_));
+    d.gpu = gpu;
     if (gpu_mem_ > 0) d.gpu.memory_bytes = gpu_mem_;
     if (gpu_flops_ > 0) d.gpu.bf16_flops = d.gpu.fp8_flops = gpu_flops_;
     if (hbm_ > 0) d.gpu.hbm_bytes_per_s = hbm_;
@@ -283,9 +281,8 @@ class PlanCommandImpl final : public PlanCommand {
         return absl::InvalidArgumentError(
             "--ssd-capacity-bytes, --ssd-dwpd and --ssd-warranty-years go together, all > 0");
       }
-      absl::StatusOr<costmodel::SsdSpec> base = costmodel::CatalogSsd(ssd_);
-      if (!base.ok()) return base.status();
-      costmodel::SsdSpec s = *base;
+      ASSIGN_OR_RETURN(costmodel::SsdSpec base, costmodel::CatalogSsd(ssd_));
+      costmodel::SsdSpec s = base;
       s.name = "custom";
       s.capacity_bytes = ssd_capacity_;
       s.dwpd = ssd_dwpd_;
@@ -296,10 +293,9 @@ class PlanCommandImpl final : public PlanCommand {
   }
 
   absl::StatusOr<std::vector<costmodel::PromptSet>> Prompts() {
-    absl::StatusOr<std::string> text = ReadFile(prompts_);
-    if (!text.ok()) return text.status();
+    ASSIGN_OR_RETURN(std::string text, ReadFile(prompts_));
     absl::StatusOr<costmodel::PromptSet> set =
-        costmodel::ParsePrompts(*text, block_tokens_, trace_block_tokens_);
+        costmodel::ParsePrompts(text, block_tokens_, trace_block_tokens_);
     if (!set.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(prompts_, ": ", set.status().message()));
     }
@@ -307,9 +303,8 @@ class PlanCommandImpl final : public PlanCommand {
   }
 
   absl::StatusOr<Report> Build() {
-    absl::StatusOr<Deployment> d = Resolve();
-    if (!d.ok()) return d.status();
-    if (kv_->parsed()) return KvReport(*d, context_);
+    ASSIGN_OR_RETURN(Deployment d, Resolve());
+    if (kv_->parsed()) return KvReport(d, context_);
     if (budget_->parsed()) {
       costmodel::BudgetOptions o = budget_opts_;
       if (!(o.util > 0 && o.util <= 1)) {
@@ -318,24 +313,20 @@ class PlanCommandImpl final : public PlanCommand {
       if (weights_ > 0) o.weights_bytes_per_gpu = weights_;
       if (activation_ > 0) o.activation_bytes = activation_;
       if (graphs_ >= 0) o.cudagraph_bytes = graphs_;
-      return BudgetReport(*d, o);
+      return BudgetReport(d, o);
     }
     if (fetch_->parsed() || tiers_->parsed()) {
       if (!(tokens_ > 0)) return absl::InvalidArgumentError("--tokens must be > 0");
-      absl::StatusOr<costmodel::SsdSpec> ssd = Ssd();
-      if (!ssd.ok()) return ssd.status();
-      absl::StatusOr<std::map<std::string, double>> bw = ParseTierBandwidths(tier_bw_);
-      if (!bw.ok()) return bw.status();
-      absl::StatusOr<std::map<std::string, costmodel::TierLink>> tiers =
-          DefaultTiers(*d, *ssd, *bw);
-      if (!tiers.ok()) return tiers.status();
+      ASSIGN_OR_RETURN(costmodel::SsdSpec ssd, Ssd());
+      ASSIGN_OR_RETURN(auto bw, ParseTierBandwidths(tier_bw_));
+      ASSIGN_OR_RETURN(auto tiers, DefaultTiers(d, ssd, bw));
       if (tiers_->parsed()) {
         std::vector<costmodel::TierLink> list;
-        for (const char* name : {"host", "nvme", "peer"}) list.push_back(tiers->at(name));
-        return TiersReport(*d, tokens_, list, *ssd, write_rate_);
+        for (const char* name : {"host", "nvme", "peer"}) list.push_back(tiers.at(name));
+        return TiersReport(d, tokens_, list, ssd, write_rate_);
       }
-      auto it = tiers->find(tier_);
-      if (it == tiers->end()) {
+      auto it = tiers.find(tier_);
+      if (it == tiers.end()) {
         return absl::InvalidArgumentError(
             absl::StrCat("--tier '", tier_, "' is not host, nvme or peer"));
       }
@@ -344,13 +335,11 @@ class PlanCommandImpl final : public PlanCommand {
       if (latency_ >= 0) link.latency_s = latency_;
       std::vector<costmodel::Segment> layout;
       if (!tier_blocks_.empty()) {
-        absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> blocks =
-            ParseTierBlocks(tier_blocks_);
-        if (!blocks.ok()) return blocks.status();
-        const double block_bytes = costmodel::ComputeKvFootprint(*d).bytes_per_block_per_gpu;
-        for (const auto& [name, n] : *blocks) {
-          auto t = tiers->find(name);
-          if (t == tiers->end()) {
+        ASSIGN_OR_RETURN(auto blocks, ParseTierBlocks(tier_blocks_));
+        const double block_bytes = costmodel::ComputeKvFootprint(d).bytes_per_block_per_gpu;
+        for (const auto& [name, n] : blocks) {
+          auto t = tiers.find(name);
+          if (t == tiers.end()) {
             return absl::InvalidArgumentError(
                 absl::StrCat("--tiers: unknown tier '", name, "'; tiers are host, nvme, peer"));
           }
@@ -358,13 +347,13 @@ class PlanCommandImpl final : public PlanCommand {
           layout.push_back({l, n, n * block_bytes});
         }
       }
-      return FetchReport(*d, tokens_, link, layout, fetch_checkpoint_);
+      return FetchReport(d, tokens_, link, layout, fetch_checkpoint_);
     }
     if (pd_->parsed()) {
       if (!(tokens_ > 0)) return absl::InvalidArgumentError("--tokens must be > 0");
       std::vector<costmodel::LinkSpec> links = costmodel::CatalogLinks();
       links.insert(links.end(), measured_.begin(), measured_.end());
-      return PdReport(*d, tokens_, links);
+      return PdReport(d, tokens_, links);
     }
     if (preempt_->parsed()) {
       if (!(preempt_opts_.victim_tokens > 0)) {
@@ -372,9 +361,9 @@ class PlanCommandImpl final : public PlanCommand {
       }
       costmodel::PreemptOptions o = preempt_opts_;
       if (decode_step_ > 0) o.decode_step_seconds = decode_step_;
-      return PreemptReport(*d, o);
+      return PreemptReport(d, o);
     }
-    if (mla_->parsed()) return MlaReport(*d);
+    if (mla_->parsed()) return MlaReport(d);
     if (quant_->parsed()) {
       costmodel::QuantLayout q = quant_layout_;
       for (const auto& [flag, value, out] :
@@ -387,15 +376,14 @@ class PlanCommandImpl final : public PlanCommand {
         *out = value == "per-channel";
       }
       q.zero_point = !symmetric_;
-      return QuantReport(*d, q);
+      return QuantReport(d, q);
     }
     if (fp8_->parsed()) {
       std::vector<double> amax;
       if (!amax_file_.empty()) {
-        absl::StatusOr<std::string> text = ReadFile(amax_file_);
-        if (!text.ok()) return text.status();
+        ASSIGN_OR_RETURN(std::string text, ReadFile(amax_file_));
         size_t line = 0;
-        for (absl::string_view l : absl::StrSplit(*text, '\n')) {
+        for (absl::string_view l : absl::StrSplit(text, '\n')) {
           ++line;
           l = absl::StripAsciiWhitespace(l);
           if (l.empty() || l[0] == '#') continue;
@@ -407,24 +395,23 @@ class PlanCommandImpl final : public PlanCommand {
           amax.push_back(v);
         }
       }
-      return Fp8Report(*d, fp8_format_, fp8_scale_, amax);
+      return Fp8Report(d, fp8_format_, fp8_scale_, amax);
     }
     if (sharing_->parsed() || strand_->parsed()) {
       if (sharing_->parsed() && samples_ == 0) {
         return absl::InvalidArgumentError("--samples must be >= 1");
       }
-      absl::StatusOr<std::vector<costmodel::PromptSet>> p = Prompts();
-      if (!p.ok()) return p.status();
-      if (sharing_->parsed()) return SharingReport(*d, p->front(), samples_);
+      ASSIGN_OR_RETURN(std::vector<costmodel::PromptSet> p, Prompts());
+      if (sharing_->parsed()) return SharingReport(d, p.front(), samples_);
       if (capacity_blocks_ == 0)
         return absl::InvalidArgumentError("--capacity-blocks must be >= 1");
-      return StrandReport(*d, p->front(), capacity_blocks_);
+      return StrandReport(d, p.front(), capacity_blocks_);
     }
     if (state_->parsed()) {
       if (checkpoint_interval_ == 0) {
         return absl::InvalidArgumentError("--checkpoint-interval must be >= 1");
       }
-      return StateReport(*d, checkpoint_interval_, context_);
+      return StateReport(d, checkpoint_interval_, context_);
     }
     return absl::InvalidArgumentError("no plan subcommand");
   }

@@ -1,5 +1,6 @@
 // CreateCopyEngine for CUDA builds: the CUDA backend when the GPU is usable,
 // else the CPU backend with the reason.
+#include "base/status_macros.h"
 #include "datapath/cpu_copy_engine.h"
 #include "gpu/copy_engine_factory.h"
 #include "gpu/cuda/cuda_copy_engine.h"
@@ -14,10 +15,9 @@ absl::StatusOr<std::unique_ptr<CopyEngine>> CreateCopyEngine(const CopyEngineOpt
     if (cuda.ok()) return std::unique_ptr<CopyEngine>(std::move(*cuda));
     why = absl::StrCat("no GPU (", cuda.status().message(), ")");
   }
-  absl::StatusOr<std::unique_ptr<CpuCopyEngine>> cpu =
-      CpuCopyEngine::Create(options.cpu_threads, why);
-  if (!cpu.ok()) return cpu.status();
-  return std::unique_ptr<CopyEngine>(std::move(*cpu));
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuCopyEngine> cpu,
+                   CpuCopyEngine::Create(options.cpu_threads, why));
+  return std::unique_ptr<CopyEngine>(std::move(cpu));
 }
 
 }  // namespace kvtier

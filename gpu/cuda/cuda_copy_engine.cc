@@ -24,10 +24,9 @@ absl::StatusOr<std::unique_ptr<CudaCopyEngine>> CudaCopyEngine::Create(int devic
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<std::unique_ptr<CpuCopyEngine>> host = CpuCopyEngine::Create(cpu_threads);
-  if (!host.ok()) return host.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuCopyEngine> host, CpuCopyEngine::Create(cpu_threads));
   std::unique_ptr<CudaCopyEngine> engine(
-      new CudaCopyEngine(device, absl::StrCat(device, ": ", prop.name), std::move(*host)));
+      new CudaCopyEngine(device, absl::StrCat(device, ": ", prop.name), std::move(host)));
   RETURN_IF_ERROR(engine->Start());
   return engine;
 }

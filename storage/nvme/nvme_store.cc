@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/checksum.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 namespace {
@@ -47,10 +48,9 @@ absl::StatusOr<std::unique_ptr<NvmeStore>> NvmeStore::Open(const NvmeStoreOption
   for (const std::string& dir : options.dirs) {
     auto dev = std::make_unique<Device>();
     dev->dir = dir;
-    absl::StatusOr<std::unique_ptr<SlabAllocator>> alloc =
-        SlabAllocator::Create(options.bytes_per_dir, options.slab_bytes);
-    if (!alloc.ok()) return alloc.status();
-    dev->allocator = std::move(*alloc);
+    ASSIGN_OR_RETURN(std::unique_ptr<SlabAllocator> alloc,
+                     SlabAllocator::Create(options.bytes_per_dir, options.slab_bytes));
+    dev->allocator = std::move(alloc);
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) {
@@ -119,9 +119,8 @@ absl::StatusOr<NvmeSlot> NvmeStore::Allocate(uint64_t payload_bytes) {
   absl::Status last = absl::ResourceExhaustedError("nvme tier is full");
   for (uint32_t d : order) {
     SlabAllocator& alloc = *devices_[d]->allocator;
-    absl::StatusOr<uint32_t> cls = alloc.ClassFor(slot_bytes);
-    if (!cls.ok()) return cls.status();
-    if (std::optional<SlabAllocator::Slot> s = alloc.Allocate(*cls)) return NvmeSlot{d, *s};
+    ASSIGN_OR_RETURN(uint32_t cls, alloc.ClassFor(slot_bytes));
+    if (std::optional<SlabAllocator::Slot> s = alloc.Allocate(cls)) return NvmeSlot{d, *s};
   }
   return absl::ResourceExhaustedError(
       absl::StrCat("nvme tier has no free slot for a ", payload_bytes, "-byte block"));

@@ -22,15 +22,14 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Open(const NvmeTierOptions& 
         "nvme slab size must hold the largest block plus its 4 KiB slot header");
   }
   // Parsed once: the mover compares the enum.
-  absl::StatusOr<WritePolicy> policy = ParseWritePolicy(options.write_policy);
-  if (!policy.ok()) return policy.status();
+  ASSIGN_OR_RETURN(WritePolicy policy, ParseWritePolicy(options.write_policy));
   if (!(options.host_low_watermark < options.host_high_watermark &&
         options.host_high_watermark <= 1) ||
       !(options.nvme_low_watermark < options.nvme_high_watermark &&
         options.nvme_high_watermark <= 1)) {
     return absl::InvalidArgumentError("nvme watermarks must satisfy 0 <= low < high <= 1");
   }
-  const DemotionRule rule{.policy = *policy,
+  const DemotionRule rule{.policy = policy,
                           .write_through_hits = options.write_through_hits,
                           .admit_min_uses = options.admit_min_uses,
                           .host_high_watermark = options.host_high_watermark,
@@ -44,9 +43,8 @@ absl::Status NvmeTier::DoOpen(uint64_t host_slab_bytes, absl::Span<uint8_t> aren
   const NvmeTierOptions& nvme = options_;
   IoEngine* engine = nvme.engine_for_testing;
   if (engine == nullptr) {
-    absl::StatusOr<std::unique_ptr<IoEngine>> created = CreateIoEngine(nvme.io, &io_engine_note_);
-    if (!created.ok()) return created.status();
-    io_engine_ = std::move(*created);
+    ASSIGN_OR_RETURN(std::unique_ptr<IoEngine> created, CreateIoEngine(nvme.io, &io_engine_note_));
+    io_engine_ = std::move(created);
     engine = io_engine_.get();
   } else {
     io_engine_note_ = absl::StrCat(engine->name(), " (injected)");
@@ -90,9 +88,8 @@ absl::Status NvmeTier::DoOpen(uint64_t host_slab_bytes, absl::Span<uint8_t> aren
   }
   std::error_code exists_error;
   const bool catalog_existed = std::filesystem::exists(catalog_dir, exists_error);
-  absl::StatusOr<std::unique_ptr<Catalog>> catalog = Catalog::Open(catalog_dir);
-  if (!catalog.ok()) return catalog.status();
-  catalog_ = std::move(*catalog);
+  ASSIGN_OR_RETURN(std::unique_ptr<Catalog> catalog, Catalog::Open(catalog_dir));
+  catalog_ = std::move(catalog);
   absl::StatusOr<std::unique_ptr<NvmeStore>> store = NvmeStore::Open(nvme.store, engine);
   if (!store.ok()) {
     // A catalog this start created holds nothing: a failed start leaves the
@@ -123,9 +120,8 @@ absl::Status NvmeTier::DoOpen(uint64_t host_slab_bytes, absl::Span<uint8_t> aren
 absl::StatusOr<RecoveryResult> NvmeTier::Recover(
     PrefixIndex* index, uint64_t max_block_bytes,
     absl::FunctionRef<void(const CatalogEntry&)> on_recovered) {
-  absl::StatusOr<CatalogReplay> replay = CatalogReplay::Read(*catalog_);
-  if (!replay.ok()) return replay.status();
-  const RecoveryResult result = replay->Run(
+  ASSIGN_OR_RETURN(CatalogReplay replay, CatalogReplay::Read(*catalog_));
+  const RecoveryResult result = replay.Run(
       [&](const CatalogEntry& e) {
         const NvmeSlot slot{e.device, {e.offset, e.size_class}};
         // A block larger than this run's limit could never be promoted.
@@ -151,7 +147,7 @@ absl::StatusOr<RecoveryResult> NvmeTier::Recover(
         return true;
       },
       [&](const CatalogEntry& e) { catalog_->Delete(e.ns, e.key).IgnoreError(); });
-  if (replay->size() > 0 || result.dropped > 0) {
+  if (replay.size() > 0 || result.dropped > 0) {
     spdlog::info("nvme tier: recovered {} blocks from the catalog, dropped {}", result.recovered,
                  result.dropped);
   }
