@@ -66,18 +66,12 @@ fuzz:
 # are its own (base/mutex.h, over std::mutex), so TSan sees them; what stays
 # suppressed, in uninstrumented third-party libraries, is listed with the
 # reason in tests/tsan.supp.
-# Not run under TSan: the two peer-transfer tests that stop or kill a daemon
-# mid-transfer run past ten minutes there (measured 2026-12-01, not yet
-# explained; they pass in the Release and ASan runs), and daemon_cli_test,
-# which failed under TSan in the last fresh-clone run (not yet examined).
-TSAN_EXCLUDE = PeerTransferRpcTest\.(ASourceStoppedOrKilled|AReceiverStoppedOrKilled)|daemon_cli_test
 test-tsan: deps
 	CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja $(SANITIZER_FLAGS) \
 	  -DKVTIER_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build build-tsan -j $(JOBS)
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE slow --timeout 300 \
-	  -E '$(TSAN_EXCLUDE)'
+	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE slow --timeout 300
 
 # The Python client and the Python tests (Debian's pyflakes).
 PYTHON_SOURCES = $(shell git ls-files '*.py')

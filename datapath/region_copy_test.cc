@@ -22,30 +22,12 @@
 #include "testing/faulty_copy_engine.h"
 #include "testing/test_bytes.h"
 #include "testing/test_copy_engine.h"
+#include "testing/vector_region.h"
 
 namespace kvtier {
 namespace {
 
 constexpr uint64_t kBlock = 64 * 1024;
-
-// Host memory posing as a region of either kind: as kDevice it stands in
-// for GPU memory, which only a device-capable CopyEngine may touch.
-class VectorRegion final : public MemoryRegion {
- public:
-  explicit VectorRegion(size_t n, MemoryKind kind = MemoryKind::kHost) : bytes_(n), kind_(kind) {}
-  absl::Span<uint8_t> bytes() { return absl::MakeSpan(bytes_); }
-  uint64_t size() const override { return bytes_.size(); }
-  MemoryKind kind() const override { return kind_; }
-  absl::StatusOr<uint8_t*> Address(uint64_t offset, uint64_t size) override {
-    RETURN_IF_ERROR(CheckRegionRange(offset, size, bytes_.size()));
-    return bytes_.data() + offset;
-  }
-  std::string Describe() const override { return "test region"; }
-
- private:
-  std::vector<uint8_t> bytes_;
-  const MemoryKind kind_;
-};
 
 void FillPattern(absl::Span<uint8_t> bytes, int seed) {
   const std::vector<uint8_t> b = DeterministicBytes(std::to_string(seed), bytes.size());
@@ -282,134 +264,6 @@ TEST_F(RegionCopyTest, CallerGoneStopsTheCopy) {
   EXPECT_EQ(seen, 2);
 }
 
-class SharedMemoryRegionTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/dev/shm/kvtier-shm-XXXXXX";
-    const int fd = mkstemp(tmpl);
-    ASSERT_GE(fd, 0);
-    path_ = tmpl;
-    ASSERT_EQ(ftruncate(fd, 1 << 20), 0);
-    close(fd);
-    ASSERT_EQ(chmod(path_.c_str(), 0600), 0);
-  }
-  void TearDown() override { unlink(path_.c_str()); }
-  std::string path_;
-};
-
-TEST_F(SharedMemoryRegionTest, MapsAnOwnerOnlyFileSharedWithItsWriter) {
-  auto r = SharedMemoryRegion::Open(path_, 1 << 20);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ((*r)->bytes().size(), 1u << 20);
-  (*r)->bytes()[12345] = 0x5a;  // visible through the file
-  const int fd = open(path_.c_str(), O_RDONLY);
-  uint8_t b = 0;
-  ASSERT_EQ(pread(fd, &b, 1, 12345), 1);
-  close(fd);
-  EXPECT_EQ(b, 0x5a);
-}
-
-TEST_F(SharedMemoryRegionTest, RefusesWhatItMustNotMap) {
-  EXPECT_EQ(SharedMemoryRegion::Open("relative/path", 10).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SharedMemoryRegion::Open(path_, 0).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SharedMemoryRegion::Open(path_, (1 << 20) + 1).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SharedMemoryRegion::Open(path_ + ".none", 10).status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(SharedMemoryRegion::Open("/tmp", 10).status().code(),
-            absl::StatusCode::kPermissionDenied);  // not in the shared-memory directory
-  EXPECT_EQ(SharedMemoryRegion::Open(path_, 10, "/tmp").status().code(),
-            absl::StatusCode::kPermissionDenied);  // another allowed directory
-  char dir_tmpl[] = "/dev/shm/kvtier-dir-XXXXXX";
-  const std::string dir = mkdtemp(dir_tmpl);
-  EXPECT_EQ(SharedMemoryRegion::Open(dir, 10).status().code(),
-            absl::StatusCode::kInvalidArgument);  // not a regular file
-  rmdir(dir.c_str());
-  const std::string second = path_ + ".2";  // a second name for the same file
-  ASSERT_EQ(link(path_.c_str(), second.c_str()), 0);
-  EXPECT_EQ(SharedMemoryRegion::Open(path_, 10).status().code(),
-            absl::StatusCode::kPermissionDenied);
-  unlink(second.c_str());
-  ASSERT_EQ(chmod(path_.c_str(), 0644), 0);
-  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> r = SharedMemoryRegion::Open(path_, 10);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_NE(r.status().message().find("644"), std::string::npos) << r.status();
-  ASSERT_EQ(chmod(path_.c_str(), 0600), 0);
-  const std::string link = path_ + ".lnk";
-  ASSERT_EQ(symlink(path_.c_str(), link.c_str()), 0);
-  EXPECT_EQ(SharedMemoryRegion::Open(link, 10).status().code(),
-            absl::StatusCode::kPermissionDenied);
-  unlink(link.c_str());
-}
-
-TEST_F(SharedMemoryRegionTest, RefusesAnotherUsersFile) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the file to another user";
-  ASSERT_EQ(chown(path_.c_str(), 65534, 65534), 0);
-  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> r = SharedMemoryRegion::Open(path_, 10);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_NE(r.status().message().find("owned by uid 65534"), std::string::npos) << r.status();
-}
-
-// A 0600 file of the daemon's user on a disk filesystem (its own catalog,
-// say) must not be mappable even when the directory is allowed.
-TEST_F(SharedMemoryRegionTest, RefusesFilesNotOnTmpfs) {
-  char dir_tmpl[] = "/var/tmp/kvtier-disk-XXXXXX";
-  const std::string dir = mkdtemp(dir_tmpl);
-  const std::string file = dir + "/catalog";
-  const int fd = open(file.c_str(), O_RDWR | O_CREAT, 0600);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(ftruncate(fd, 4096), 0);
-  close(fd);
-  struct statfs fs;
-  ASSERT_EQ(statfs(dir.c_str(), &fs), 0);
-  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> r = SharedMemoryRegion::Open(file, 10, dir);
-  if (fs.f_type == TMPFS_MAGIC) {
-    EXPECT_TRUE(r.ok()) << "/var/tmp is tmpfs here: " << r.status();
-  } else {
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
-    EXPECT_NE(r.status().message().find("tmpfs"), std::string::npos) << r.status();
-  }
-  unlink(file.c_str());
-  rmdir(dir.c_str());
-}
-
-TEST(RegionTableTest, LimitsAndLifetime) {
-  RegionTable table(2, 3 << 20);
-  auto a = table.Add(std::make_unique<VectorRegion>(1 << 20));
-  auto b = table.Add(std::make_unique<VectorRegion>(1 << 20));
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_NE(*a, *b);
-  EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(1)).status().code(),
-            absl::StatusCode::kResourceExhausted);  // count
-  auto held = table.Find(*a);
-  ASSERT_TRUE(held.ok());
-  ASSERT_TRUE(table.Remove(*a).ok());
-  EXPECT_EQ((*held)->size(), 1u << 20);  // still mapped for its holder
-  EXPECT_EQ(table.Find(*a).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(table.Remove(*a).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(3 << 20)).status().code(),
-            absl::StatusCode::kResourceExhausted);  // bytes
-  EXPECT_EQ(table.size(), 1u);
-}
-
-// A region belongs to the tenant that registered it: another tenant can
-// neither use nor unregister it, and cannot tell it from an unknown id.
-TEST(RegionTableTest, RegionsBelongToTheirTenant) {
-  RegionTable table(4, 4 << 20);
-  absl::StatusOr<std::string> a = table.Add(std::make_unique<VectorRegion>(4096), 0, "alpha");
-  ASSERT_TRUE(a.ok());
-  EXPECT_TRUE(table.Find(*a, "alpha").ok());
-  const absl::Status other = table.Find(*a, "beta").status();
-  EXPECT_EQ(other.code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(other.message(), "memory region '" + *a + "' is not registered");
-  EXPECT_EQ(table.Find(*a).status().code(), absl::StatusCode::kNotFound);  // tenant ""
-  EXPECT_EQ(table.Remove(*a, "beta").code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(table.size(), 1u);
-  EXPECT_TRUE(table.Remove(*a, "alpha").ok());
-  EXPECT_EQ(table.size(), 0u);
-}
-
 // GPU regions go through the copy engine: one gather batch per Save group,
 // one scatter batch per Load group, and the bytes arrive intact.
 TEST_F(RegionCopyTest, DeviceRegionsMoveThroughTheCopyEngineOneBatchPerGroup) {
@@ -514,35 +368,6 @@ TEST_F(RegionCopyTest, DeviceLoadsNeverDeliverACorruptBlock) {
   EXPECT_EQ(out[2].status.code(), absl::StatusCode::kNotFound) << out[2].status;
   EXPECT_EQ(std::memcmp(dst.bytes().data(), src.bytes().data(), 2 * kBlock), 0);
   EXPECT_EQ(cache_->Snapshot().counters.checksum_mismatches, 1u);
-}
-
-// Registrations owned by a process go away when it exits.
-TEST(RegionTableTest, RegionsOfAnExitedOwnerAreDropped) {
-  RegionTable table(8, 1 << 30);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    pause();
-    _exit(0);
-  }
-  absl::StatusOr<std::string> owned =
-      table.Add(std::make_unique<VectorRegion>(4096), static_cast<int>(child));
-  ASSERT_TRUE(owned.ok()) << owned.status();
-  absl::StatusOr<std::string> unowned = table.Add(std::make_unique<VectorRegion>(4096));
-  ASSERT_TRUE(unowned.ok());
-  EXPECT_EQ(table.RemoveExitedOwners(), 0u);  // still running
-  ASSERT_EQ(kill(child, SIGKILL), 0);
-  ASSERT_EQ(waitpid(child, nullptr, 0), child);
-  EXPECT_EQ(table.RemoveExitedOwners(), 1u);
-  EXPECT_EQ(table.Find(*owned).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(table.Find(*unowned).ok());
-  EXPECT_EQ(table.size(), 1u);
-  // A process that does not exist cannot own a region.
-  EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(4096), child).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(table.Add(std::make_unique<VectorRegion>(4096), -5).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(table.size(), 1u);
 }
 
 // A storage encoding for the plumbing: stored = "RV" + the plain bytes

@@ -1,10 +1,20 @@
 # Shared by the end-to-end CLI test scripts (sourced, not run): a work
 # directory and the daemons started in it are removed on exit, whatever
-# happens; `fail` and `step` report.
+# happens; `fail` and `step` report. A failed run first prints the end of
+# each daemon's log, so that a daemon that died says why.
 WORK=$(mktemp -d)
 PIDS=()
+LOGS=()
 cleanup() {
+  local rc=$?
   for p in "${PIDS[@]:-}"; do [[ -n "$p" ]] && kill -9 "$p" 2>/dev/null || true; done
+  if [[ $rc -ne 0 ]]; then
+    for l in "${LOGS[@]:-}"; do
+      [[ -s "$l.err" ]] || continue
+      echo "--- the last lines of $(basename "$l").err:" >&2
+      tail -n 60 "$l.err" >&2
+    done
+  fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -19,6 +29,7 @@ start_kvtierd() {
   "$KVTIERD" "$@" >"$log.out" 2>"$log.err" &
   DAEMON_PID=$!
   PIDS+=("$DAEMON_PID")
+  LOGS+=("$log")
   for _ in $(seq 1 100); do
     ADDR=$(sed -n 's/.*kvtierd listening on \(.*\)$/\1/p' "$log.err" | head -1)
     [[ -n "$ADDR" ]] && return 0

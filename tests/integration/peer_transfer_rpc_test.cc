@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -103,8 +104,14 @@ class ChildDaemon {
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
 
   void Start() {
+    const pid_t parent = getpid();
     pid_ = fork();
     if (pid_ == 0) {
+      // Dies with the test, however the test ends (a sanitizer's exit, a
+      // crash): an orphaned, stopped daemon would hold ctest's output pipe
+      // open and stall the whole run.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
       const int null = open("/dev/null", O_WRONLY);
       if (null >= 0) dup2(null, STDOUT_FILENO);
       const std::string listen = address();

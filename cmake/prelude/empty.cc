@@ -1,0 +1,1 @@
+// The translation unit that carries a precompiled prelude (cmake/Prelude.cmake).
