@@ -5,6 +5,8 @@
 // other's blocks (host tier, and NVMe after a restart), and cannot use each
 // other's namespace ids or memory regions.
 #include <fcntl.h>
+#include <google/protobuf/descriptor.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -25,6 +27,7 @@
 #include "kvtier/v1/peer.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
+#include "server/rpc_roles.h"
 #include "testing/test_bytes.h"
 
 #ifndef KVTIER_SOURCE_DIR
@@ -211,6 +214,74 @@ TEST_F(SecurityRpcTest, RolesGateTheAdminAndPeerServices) {
                    "tenant=\"unauthenticated\"}"),
       std::string::npos);
   EXPECT_NE(metrics.find("kvtier_tenant_namespaces{tenant=\"alpha\"} 1"), std::string::npos);
+}
+
+// Every RPC of the three services, found from their descriptors (so a new
+// RPC is covered without touching this test), admits its caller before it
+// does anything: no credential or an unknown token is UNAUTHENTICATED, a
+// known caller of the wrong role PERMISSION_DENIED. Each call is one empty
+// message on a generic stream, which every handler kind accepts on the wire.
+TEST_F(SecurityRpcTest, EveryRpcAdmitsItsCallerFirst) {
+  StartDaemon(Config());
+  grpc::CompletionQueue cq;
+  // The status of `method` called with `token` ("" sends none).
+  auto call = [&](const std::string& method, const std::string& token) {
+    auto channel = OpenChannel(daemon_->listen_address(), Token(token));
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    grpc::GenericStub stub(*channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    std::unique_ptr<grpc::GenericClientAsyncReaderWriter> rw = stub.PrepareCall(&ctx, method, &cq);
+    auto step = [&](auto&& start) {
+      void* tag = nullptr;
+      bool ok = false;
+      start(reinterpret_cast<void*>(&tag));
+      EXPECT_TRUE(cq.Next(&tag, &ok));
+      return ok;
+    };
+    grpc::Slice nothing;
+    grpc::ByteBuffer empty(&nothing, 1);
+    if (step([&](void* t) { rw->StartCall(t); }) && step([&](void* t) { rw->Write(empty, t); })) {
+      step([&](void* t) { rw->WritesDone(t); });
+    }
+    grpc::Status status;
+    step([&](void* t) { rw->Finish(&status, t); });
+    return status;
+  };
+  // A known caller who lacks `role`.
+  auto wrong_role = [](Role role) { return role == Role::kTenant ? kPeerToken : kAlphaToken; };
+  size_t methods = 0;
+  for (const std::string_view service : {"KvCache", "Admin", "Peer"}) {
+    const std::string full = std::string(kRpcPackage) + "." + std::string(service);
+    const google::protobuf::ServiceDescriptor* descriptor =
+        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(full);
+    ASSERT_NE(descriptor, nullptr) << full;
+    for (int i = 0; i < descriptor->method_count(); ++i) {
+      const std::string name = descriptor->method(i)->name();
+      const auto entry =
+          std::find_if(std::begin(kRpcRoles), std::end(kRpcRoles),
+                       [&](const RpcRole& r) { return r.service == service && r.method == name; });
+      ASSERT_NE(entry, std::end(kRpcRoles)) << full << "/" << name << " has no role";
+      const std::string method = absl::StrCat("/", full, "/", name);
+      SCOPED_TRACE(method);
+      for (const std::string& token : {std::string(), std::string("not-a-known-token-at-all")}) {
+        const grpc::Status s = call(method, token);
+        EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+            << "token '" << token << "': " << s.error_message();
+      }
+      const grpc::Status s = call(method, wrong_role(entry->role));
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+      ++methods;
+    }
+  }
+  EXPECT_EQ(methods, std::size(kRpcRoles));
+  // Nothing was opened by the refused calls.
+  EXPECT_EQ(daemon_->cache().Namespaces().size(), 0u);
+  cq.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 // Two tenants, identical requests: separate namespaces, separate bytes, in
