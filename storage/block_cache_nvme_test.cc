@@ -13,6 +13,7 @@
 #include "base/status_macros.h"
 #include "storage/block_cache.h"
 #include "testing/faulty_io_engine.h"
+#include "testing/host_tier_fixture.h"
 #include "testing/test_bytes.h"
 
 namespace kvtier {
@@ -21,18 +22,11 @@ namespace {
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;
 
-BlockKey Key(const std::string& k) { return *BlockKey::Create(k); }
-
 std::vector<uint8_t> Content(const std::string& key, size_t n) {
   return DeterministicBytes(key, n);
 }
 
-NamespaceSpec Spec() {
-  NamespaceSpec s;
-  s.model_id = "model-nvme";
-  s.layout = KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1};  // 64 KiB blocks
-  return s;
-}
+NamespaceSpec Spec() { return SpecWith64KiBBlocks("model-nvme"); }
 
 class NvmeCacheTest : public ::testing::Test {
  protected:

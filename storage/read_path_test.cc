@@ -1,56 +1,21 @@
 #include "storage/read_path.h"
 
-#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "base/checksum.h"
 #include "gtest/gtest.h"
+#include "testing/host_tier_fixture.h"
 
 namespace kvtier {
 namespace {
 
-constexpr uint64_t kBlock = 64 * 1024;
-BlockKey Key(const std::string& k) { return *BlockKey::Create(k); }
-
-NamespaceSpec Spec() {
-  NamespaceSpec s;
-  s.model_id = "read-path";
-  s.layout = KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1};
-  return s;
-}
-
 // The host-only read path (no NVMe tier: nothing to promote).
-class ReadPathTest : public ::testing::Test {
+class ReadPathTest : public HostTierFixture {
  protected:
   void SetUp() override {
-    auto allocator = SlabAllocator::Create(4 * kBlock, kBlock);
-    ASSERT_TRUE(allocator.ok());
-    auto arena = HostArena::Create((*allocator)->capacity());
-    ASSERT_TRUE(arena.ok());
-    host_ = std::make_unique<HostTier>(std::move(*arena), std::move(*allocator), &index_,
-                                       &namespaces_, &counters_);
+    ASSERT_TRUE(MakeHostTier(4 * kBlock, kBlock, SpecWith64KiBBlocks("read-path")).ok());
     read_ = std::make_unique<ReadPath>(host_.get(), nullptr, &index_, &counters_);
-    ns_ = NamespaceId::Of(Spec());
-    ASSERT_TRUE(namespaces_.Open(ns_, Spec(), kBlock).ok());
-  }
-
-  BlockRecord* Store(const std::string& key, const std::string& parent = "") {
-    absl::StatusOr<SlabAllocator::Slot> slot = host_->Allocate(kBlock);
-    EXPECT_TRUE(slot.ok());
-    std::memset(host_->SlotData(*slot), key[0], kBlock);
-    auto rec = std::make_unique<BlockRecord>();
-    rec->ns = ns_;
-    rec->key = Key(key);
-    if (!parent.empty()) rec->parent_key = Key(parent);
-    rec->size = kBlock;
-    rec->slot = *slot;
-    rec->checksum = Checksum64({host_->SlotData(*slot), kBlock});
-    rec->uses = 1;
-    EXPECT_TRUE(index_.Insert(std::move(rec)).ok());
-    namespaces_.AddBlocks(*namespaces_.FindOpen(ns_), 1, kBlock);
-    host_->AddBlocks(1, kBlock);
-    return index_.Find(ns_, Key(key));
   }
 
   absl::StatusOr<std::vector<BlockRecord*>> Pin(std::vector<BlockKey> keys) {
@@ -63,16 +28,9 @@ class ReadPathTest : public ::testing::Test {
         &promotion_);
   }
 
-  PrefixIndex index_;
-  TenantQuotas quotas_{
-      TenantLimits{.max_namespaces = 4, .max_leases = 4, .max_reserved_bytes = 4 * kBlock}};
-  NamespaceTable namespaces_{4, &quotas_};
-  CacheCounters counters_;
-  std::unique_ptr<HostTier> host_;
   std::unique_ptr<ReadPath> read_;
   ReadPath::Promotion promotion_;
   TransferMeter meter_;
-  NamespaceId ns_;
 };
 
 TEST_F(ReadPathTest, PinFailsWholeOnAMissingKey) {

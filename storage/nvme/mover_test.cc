@@ -2,31 +2,23 @@
 
 #include <stdlib.h>
 
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
 
-#include "base/checksum.h"
 #include "gtest/gtest.h"
+#include "testing/host_tier_fixture.h"
 
 namespace kvtier {
 namespace {
 
-constexpr uint64_t kBlock = 64 * 1024;
 constexpr uint64_t kMiB = 1024 * 1024;
-BlockKey Key(const std::string& k) { return *BlockKey::Create(k); }
-
-NamespaceSpec Spec() {
-  NamespaceSpec s;
-  s.model_id = "mover";
-  s.layout = KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1};  // 64 KiB blocks
-  return s;
-}
 
 // The pieces a mover pass works on, wired as BlockCache wires them.
-class MoverTest : public ::testing::Test {
+class MoverTest : public HostTierFixture {
  protected:
+  MoverTest() : HostTierFixture(4 * kMiB) {}
+
   void SetUp() override {
     char tmpl[] = "/tmp/kvtier-mover-XXXXXX";
     root_ = mkdtemp(tmpl);
@@ -48,37 +40,12 @@ class MoverTest : public ::testing::Test {
     o.admit_min_uses = 1;
     o.start_mover = false;
     o.engine_for_testing = engine_.get();
-    auto allocator = SlabAllocator::Create(4 * kMiB, kMiB);
-    ASSERT_TRUE(allocator.ok());
-    auto arena = HostArena::Create((*allocator)->capacity());
-    ASSERT_TRUE(arena.ok());
-    auto nvme = NvmeTier::Open(o, 512 * 1024, kMiB, {(*arena)->data(), (*arena)->size()}, &clock_);
+    ASSERT_TRUE(MakeHostTier(4 * kMiB, kMiB, SpecWith64KiBBlocks("mover")).ok());
+    auto nvme = NvmeTier::Open(o, 512 * 1024, kMiB, host_->arena(), &clock_);
     ASSERT_TRUE(nvme.ok()) << nvme.status();
     nvme_ = std::move(*nvme);
-    host_ = std::make_unique<HostTier>(std::move(*arena), std::move(*allocator), &index_,
-                                       &namespaces_, &counters_);
     host_->set_nvme(nvme_.get());
     mover_ = std::make_unique<Mover>(nvme_.get(), host_.get(), &index_, &namespaces_, &counters_);
-    ns_ = NamespaceId::Of(Spec());
-    ASSERT_TRUE(namespaces_.Open(ns_, Spec(), kBlock).ok());
-  }
-
-  BlockRecord* Store(const std::string& key, const std::string& parent = "") {
-    absl::StatusOr<SlabAllocator::Slot> slot = host_->Allocate(kBlock);
-    EXPECT_TRUE(slot.ok());
-    std::memset(host_->SlotData(*slot), key[0], kBlock);
-    auto rec = std::make_unique<BlockRecord>();
-    rec->ns = ns_;
-    rec->key = Key(key);
-    if (!parent.empty()) rec->parent_key = Key(parent);
-    rec->size = kBlock;
-    rec->slot = *slot;
-    rec->checksum = Checksum64({host_->SlotData(*slot), kBlock});
-    rec->uses = 1;
-    EXPECT_TRUE(index_.Insert(std::move(rec)).ok());
-    namespaces_.AddBlocks(*namespaces_.FindOpen(ns_), 1, kBlock);
-    host_->AddBlocks(1, kBlock);
-    return index_.Find(ns_, Key(key));
   }
 
   size_t RunPass() {
@@ -92,15 +59,8 @@ class MoverTest : public ::testing::Test {
   std::string root_;
   std::unique_ptr<IoEngine> engine_;
   FakeClock clock_;
-  PrefixIndex index_;
-  TenantQuotas quotas_{
-      TenantLimits{.max_namespaces = 4, .max_leases = 4, .max_reserved_bytes = 4 * kMiB}};
-  NamespaceTable namespaces_{4, &quotas_};
-  CacheCounters counters_;
   std::unique_ptr<NvmeTier> nvme_;
-  std::unique_ptr<HostTier> host_;
   std::unique_ptr<Mover> mover_;
-  NamespaceId ns_;
 };
 
 TEST_F(MoverTest, WriteThroughWritesParentsBeforeChildren) {
