@@ -15,7 +15,7 @@ namespace kvtier {
 absl::StatusOr<TransferOutcome> PeerReceiver::Pull(const NamespaceId& ns,
                                                    absl::Span<const BlockKey> keys,
                                                    const std::string& target, absl::Time deadline) {
-  if (absl::StatusOr<uint64_t> open = cache_->NamespaceBlockBytes(ns); !open.ok()) {
+  if (absl::StatusOr<uint64_t> open = side_.cache->NamespaceBlockBytes(ns); !open.ok()) {
     return open.status();
   }
   TransferOutcome out;
@@ -24,7 +24,7 @@ absl::StatusOr<TransferOutcome> PeerReceiver::Pull(const NamespaceId& ns,
   auto fail_from = [&](const absl::Status& s, size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) out.blocks[i] = s;
   };
-  absl::StatusOr<PeerLink> link = peers_->Connected(target, deadline);
+  absl::StatusOr<PeerLink> link = side_.peers->Connected(target, deadline);
   if (!link.ok()) {
     fail_from(link.status(), 0, keys.size());
     return out;
@@ -34,15 +34,15 @@ absl::StatusOr<TransferOutcome> PeerReceiver::Pull(const NamespaceId& ns,
       peer.channel->Export(ns, keys, HoldFor(deadline), deadline);
   if (!exported.ok()) {
     fail_from(Annotate(exported.status(), "the source refused the transfer: "), 0, keys.size());
-    peers_->Record(peer, false, out, 0, FirstFailure(out.blocks));
+    side_.peers->Record(peer, false, out, 0, FirstFailure(out.blocks));
     return out;
   }
-  if (absl::Status same = peers_->CheckSameInstance(*link, exported->daemon_id); !same.ok()) {
+  if (absl::Status same = side_.peers->CheckSameInstance(*link, exported->daemon_id); !same.ok()) {
     if (!exported->export_id.empty()) {
       (void)peer.channel->ReleaseExport(exported->export_id, CleanupDeadline(deadline));
     }
     fail_from(same, 0, keys.size());
-    peers_->Record(peer, false, out, 0, same);
+    side_.peers->Record(peer, false, out, 0, same);
     return out;
   }
   size_t m = std::min(exported->blocks.size(), keys.size());
@@ -55,7 +55,7 @@ absl::StatusOr<TransferOutcome> PeerReceiver::Pull(const NamespaceId& ns,
     out.sizes[i] = exported->blocks[i].size;
   }
   absl::StatusOr<Landing> landing =
-      PrepareLanding(*cache_, ns, absl::MakeConstSpan(exported->blocks).subspan(0, m));
+      PrepareLanding(*side_.cache, ns, absl::MakeConstSpan(exported->blocks).subspan(0, m));
   if (!landing.ok()) {
     if (!exported->export_id.empty()) {
       (void)peer.channel->ReleaseExport(exported->export_id, CleanupDeadline(deadline));
@@ -74,10 +74,10 @@ absl::StatusOr<TransferOutcome> PeerReceiver::Pull(const NamespaceId& ns,
     ops.push_back({landing->slots[i], exported->blocks[i].address, exported->blocks[i].size});
     op_block.push_back(i);
   }
-  Moved moved = Move(*transport_, link->connection, RmaKind::kGet, ops, op_block, k, deadline);
+  Moved moved = Move(*side_.transport, link->connection, RmaKind::kGet, ops, op_block, k, deadline);
   out.bytes_moved = moved.bytes;
   out.transport_seconds = moved.seconds;
-  out.lanes = transport_->Describe(link->connection).lanes;
+  out.lanes = side_.transport->Describe(link->connection).lanes;
   std::vector<absl::Status> landed = FinishLanding(*landing, moved.received);
   for (size_t i = 0; i < k; ++i) {
     out.blocks[i] = (i == moved.received && !moved.error.ok())
@@ -92,24 +92,24 @@ absl::StatusOr<TransferOutcome> PeerReceiver::Pull(const NamespaceId& ns,
                    exported->export_id, released.ToString());
     }
   }
-  peers_->Record(peer, false, out, CountOk(out.blocks), FirstFailure(out.blocks));
+  side_.peers->Record(peer, false, out, CountOk(out.blocks), FirstFailure(out.blocks));
   return out;
 }
 
 absl::StatusOr<PeerReceiver::Staged> PeerReceiver::Stage(const NamespaceId& ns,
                                                          absl::Span<const PeerBlockInfo> blocks,
                                                          absl::Duration ttl) {
-  ASSIGN_OR_RETURN(Landing landing, PrepareLanding(*cache_, ns, blocks));
+  ASSIGN_OR_RETURN(Landing landing, PrepareLanding(*side_.cache, ns, blocks));
   // Before the sender learns the slots: what they held must not verify.
   FillLandingSlots(landing.slots, landing.blocks);
   Staged out;
-  out.result.daemon_id = daemon_id_;
+  out.result.daemon_id = side_.daemon_id;
   out.result.blocks = landing.blocks;
   out.result.refused = landing.refused;
   if (landing.blocks.empty()) return out;
   out.entry = std::make_unique<StageEntry>();
   out.entry->landing = std::move(landing);
-  out.entry->expiry = absl::Now() + std::clamp(ttl, absl::Seconds(1), max_hold_);
+  out.entry->expiry = absl::Now() + std::clamp(ttl, absl::Seconds(1), side_.max_hold);
   return out;
 }
 

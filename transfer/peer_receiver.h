@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,6 +29,7 @@
 #include "storage/block_cache.h"
 #include "transfer/peer_channel.h"
 #include "transfer/peer_registry.h"
+#include "transfer/peer_side.h"
 #include "transfer/peer_transfer_types.h"
 #include "transfer/pending_table.h"
 #include "transfer/transport.h"
@@ -41,14 +43,7 @@ class PeerReceiver {
     std::unique_ptr<StageEntry> entry;  // null when no block was staged
   };
 
-  // Nothing is owned; everything must outlive the receiver.
-  PeerReceiver(BlockCache* cache, Transport* transport, PeerRegistry* peers, std::string daemon_id,
-               absl::Duration max_hold)
-      : cache_(cache),
-        transport_(transport),
-        peers_(peers),
-        daemon_id_(std::move(daemon_id)),
-        max_hold_(max_hold) {}
+  explicit PeerReceiver(PeerSide side) : side_(std::move(side)) {}
   PeerReceiver(const PeerReceiver&) = delete;
   PeerReceiver& operator=(const PeerReceiver&) = delete;
 
@@ -68,11 +63,7 @@ class PeerReceiver {
   std::vector<absl::Status> Commit(StageEntry& entry, uint32_t received);
 
  private:
-  BlockCache* const cache_;
-  Transport* const transport_;
-  PeerRegistry* const peers_;
-  const std::string daemon_id_;
-  const absl::Duration max_hold_;
+  const PeerSide side_;
 };
 
 }  // namespace kvtier

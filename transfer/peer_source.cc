@@ -18,11 +18,11 @@ absl::StatusOr<TransferOutcome> PeerSource::Push(const NamespaceId& ns,
   TransferOutcome out;
   out.blocks.assign(keys.size(), absl::NotFoundError("not cached on the source daemon"));
   out.sizes.assign(keys.size(), 0);
-  ASSIGN_OR_RETURN(LookupResult found, cache_->Lookup(ns, keys, false, absl::ZeroDuration()));
+  ASSIGN_OR_RETURN(LookupResult found, side_.cache->Lookup(ns, keys, false, absl::ZeroDuration()));
   const size_t m = found.blocks.size();
   if (m == 0) return out;
   absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles =
-      cache_->Read(ns, keys.subspan(0, m), /*verify=*/false);
+      side_.cache->Read(ns, keys.subspan(0, m), /*verify=*/false);
   if (!handles.ok()) {
     for (size_t i = 0; i < m; ++i) {
       out.blocks[i] = absl::AbortedError(
@@ -40,7 +40,7 @@ absl::StatusOr<TransferOutcome> PeerSource::Push(const NamespaceId& ns,
   auto fail_all = [&](const absl::Status& s, size_t from) {
     for (size_t i = from; i < m; ++i) out.blocks[i] = s;
   };
-  absl::StatusOr<PeerLink> link = peers_->Connected(target, deadline);
+  absl::StatusOr<PeerLink> link = side_.peers->Connected(target, deadline);
   if (!link.ok()) {
     fail_all(link.status(), 0);
     return out;
@@ -49,16 +49,16 @@ absl::StatusOr<TransferOutcome> PeerSource::Push(const NamespaceId& ns,
   absl::StatusOr<StageResult> stage = peer.channel->Stage(ns, blocks, HoldFor(deadline), deadline);
   if (!stage.ok()) {
     fail_all(Annotate(stage.status(), "the receiver refused the transfer: "), 0);
-    peers_->Record(peer, true, out, 0, FirstFailure(out.blocks));
+    side_.peers->Record(peer, true, out, 0, FirstFailure(out.blocks));
     return out;
   }
-  if (absl::Status same = peers_->CheckSameInstance(*link, stage->daemon_id); !same.ok()) {
+  if (absl::Status same = side_.peers->CheckSameInstance(*link, stage->daemon_id); !same.ok()) {
     // Its addresses belong to another arena than the connection reaches.
     if (!stage->stage_id.empty()) {
       (void)peer.channel->Commit(stage->stage_id, 0, CleanupDeadline(deadline));
     }
     fail_all(same, 0);
-    peers_->Record(peer, true, out, 0, same);
+    side_.peers->Record(peer, true, out, 0, same);
     return out;
   }
   size_t k = std::min(stage->blocks.size(), m);
@@ -85,10 +85,10 @@ absl::StatusOr<TransferOutcome> PeerSource::Push(const NamespaceId& ns,
         {const_cast<uint8_t*>((*handles)[i].bytes().data()), placed.address, blocks[i].size});
     op_block.push_back(i);
   }
-  Moved moved = Move(*transport_, link->connection, RmaKind::kPut, ops, op_block, k, deadline);
+  Moved moved = Move(*side_.transport, link->connection, RmaKind::kPut, ops, op_block, k, deadline);
   out.bytes_moved = moved.bytes;
   out.transport_seconds = moved.seconds;
-  out.lanes = transport_->Describe(link->connection).lanes;
+  out.lanes = side_.transport->Describe(link->connection).lanes;
   if (!stage->stage_id.empty()) {
     absl::StatusOr<std::vector<absl::Status>> committed = peer.channel->Commit(
         stage->stage_id, static_cast<uint32_t>(moved.received), CleanupDeadline(deadline));
@@ -110,26 +110,26 @@ absl::StatusOr<TransferOutcome> PeerSource::Push(const NamespaceId& ns,
         if (absl::IsDataLoss(out.blocks[i])) {
           // Our copy may be the bad one: check it as any read would.
           const BlockCache::ReadHandle& h = (*handles)[i];
-          if (Checksum64(h.bytes()) != h.checksum()) cache_->ReportChecksumMismatch(h);
+          if (Checksum64(h.bytes()) != h.checksum()) side_.cache->ReportChecksumMismatch(h);
         }
       }
     }
   }
-  peers_->Record(peer, true, out, CountOk(out.blocks), FirstFailure(out.blocks));
+  side_.peers->Record(peer, true, out, CountOk(out.blocks), FirstFailure(out.blocks));
   return out;
 }
 
 absl::StatusOr<PeerSource::Exported> PeerSource::Export(const NamespaceId& ns,
                                                         absl::Span<const BlockKey> keys,
                                                         absl::Duration ttl) {
-  ASSIGN_OR_RETURN(LookupResult found, cache_->Lookup(ns, keys, false, absl::ZeroDuration()));
+  ASSIGN_OR_RETURN(LookupResult found, side_.cache->Lookup(ns, keys, false, absl::ZeroDuration()));
   Exported out;
-  out.result.daemon_id = daemon_id_;
+  out.result.daemon_id = side_.daemon_id;
   const size_t m = found.blocks.size();
   if (m == 0) return out;
   // The receiver verifies every byte against the checksum, so no pass here.
   absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles =
-      cache_->Read(ns, keys.subspan(0, m), /*verify=*/false);
+      side_.cache->Read(ns, keys.subspan(0, m), /*verify=*/false);
   if (!handles.ok()) {
     return absl::AbortedError(
         absl::StrCat("blocks changed during the export; retry (", handles.status().message(), ")"));
@@ -140,7 +140,7 @@ absl::StatusOr<PeerSource::Exported> PeerSource::Export(const NamespaceId& ns,
   }
   out.entry = std::make_unique<ExportEntry>();
   out.entry->handles = *std::move(handles);
-  out.entry->expiry = absl::Now() + std::clamp(ttl, absl::Seconds(1), max_hold_);
+  out.entry->expiry = absl::Now() + std::clamp(ttl, absl::Seconds(1), side_.max_hold);
   return out;
 }
 

@@ -17,6 +17,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -24,6 +25,7 @@
 #include "storage/block_cache.h"
 #include "transfer/peer_channel.h"
 #include "transfer/peer_registry.h"
+#include "transfer/peer_side.h"
 #include "transfer/peer_transfer_types.h"
 #include "transfer/pending_table.h"
 #include "transfer/transport.h"
@@ -37,14 +39,7 @@ class PeerSource {
     std::unique_ptr<ExportEntry> entry;  // null when nothing is cached
   };
 
-  // Nothing is owned; everything must outlive the source.
-  PeerSource(BlockCache* cache, Transport* transport, PeerRegistry* peers, std::string daemon_id,
-             absl::Duration max_hold)
-      : cache_(cache),
-        transport_(transport),
-        peers_(peers),
-        daemon_id_(std::move(daemon_id)),
-        max_hold_(max_hold) {}
+  explicit PeerSource(PeerSide side) : side_(std::move(side)) {}
   PeerSource(const PeerSource&) = delete;
   PeerSource& operator=(const PeerSource&) = delete;
 
@@ -58,11 +53,7 @@ class PeerSource {
                                   absl::Duration ttl);
 
  private:
-  BlockCache* const cache_;
-  Transport* const transport_;
-  PeerRegistry* const peers_;
-  const std::string daemon_id_;
-  const absl::Duration max_hold_;
+  const PeerSide side_;
 };
 
 }  // namespace kvtier

@@ -35,8 +35,8 @@ PeerTransfer::PeerTransfer(BlockCache* cache, std::unique_ptr<Transport> transpo
       pending_(options_.max_pending),
       daemon_id_(NewId()),
       peers_(transport_.get(), std::move(channels), daemon_id_),
-      source_(cache, transport_.get(), &peers_, daemon_id_, options_.max_hold),
-      receiver_(cache, transport_.get(), &peers_, daemon_id_, options_.max_hold) {}
+      source_({cache, transport_.get(), &peers_, daemon_id_, options_.max_hold}),
+      receiver_({cache, transport_.get(), &peers_, daemon_id_, options_.max_hold}) {}
 
 PeerTransfer::~PeerTransfer() {
   // The transport first: once it is gone no peer operation can touch the
