@@ -41,8 +41,8 @@ absl::Status FaultInjectingCopyEngine::Submit(CopyBatch batch, CopyDone done) {
     done(absl::InternalError("injected: copy batch failed"));
     return absl::OkStatus();
   }
-  if (!spike) return inner_->Submit(std::move(batch), std::move(done));
-  return inner_->Submit(std::move(batch), [done = std::move(done), delay](absl::Status s) {
+  if (!spike) return target()->Submit(std::move(batch), std::move(done));
+  return target()->Submit(std::move(batch), [done = std::move(done), delay](absl::Status s) {
     absl::SleepFor(delay);
     done(std::move(s));
   });

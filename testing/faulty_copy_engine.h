@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "base/mutex.h"
 #include "datapath/copy_engine.h"
+#include "datapath/copy_engine_wrapper.h"
 
 namespace kvtier {
 
@@ -35,26 +36,21 @@ struct CopyFaultCounts {
   uint64_t latency_spikes = 0;
 };
 
-class FaultInjectingCopyEngine final : public CopyEngine {
+class FaultInjectingCopyEngine final : public CopyEngineWrapper {
  public:
-  FaultInjectingCopyEngine(CopyEngine* inner, const CopyFaultPlan& plan) : inner_(inner) {
+  FaultInjectingCopyEngine(CopyEngine* inner, const CopyFaultPlan& plan)
+      : CopyEngineWrapper(inner) {
     SetPlan(plan);
   }
 
   void SetPlan(const CopyFaultPlan& plan) ABSL_LOCKS_EXCLUDED(mu_);
   CopyFaultCounts counts() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  CopyEngineCapabilities Capabilities() const override { return inner_->Capabilities(); }
   absl::Status Submit(CopyBatch batch, CopyDone done) override ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status RegisterHost(void* p, size_t bytes) override {
-    return inner_->RegisterHost(p, bytes);
-  }
-  absl::Status UnregisterHost(void* p) override { return inner_->UnregisterHost(p); }
 
  private:
   bool Roll(double p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  CopyEngine* const inner_;
   mutable Mutex mu_;
   CopyFaultPlan plan_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);

@@ -52,7 +52,7 @@ std::vector<absl::Status> FaultInjectingIoEngine::Run(absl::Span<const IoOp> ops
     pass.push_back(op);
     where.push_back(i);
   }
-  std::vector<absl::Status> inner = inner_->Run(pass);
+  std::vector<absl::Status> inner = target()->Run(pass);
   std::vector<absl::Status> out(ops.size());
   for (size_t j = 0; j < pass.size(); ++j) out[where[j]] = inner[j];
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -70,7 +70,7 @@ absl::Status FaultInjectingIoEngine::Sync(int file) {
       return IoErrorStatus(EIO, "injected fdatasync");
     }
   }
-  return inner_->Sync(file);
+  return target()->Sync(file);
 }
 
 }  // namespace kvtier

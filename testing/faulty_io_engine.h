@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "base/mutex.h"
 #include "storage/nvme/io_engine.h"
+#include "storage/nvme/io_engine_wrapper.h"
 
 namespace kvtier {
 
@@ -31,27 +32,21 @@ struct FaultCounts {
   uint64_t sync_failures = 0;
 };
 
-class FaultInjectingIoEngine final : public IoEngine {
+class FaultInjectingIoEngine final : public IoEngineWrapper {
  public:
-  FaultInjectingIoEngine(IoEngine* inner, const FaultPlan& plan) : inner_(inner) { SetPlan(plan); }
+  FaultInjectingIoEngine(IoEngine* inner, const FaultPlan& plan) : IoEngineWrapper(inner) {
+    SetPlan(plan);
+  }
 
   void SetPlan(const FaultPlan& plan) ABSL_LOCKS_EXCLUDED(mu_);
   FaultCounts counts() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::string_view name() const override { return inner_->name(); }
-  IoEngineCapabilities capabilities() const override { return inner_->capabilities(); }
-  absl::StatusOr<int> RegisterFile(int fd) override { return inner_->RegisterFile(fd); }
-  absl::Status UnregisterFile(int file) override { return inner_->UnregisterFile(file); }
-  absl::StatusOr<int> RegisterBuffers(absl::Span<const absl::Span<uint8_t>> buffers) override {
-    return inner_->RegisterBuffers(buffers);
-  }
   std::vector<absl::Status> Run(absl::Span<const IoOp> ops) override;
   absl::Status Sync(int file) override;
 
  private:
   bool Roll(double p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  IoEngine* const inner_;
   mutable Mutex mu_;
   FaultPlan plan_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);

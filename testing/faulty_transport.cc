@@ -52,7 +52,7 @@ std::vector<absl::Status> FaultInjectingTransport::Execute(uint64_t connection, 
     }
   }
   if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
-  std::vector<absl::Status> inner = inner_->Execute(connection, kind, issued, deadline);
+  std::vector<absl::Status> inner = target()->Execute(connection, kind, issued, deadline);
   for (size_t j = 0; j < issued.size(); ++j) result[issued_index[j]] = inner[j];
   return result;
 }

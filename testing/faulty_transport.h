@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "base/mutex.h"
 #include "transfer/transport.h"
+#include "transfer/transport_wrapper.h"
 
 namespace kvtier {
 
@@ -41,10 +42,10 @@ struct TransportFaultCounts {
   uint64_t latency_spikes = 0;
 };
 
-class FaultInjectingTransport final : public Transport {
+class FaultInjectingTransport final : public TransportWrapper {
  public:
   FaultInjectingTransport(std::unique_ptr<Transport> inner, const TransportFaultPlan& plan)
-      : inner_(std::move(inner)) {
+      : TransportWrapper(std::move(inner)) {
     SetPlan(plan);
   }
 
@@ -52,24 +53,12 @@ class FaultInjectingTransport final : public Transport {
   void SetPlan(const TransportFaultPlan& plan) ABSL_LOCKS_EXCLUDED(mu_);
   TransportFaultCounts counts() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  TransportCapabilities Capabilities() const override { return inner_->Capabilities(); }
-  std::string LocalAddress() const override { return inner_->LocalAddress(); }
-  absl::StatusOr<ExposedMemory> Expose(absl::Span<uint8_t> memory) override {
-    return inner_->Expose(memory);
-  }
-  absl::StatusOr<uint64_t> Connect(absl::string_view peer_address,
-                                   const ExposedMemory& remote) override {
-    return inner_->Connect(peer_address, remote);
-  }
-  void Disconnect(uint64_t connection) override { inner_->Disconnect(connection); }
   std::vector<absl::Status> Execute(uint64_t connection, RmaKind kind, absl::Span<const RmaOp> ops,
                                     absl::Time deadline) override ABSL_LOCKS_EXCLUDED(mu_);
-  ConnectionInfo Describe(uint64_t connection) override { return inner_->Describe(connection); }
 
  private:
   bool Roll(double p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const std::unique_ptr<Transport> inner_;
   mutable Mutex mu_;
   TransportFaultPlan plan_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);

@@ -24,6 +24,7 @@
 #include "testing/in_process_peer_channel.h"
 #include "testing/loopback_transport.h"
 #include "testing/test_bytes.h"
+#include "transfer/transport_wrapper.h"
 
 namespace kvtier {
 namespace {
@@ -48,44 +49,34 @@ std::vector<uint8_t> Content(const BlockKey& key) {
 // (CutNextAfter: the first `ops` ops run, then the connection is closed,
 // and the rest meet a closed connection), or runs a hook after the next
 // Execute.
-class CuttingTransport final : public Transport {
+class CuttingTransport final : public TransportWrapper {
  public:
-  explicit CuttingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
+  explicit CuttingTransport(std::unique_ptr<Transport> inner)
+      : TransportWrapper(std::move(inner)) {}
   void CutNextAfter(size_t ops) { cut_after_ = ops; }
   void AfterNextExecute(std::function<void()> f) { after_ = std::move(f); }
 
-  TransportCapabilities Capabilities() const override { return inner_->Capabilities(); }
-  std::string LocalAddress() const override { return inner_->LocalAddress(); }
-  absl::StatusOr<ExposedMemory> Expose(absl::Span<uint8_t> memory) override {
-    return inner_->Expose(memory);
-  }
-  absl::StatusOr<uint64_t> Connect(absl::string_view peer_address,
-                                   const ExposedMemory& remote) override {
-    return inner_->Connect(peer_address, remote);
-  }
-  void Disconnect(uint64_t connection) override { inner_->Disconnect(connection); }
   std::vector<absl::Status> Execute(uint64_t connection, RmaKind kind, absl::Span<const RmaOp> ops,
                                     absl::Time deadline) override {
     if (after_ != nullptr) {
-      std::vector<absl::Status> out = inner_->Execute(connection, kind, ops, deadline);
+      std::vector<absl::Status> out = target()->Execute(connection, kind, ops, deadline);
       std::exchange(after_, nullptr)();
       return out;
     }
     if (cut_after_ < 0 || static_cast<size_t>(cut_after_) >= ops.size()) {
-      return inner_->Execute(connection, kind, ops, deadline);
+      return target()->Execute(connection, kind, ops, deadline);
     }
     const size_t n = static_cast<size_t>(cut_after_);
     cut_after_ = -1;
-    std::vector<absl::Status> out = inner_->Execute(connection, kind, ops.subspan(0, n), deadline);
-    inner_->Disconnect(connection);
-    std::vector<absl::Status> rest = inner_->Execute(connection, kind, ops.subspan(n), deadline);
+    std::vector<absl::Status> out =
+        target()->Execute(connection, kind, ops.subspan(0, n), deadline);
+    target()->Disconnect(connection);
+    std::vector<absl::Status> rest = target()->Execute(connection, kind, ops.subspan(n), deadline);
     out.insert(out.end(), rest.begin(), rest.end());
     return out;
   }
-  ConnectionInfo Describe(uint64_t connection) override { return inner_->Describe(connection); }
 
  private:
-  const std::unique_ptr<Transport> inner_;
   // Tests set these between transfers only.
   long cut_after_ = -1;
   std::function<void()> after_;
