@@ -17,6 +17,7 @@
 #include "kvtier/shared_region.h"
 #include "server/config.h"
 #include "server/daemon.h"
+#include "testing/test_daemon_config.h"
 
 namespace kvtier::client {
 namespace {
@@ -26,13 +27,7 @@ constexpr uint64_t kBlock = 64 * 1024;  // 1 layer x 1 head x 128 dims x bf16 x 
 class ClientRpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    kvtier::DaemonConfig c = kvtier::DefaultConfig(4ull << 30);
-    c.listen = "127.0.0.1:0";
-    c.metrics_listen = "off";
-    c.host_tier_bytes = 16ull << 20;
-    c.host_slab_bytes = 1ull << 20;
-    c.max_block_bytes = 1ull << 20;
-    c.costmodel_probe_tiers = false;
+    kvtier::DaemonConfig c = kvtier::TestDaemonConfig(16ull << 20, 1ull << 20, 1ull << 20);
     auto d = kvtier::Daemon::Start(c);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = std::move(*d);

@@ -23,7 +23,7 @@
 #include "server/config.h"
 #include "server/daemon.h"
 #include "testing/test_bytes.h"
-#include "tests/hostile/hostile_daemon_config.h"
+#include "testing/test_daemon_config.h"
 
 // Sanitizers slow every memory access several-fold, and the delete's short
 // hold of the lock with it: there the bound is relative (see the test).
@@ -77,7 +77,8 @@ class ClumsyClientTest : public ::testing::Test {
     std::filesystem::remove_all(shm_dir_);
   }
   void Start(uint64_t host_bytes) {
-    DaemonConfig c = HostileTestConfig(host_bytes, 16ull << 20, 1ull << 20);
+    DaemonConfig c = TestDaemonConfig(host_bytes, 16ull << 20, 1ull << 20);
+    c.gpu_tier = "off";
     c.peer_transport = "off";
     c.shm_dir = shm_dir_;
     absl::StatusOr<std::unique_ptr<Daemon>> d = Daemon::Start(c);

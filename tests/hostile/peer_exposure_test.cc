@@ -35,7 +35,7 @@
 #include "server/config.h"
 #include "server/daemon.h"
 #include "testing/loopback_transport.h"
-#include "tests/hostile/hostile_daemon_config.h"
+#include "testing/test_daemon_config.h"
 #include "transfer/listen_devices.h"
 #include "transfer/transport_factory.h"
 
@@ -57,7 +57,8 @@ client::NamespaceOptions Spec() {
 
 // The embedded defaults, shrunk to test size; nothing peer.* is touched.
 DaemonConfig SmallDefaultConfig() {
-  DaemonConfig c = HostileTestConfig(16ull << 20, 1ull << 20, 1ull << 20);
+  DaemonConfig c = TestDaemonConfig(16ull << 20, 1ull << 20, 1ull << 20);
+  c.gpu_tier = "off";
   c.costmodel_gpu = "h100-sxm";
   return c;
 }

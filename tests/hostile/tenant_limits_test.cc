@@ -25,7 +25,7 @@
 #include "storage/block_key.h"
 #include "storage/namespace_spec.h"
 #include "testing/test_bytes.h"
-#include "tests/hostile/hostile_daemon_config.h"
+#include "testing/test_daemon_config.h"
 
 namespace kvtier {
 namespace {
@@ -88,7 +88,8 @@ class TenantLimitsTest : public ::testing::Test {
   }
 
   DaemonConfig Config() {
-    DaemonConfig c = HostileTestConfig(256ull << 20, 16ull << 20, 16ull << 20);
+    DaemonConfig c = TestDaemonConfig(256ull << 20, 16ull << 20, 16ull << 20);
+    c.gpu_tier = "off";
     c.peer_transport = "off";
     c.shm_dir = shm_dir_;
     c.identities_file = dir_ + "/identities.yaml";

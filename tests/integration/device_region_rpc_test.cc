@@ -25,6 +25,7 @@
 #include "server/daemon.h"
 #include "testing/test_bytes.h"
 #include "testing/test_copy_engine.h"
+#include "testing/test_daemon_config.h"
 #include "testing/test_device_allocator.h"
 
 namespace kvtier {
@@ -39,13 +40,7 @@ constexpr uint64_t kTensor = 2 * kEngineBlocks * kChunk;  // [2, blocks, chunk]
 class DeviceRegionRpcTest : public ::testing::Test {
  protected:
   void Start(bool fake_gpu) {
-    DaemonConfig c = DefaultConfig(4ull << 30);
-    c.listen = "127.0.0.1:0";
-    c.metrics_listen = "off";
-    c.host_tier_bytes = 16ull << 20;
-    c.host_slab_bytes = 2ull << 20;
-    c.max_block_bytes = 1ull << 20;
-    c.costmodel_probe_tiers = false;
+    DaemonConfig c = TestDaemonConfig(16ull << 20, 2ull << 20, 1ull << 20);
     DaemonSeams seams;
     if (fake_gpu) {
       auto engine = std::make_unique<FakeDeviceEngine>();

@@ -28,6 +28,7 @@
 #include "server/config.h"
 #include "server/daemon.h"
 #include "testing/faulty_transport.h"
+#include "testing/test_daemon_config.h"
 #include "transfer/transport_factory.h"
 
 #ifndef KVTIERD_BINARY
@@ -69,14 +70,7 @@ client::NamespaceOptions Spec(uint32_t tokens = 32) {
 }
 
 DaemonConfig Config(const std::string& role) {
-  DaemonConfig c = DefaultConfig(4ull << 30);
-  c.listen = "127.0.0.1:0";
-  c.metrics_listen = "off";
-  c.host_tier_bytes = 64ull << 20;
-  c.host_slab_bytes = 1ull << 20;
-  c.max_block_bytes = 1ull << 20;
-  c.nvme_dirs = "";
-  c.costmodel_probe_tiers = false;
+  DaemonConfig c = TestDaemonConfig(64ull << 20, 1ull << 20, 1ull << 20);
   c.costmodel_gpu = "h100-sxm";
   c.gpu_tier = "off";
   c.peer_role = role;

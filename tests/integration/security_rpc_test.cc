@@ -29,6 +29,7 @@
 #include "server/daemon.h"
 #include "server/rpc_roles.h"
 #include "testing/test_bytes.h"
+#include "testing/test_daemon_config.h"
 
 #ifndef KVTIER_SOURCE_DIR
 #error "KVTIER_SOURCE_DIR must name the source tree"
@@ -91,16 +92,9 @@ class SecurityRpcTest : public ::testing::Test {
   static std::string Path(const std::string& name) { return absl::StrCat(*dir_, "/", name); }
 
   static DaemonConfig Config() {
-    DaemonConfig c = DefaultConfig(4ull << 30);
-    c.listen = "127.0.0.1:0";
-    c.host_tier_bytes = 8ull << 20;
-    c.host_slab_bytes = 1ull << 20;
-    c.max_block_bytes = 1ull << 20;
-    c.nvme_dirs = "";
-    c.costmodel_probe_tiers = false;
+    DaemonConfig c = TestDaemonConfig(8ull << 20, 1ull << 20, 1ull << 20);
     c.gpu_tier = "off";
     c.peer_transport = "off";
-    c.metrics_listen = "off";
     c.identities_file = Path("identities.yaml");
     return c;
   }

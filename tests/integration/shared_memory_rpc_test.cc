@@ -27,6 +27,7 @@
 #include "server/config.h"
 #include "server/daemon.h"
 #include "testing/test_bytes.h"
+#include "testing/test_daemon_config.h"
 
 namespace kvtier {
 namespace {
@@ -37,13 +38,7 @@ constexpr uint64_t kRegion = 64 * kBlock;
 class SharedMemoryRpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    DaemonConfig c = DefaultConfig(4ull << 30);
-    c.listen = "127.0.0.1:0";
-    c.metrics_listen = "off";
-    c.host_tier_bytes = 8ull << 20;  // 128 blocks of 64 KiB
-    c.host_slab_bytes = 1ull << 20;
-    c.max_block_bytes = 1ull << 20;
-    c.costmodel_probe_tiers = false;
+    DaemonConfig c = TestDaemonConfig(8ull << 20, 1ull << 20, 1ull << 20);  // 128 blocks of 64 KiB
     auto d = Daemon::Start(c);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = std::move(*d);
