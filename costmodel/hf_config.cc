@@ -9,104 +9,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "costmodel/hf_fields.h"
+#include "costmodel/hf_hybrid_layers.h"
 #include "nlohmann/json.hpp"
 
 namespace kvtier::costmodel {
 namespace {
 
+using hf_internal::DtypeBytes;
+using hf_internal::Fields;
 using nlohmann::json;
-
-// Typed access to one config object; errors name the field.
-class Fields {
- public:
-  explicit Fields(const json& obj) : obj_(obj) {}
-
-  bool Has(const char* key) const { return obj_.contains(key) && !obj_.at(key).is_null(); }
-
-  absl::StatusOr<std::optional<uint32_t>> Uint(const char* key) const {
-    if (!Has(key)) return std::optional<uint32_t>();
-    const json& v = obj_.at(key);
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > UINT32_MAX) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "config.json: field '", key, "' must be a non-negative integer, got ", v.dump()));
-    }
-    return std::optional<uint32_t>(v.get<uint32_t>());
-  }
-
-  // The first of several alias keys that is present.
-  absl::StatusOr<std::optional<uint32_t>> UintAny(std::initializer_list<const char*> keys) const {
-    for (const char* k : keys) {
-      if (Has(k)) return Uint(k);
-    }
-    return std::optional<uint32_t>();
-  }
-
-  absl::StatusOr<uint32_t> RequiredUint(const char* key) const {
-    ASSIGN_OR_RETURN(std::optional<uint32_t> v, Uint(key));
-    if (!v.has_value()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.json: missing required field '", key, "'"));
-    }
-    return *v;
-  }
-
-  absl::StatusOr<std::optional<bool>> Bool(const char* key) const {
-    if (!Has(key)) return std::optional<bool>();
-    const json& v = obj_.at(key);
-    if (!v.is_boolean()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.json: field '", key, "' must be true or false, got ", v.dump()));
-    }
-    return std::optional<bool>(v.get<bool>());
-  }
-
-  absl::StatusOr<std::optional<std::string>> String(const char* key) const {
-    if (!Has(key)) return std::optional<std::string>();
-    const json& v = obj_.at(key);
-    if (!v.is_string()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.json: field '", key, "' must be a string, got ", v.dump()));
-    }
-    return std::optional<std::string>(v.get<std::string>());
-  }
-
-  absl::StatusOr<std::optional<std::vector<std::string>>> StringList(const char* key) const {
-    if (!Has(key)) return std::optional<std::vector<std::string>>();
-    const json& v = obj_.at(key);
-    std::vector<std::string> out;
-    if (v.is_array()) {
-      for (const json& e : v) {
-        if (!e.is_string()) break;
-        out.push_back(e.get<std::string>());
-      }
-      if (out.size() == v.size()) return std::optional<std::vector<std::string>>(out);
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.json: field '", key, "' must be a list of strings, got ", v.dump().substr(0, 80)));
-  }
-
- private:
-  const json& obj_;
-};
 
 #define KVTIER_ASSIGN_OR_RETURN(lhs, expr)      \
   auto lhs##_or = (expr);                       \
   if (!lhs##_or.ok()) return lhs##_or.status(); \
   auto lhs = *std::move(lhs##_or)
-
-absl::StatusOr<double> DtypeBytes(const std::optional<std::string>& dtype) {
-  if (!dtype.has_value()) return 2.0;
-  static const std::map<std::string, double> kBytes = {
-      {"bfloat16", 2}, {"float16", 2},       {"half", 2},       {"float32", 4},
-      {"float", 4},    {"float8_e4m3fn", 1}, {"float8_e5m2", 1}};
-  auto it = kBytes.find(*dtype);
-  if (it == kBytes.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.json: torch_dtype/dtype '", *dtype,
-                                                   "' is not one of bfloat16, float16, float32, "
-                                                   "float8_e4m3fn, float8_e5m2"));
-  }
-  return it->second;
-}
 
 absl::StatusOr<LayerKind> KindOf(const std::string& type) {
   if (type == "full_attention" || type == "attention") return LayerKind::kFullAttention;
@@ -129,6 +46,7 @@ absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
                         ? root.at("text_config")
                         : root;
   Fields f(obj);
+  if (hf_internal::IsPureMamba2(f)) return hf_internal::PureMamba2Spec(f, name);
   ModelSpec m;
   m.name = std::string(name);
   KVTIER_ASSIGN_OR_RETURN(layers, f.RequiredUint("num_hidden_layers"));
@@ -136,7 +54,10 @@ absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
   KVTIER_ASSIGN_OR_RETURN(heads, f.RequiredUint("num_attention_heads"));
   KVTIER_ASSIGN_OR_RETURN(vocab, f.RequiredUint("vocab_size"));
   KVTIER_ASSIGN_OR_RETURN(kv_heads, f.Uint("num_key_value_heads"));
-  KVTIER_ASSIGN_OR_RETURN(head_dim, f.Uint("head_dim"));
+  // Nemotron-H names the attention head size attention_head_dim.
+  KVTIER_ASSIGN_OR_RETURN(head_dim, f.Has("head_dim") || !f.Has("hybrid_override_pattern")
+                                        ? f.Uint("head_dim")
+                                        : f.Uint("attention_head_dim"));
   KVTIER_ASSIGN_OR_RETURN(intermediate, f.Uint("intermediate_size"));
   KVTIER_ASSIGN_OR_RETURN(tied, f.Bool("tie_word_embeddings"));
   KVTIER_ASSIGN_OR_RETURN(torch_dtype, f.String("torch_dtype"));
@@ -194,6 +115,10 @@ absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
     moe.expert_intermediate_size = moe_inter.value_or(m.intermediate_size);
     moe.shared_experts = shared.value_or(0);
     moe.first_dense_layers = first_dense.value_or(0);
+    KVTIER_ASSIGN_OR_RETURN(moe_period, f.Uint("expert_layer_period"));  // Jamba
+    KVTIER_ASSIGN_OR_RETURN(moe_offset, f.Uint("expert_layer_offset"));
+    moe.layer_period = moe_period.value_or(1);
+    moe.layer_offset = moe_offset.value_or(0);
     m.moe = moe;
   }
 
@@ -204,15 +129,30 @@ absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
     KVTIER_ASSIGN_OR_RETURN(block_types, f.StringList("layers_block_type"));
     types = block_types;
   }
+  std::optional<std::vector<LayerKind>> kinds;
   if (types.has_value()) {
     if (types->size() != layers) {
       return absl::InvalidArgumentError(absl::StrCat("config.json: layer_types lists ",
                                                      types->size(),
                                                      " layers, num_hidden_layers is ", layers));
     }
-    // One group per caching rule, in order of first appearance.
+    kinds.emplace();
     for (const std::string& t : *types) {
       KVTIER_ASSIGN_OR_RETURN(kind, KindOf(t));
+      kinds->push_back(kind);
+    }
+  } else {
+    // Gemma 3, Qwen3-Next, Nemotron-H, Jamba: a pattern field instead.
+    KVTIER_ASSIGN_OR_RETURN(pattern, hf_internal::PatternLayers(f, layers));
+    if (pattern.has_value()) {
+      kinds = std::move(pattern->kinds);
+      m.separate_mlp_layers = pattern->separate_mlp_layers;
+      m.gated_mlp = pattern->gated_mlp;
+    }
+  }
+  if (kinds.has_value()) {
+    // One group per caching rule, in order of first appearance.
+    for (LayerKind kind : *kinds) {
       auto it = std::find_if(m.groups.begin(), m.groups.end(),
                              [&](const LayerGroup& g) { return g.kind == kind; });
       if (it == m.groups.end()) {
@@ -227,18 +167,26 @@ absl::StatusOr<ModelSpec> Parse(const json& root, absl::string_view name) {
   }
 
   if (m.LayersOf(LayerKind::kRecurrent) > 0) {
-    RecurrentShape r;
-    KVTIER_ASSIGN_OR_RETURN(state, f.UintAny({"mamba_d_state", "ssm_state_size", "state_size"}));
-    KVTIER_ASSIGN_OR_RETURN(conv, f.UintAny({"mamba_d_conv", "conv_kernel"}));
-    KVTIER_ASSIGN_OR_RETURN(rheads, f.UintAny({"mamba_n_heads", "mamba_num_heads"}));
-    KVTIER_ASSIGN_OR_RETURN(rdim, f.UintAny({"mamba_d_head", "mamba_head_dim"}));
-    KVTIER_ASSIGN_OR_RETURN(rgroups, f.UintAny({"mamba_n_groups", "n_groups"}));
-    r.state_size = state.value_or(0);
-    r.conv_kernel = conv.value_or(0);
-    r.heads = rheads.value_or(0);
-    r.head_dim = rdim.value_or(0);
-    r.groups = rgroups.value_or(0);
-    m.recurrent = r;
+    KVTIER_ASSIGN_OR_RETURN(family, hf_internal::FamilyRecurrentShape(f, hidden));
+    if (family.has_value()) {
+      m.recurrent = *family;  // Qwen3-Next gated delta net, Jamba Mamba v1
+    } else {
+      RecurrentShape r;
+      KVTIER_ASSIGN_OR_RETURN(state, f.UintAny({"mamba_d_state", "ssm_state_size", "state_size"}));
+      KVTIER_ASSIGN_OR_RETURN(conv, f.UintAny({"mamba_d_conv", "conv_kernel"}));
+      KVTIER_ASSIGN_OR_RETURN(rheads, f.UintAny({"mamba_n_heads", "mamba_num_heads"}));
+      KVTIER_ASSIGN_OR_RETURN(rdim, f.UintAny({"mamba_d_head", "mamba_head_dim"}));
+      KVTIER_ASSIGN_OR_RETURN(rgroups, f.UintAny({"mamba_n_groups", "n_groups"}));
+      r.state_size = state.value_or(0);
+      r.conv_kernel = conv.value_or(0);
+      r.heads = rheads.value_or(0);
+      r.head_dim = rdim.value_or(0);
+      r.groups = rgroups.value_or(0);
+      if (f.Has("hybrid_override_pattern")) {
+        RETURN_IF_ERROR(hf_internal::CheckExpand(f, "expand", hidden, r));  // Nemotron-H
+      }
+      m.recurrent = r;
+    }
   }
   RETURN_IF_ERROR(m.Validate());
   return m;

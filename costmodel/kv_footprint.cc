@@ -61,7 +61,8 @@ KvFootprint ComputeKvFootprint(const Deployment& d) {
   f.duplicate_bytes_per_token = f.bytes_per_token_per_gpu * d.tp - f.bytes_per_token;
   f.bytes_per_block_per_gpu = f.bytes_per_token_per_gpu * d.block_tokens;
   for (const LayerGroup& g : m.EffectiveGroups()) {
-    f.groups.push_back({g, g.kind == LayerKind::kRecurrent ? 0.0 : per_layer_gpu * g.layers});
+    const bool attends = g.kind == LayerKind::kFullAttention || g.kind == LayerKind::kSlidingWindow;
+    f.groups.push_back({g, attends ? per_layer_gpu * g.layers : 0.0});
   }
   const StatePlan state = PlanState(d, d.block_tokens, 0);
   f.recurrent_state_bytes_per_request = state.state_bytes_per_request;

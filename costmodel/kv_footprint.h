@@ -18,7 +18,7 @@ namespace kvtier::costmodel {
 
 struct GroupFootprint {
   LayerGroup group;
-  double bytes_per_token_per_gpu = 0;  // 0 for recurrent groups
+  double bytes_per_token_per_gpu = 0;  // 0 for recurrent and MLP-only groups
 };
 
 struct KvFootprint {

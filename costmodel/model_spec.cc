@@ -14,6 +14,8 @@ const char* LayerKindName(LayerKind kind) {
       return "sliding_window";
     case LayerKind::kRecurrent:
       return "recurrent";
+    case LayerKind::kMlpOnly:
+      return "mlp_only";
   }
   return "unknown";
 }
@@ -75,7 +77,8 @@ absl::Status ModelSpec::Validate() const {
   }
   if (LayersOf(LayerKind::kRecurrent) > 0) {
     if (!recurrent.has_value() || recurrent->state_size == 0 || recurrent->conv_kernel == 0 ||
-        recurrent->heads == 0 || recurrent->head_dim == 0 || recurrent->groups == 0) {
+        recurrent->heads == 0 || recurrent->head_dim == 0 ||
+        (recurrent->groups == 0 && recurrent->mixer != RecurrentMixer::kMamba1)) {
       return bad("recurrent layers need state size, conv kernel, heads, head dim and groups > 0");
     }
   }
@@ -89,13 +92,17 @@ absl::Status ModelSpec::Validate() const {
     if (moe->experts_per_token > moe->routed_experts) {
       return bad("num_experts_per_tok exceeds the number of routed experts");
     }
+    if (moe->layer_period == 0 || moe->layer_offset >= moe->layer_period) {
+      return bad("expert_layer_offset must be < expert_layer_period");
+    }
     if (moe->first_dense_layers > num_layers) {
       return bad("first_k_dense_replace exceeds num_hidden_layers");
     }
-    if (moe->first_dense_layers > 0 && intermediate_size == 0) {
+    if ((moe->first_dense_layers > 0 || moe->layer_period > 1) && intermediate_size == 0) {
       return bad("dense layers need intermediate_size > 0");
     }
-  } else if (intermediate_size == 0) {
+  } else if (intermediate_size == 0 &&
+             (!separate_mlp_layers || LayersOf(LayerKind::kMlpOnly) > 0)) {
     return bad("intermediate_size must be > 0");
   }
   if (total_params_override.has_value() && !(*total_params_override > 0)) {
@@ -131,25 +138,45 @@ ParameterCounts ModelSpec::ComputedParameters() const {
     const RecurrentShape& r = *recurrent;
     const double inner = static_cast<double>(r.heads) * r.head_dim;
     const double bc = 2.0 * r.groups * r.state_size;
-    mixer_recurrent = h * (2 * inner + bc + r.heads) + (inner + bc) * r.conv_kernel +
-                      3.0 * r.heads + inner + inner * h;
+    switch (r.mixer) {
+      case RecurrentMixer::kMamba2:
+        mixer_recurrent = h * (2 * inner + bc + r.heads) + (inner + bc) * r.conv_kernel +
+                          3.0 * r.heads + inner + inner * h;
+        break;
+      case RecurrentMixer::kMamba1: {
+        // in_proj (x, z), conv, x_proj (dt, B, C), dt_proj, A_log, D, out_proj.
+        const double n = r.state_size, rank = r.dt_rank;
+        mixer_recurrent = h * 2 * inner + inner * r.conv_kernel + inner * (rank + 2 * n) +
+                          rank * inner + inner * n + inner + inner * h;
+        break;
+      }
+      case RecurrentMixer::kGatedDeltaNet:
+        // in_proj_qkvz, in_proj_ba, conv over q, k, v, A_log + dt_bias,
+        // gated norm (one value head), out_proj.
+        mixer_recurrent = h * (bc + 2 * inner + 2.0 * r.heads) + (bc + inner) * r.conv_kernel +
+                          2.0 * r.heads + r.head_dim + inner * h;
+        break;
+    }
   }
-  const double dense_mlp = 3 * h * intermediate_size;
+  const double dense_mlp = (gated_mlp ? 3 : 2) * h * intermediate_size;
   double moe_total = 0, moe_active = 0;  // per MoE layer
   uint32_t moe_layers = 0;
-  if (moe.has_value()) {
+  if (moe.has_value() && !separate_mlp_layers) {
     const double expert = 3 * h * moe->expert_intermediate_size;
     const double router = h * moe->routed_experts;
     moe_total = expert * (moe->routed_experts + moe->shared_experts) + router;
     moe_active = expert * (moe->experts_per_token + moe->shared_experts) + router;
-    moe_layers = num_layers - moe->first_dense_layers;
+    for (uint32_t i = moe->first_dense_layers; i < num_layers; ++i) {
+      if (i % moe->layer_period == moe->layer_offset) ++moe_layers;
+    }
   }
-  const double norms = 2 * h * num_layers + h;
+  const double norms = (separate_mlp_layers ? 1 : 2) * h * num_layers + h;
   const double embedding = static_cast<double>(vocab_size) * h;
   const double lm_head = tie_word_embeddings ? 0 : embedding;
   const double mixers =
       attention * AttentionLayers() + mixer_recurrent * LayersOf(LayerKind::kRecurrent);
-  const double dense_layers = num_layers - moe_layers;
+  const double dense_layers =
+      separate_mlp_layers ? LayersOf(LayerKind::kMlpOnly) : num_layers - moe_layers;
   ParameterCounts c;
   c.total =
       embedding + lm_head + norms + mixers + dense_mlp * dense_layers + moe_total * moe_layers;

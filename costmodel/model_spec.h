@@ -20,8 +20,9 @@
 namespace kvtier::costmodel {
 
 // How a group of layers caches: every token (full attention), only the last
-// `window` tokens (sliding window), or a fixed-size state (recurrent).
-enum class LayerKind : uint8_t { kFullAttention, kSlidingWindow, kRecurrent };
+// `window` tokens (sliding window), a fixed-size state (recurrent), or
+// nothing (kMlpOnly: a layer that is only an MLP, Nemotron-H's "-").
+enum class LayerKind : uint8_t { kFullAttention, kSlidingWindow, kRecurrent, kMlpOnly };
 
 const char* LayerKindName(LayerKind kind);
 
@@ -51,17 +52,39 @@ struct MoeShape {
   uint32_t shared_experts = 0;
   uint32_t expert_intermediate_size = 0;
   uint32_t first_dense_layers = 0;
+  // Of the layers past first_dense_layers, layer i is MoE when
+  // i % layer_period == layer_offset (Jamba: every second layer); the
+  // defaults make every one MoE.
+  uint32_t layer_period = 1;
+  uint32_t layer_offset = 0;
 };
 
-// Mamba-2 style recurrent layers: per layer and request, an SSM state of
+// The mixer of the recurrent layers; it decides the parameter count (the
+// state formula below is the same for all three).
+enum class RecurrentMixer : uint8_t {
+  kMamba2,         // Mamba-2 / SSD (Nemotron-H, Mamba2Config, Bamba)
+  kMamba1,         // Mamba (v1) selective scan (Jamba): heads = d_inner,
+                   // head_dim = 1, groups = 0
+  kGatedDeltaNet,  // Qwen3-Next linear attention: heads = value heads,
+                   // head_dim = value head dim, state_size = key head dim,
+                   // groups = key heads
+};
+
+// Recurrent layers: per layer and request, an SSM state of
 // heads * head_dim * state_size elements and a convolution state of
 // (conv_kernel - 1) * (heads * head_dim + 2 * groups * state_size) elements.
+// For Mamba-1 (groups 0) that is d_inner * d_state and
+// (d_conv - 1) * d_inner; for the gated delta net it is
+// v_heads * k_dim * v_dim and (kernel - 1) * (2 * k_heads * k_dim +
+// v_heads * v_dim), the q, k, v channels the convolution runs over.
 struct RecurrentShape {
+  RecurrentMixer mixer = RecurrentMixer::kMamba2;
   uint32_t state_size = 0;
   uint32_t conv_kernel = 0;
   uint32_t heads = 0;
   uint32_t head_dim = 0;
-  uint32_t groups = 0;
+  uint32_t groups = 0;   // > 0 except for Mamba-1
+  uint32_t dt_rank = 0;  // Mamba-1 only (parameter count)
 };
 
 struct ParameterCounts {
@@ -93,6 +116,14 @@ struct ModelSpec {
 
   std::optional<MoeShape> moe;
   std::optional<RecurrentShape> recurrent;
+
+  // false (the default): every layer carries one MLP and two norms.
+  // true: mixers and MLPs are separate layers (Nemotron-H, pure Mamba-2):
+  // only kMlpOnly layers carry an MLP, and every layer has one norm.
+  bool separate_mlp_layers = false;
+  // Dense MLP matrices: 3 (gate, up, down) when true, else 2 (up, down;
+  // Nemotron-H's relu2).
+  bool gated_mlp = true;
 
   // Layer groups in model order, summing to num_layers. Empty means every
   // layer is full attention.

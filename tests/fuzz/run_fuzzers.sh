@@ -19,7 +19,7 @@ PREBUILT=${3:-}
 mkdir -p "$OUT"
 CXX="clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I$ROOT"
 ABSL=$(pkg-config --libs absl_status absl_statusor absl_strings absl_str_format absl_synchronization)
-COSTMODEL=("$ROOT"/costmodel/{attention_roofline,block_sharing,catalog,deployment,fetch_plan,hf_config,kv_footprint,kv_quant,memory_budget,model_spec,pd_link,preemption,tier_value}.cc)
+COSTMODEL=("$ROOT"/costmodel/{attention_roofline,block_sharing,catalog,deployment,fetch_plan,hf_config,hf_hybrid_layers,kv_footprint,kv_quant,memory_budget,model_spec,pd_link,preemption,tier_value}.cc)
 
 # Each source is compiled once (into $OUT/obj, two at a time), then linked
 # into the targets that need it.

@@ -121,6 +121,26 @@ run state state --model-config "$DATA/recurrent_hybrid.json" --checkpoint-interv
 keys "$WORK/state.json" state_bytes_per_request state_bytes_per_checkpoint restart_boundary_tokens
 value "$WORK/state.json" restart_boundary_tokens 400
 
+# Hybrid families read from their config.json (numbers: costmodel/hf_config_test.cc).
+hybrid() {  # hybrid FIXTURE KV_BYTES_PER_TOKEN STATE_BYTES_PER_REQUEST
+  local name=${1%.json}
+  run "kv_$name" kv --model-config "$DATA/$1" --context 8192
+  value "$WORK/kv_$name.json" kv_bytes_per_token "$2"
+  value "$WORK/kv_$name.json" recurrent_state_bytes_per_request "$3"
+  run "state_$name" state --model-config "$DATA/$1" --checkpoint-interval 256
+  value "$WORK/state_$name.json" state_bytes_per_request "$3"
+}
+hybrid gemma3_multimodal.json 139264 0
+value "$WORK/kv_gemma3_multimodal.json" layer_groups.0.window 1024
+value "$WORK/kv_gemma3_multimodal.json" layer_groups.0.layers 29
+value "$WORK/kv_gemma3_multimodal.json" kv_bytes_per_gpu_at_context 289406976
+hybrid qwen3_next.json 24576 39518208
+hybrid nemotron_h.json 16384 51806208
+value "$WORK/kv_nemotron_h.json" layer_groups.1.kind mlp_only
+hybrid jamba.json 16384 8716288
+hybrid mamba2_codestral.json 0 138149888
+value "$WORK/state_mamba2_codestral.json" recurrent_layers 64
+
 # Bad input: exit 2 and a message that names the problem.
 expect_bad() {
   local want=$1; shift
@@ -137,6 +157,8 @@ expect_bad "unknown GPU" kv --model llama-3.1-8b --gpu tpu
 expect_bad "cannot read" kv --model-config "$WORK/none.json"
 echo '{"num_hidden_layers": "x"}' >"$WORK/bad.json"
 expect_bad "num_hidden_layers" kv --model-config "$WORK/bad.json"
+sed 's/"M-M-M-M\*/"M-M-E-M*/' "$DATA/nemotron_h.json" >"$WORK/bad_nemotron.json"
+expect_bad "hybrid_override_pattern: layer 4 is 'E'" state --model-config "$WORK/bad_nemotron.json"
 expect_bad "neither divides" kv --model llama-3.1-8b --tp 3
 expect_bad "--kv-dtype" kv --model llama-3.1-8b --kv-dtype int4
 expect_bad "not a number" kv --model llama-3.1-8b --mfu 2
