@@ -19,7 +19,6 @@ namespace {
 
 using block_cache_test::BlockCacheTest;
 using block_cache_test::Content;
-using block_cache_test::Key;
 using block_cache_test::kKiB;
 using block_cache_test::kMiB;
 

@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/status_macros.h"
 #include "storage/block_cache.h"
+#include "testing/host_tier_fixture.h"  // Key
 #include "testing/test_bytes.h"
 
 namespace kvtier {
@@ -22,8 +23,6 @@ namespace block_cache_test {
 
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;
-
-inline BlockKey Key(const std::string& k) { return *BlockKey::Create(k); }
 
 // Block bytes are a deterministic function of (namespace, key): any byte can
 // be checked.
