@@ -26,6 +26,10 @@ step() { echo "--- $*"; }
 # DAEMON_PID and ADDR.
 start_kvtierd() {
   local log=$1; shift
+  # The parent creates the logs: the background child opens its redirections
+  # only once it runs, which can be after the first read below.
+  : >"$log.out"
+  : >"$log.err"
   "$KVTIERD" "$@" >"$log.out" 2>"$log.err" &
   DAEMON_PID=$!
   PIDS+=("$DAEMON_PID")

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -210,6 +211,20 @@ class PeerTransferRpcTest : public ::testing::Test {
     size_t n = 0;
     while (n < r.blocks.size() && r.blocks[n].status.ok()) ++n;
     return n;
+  }
+
+  // Runs `act` on its own thread once `t` holds up its first batch (the
+  // transfer got past Hello and Stage/export and is about to move bytes),
+  // not after a fixed sleep: under a sanitizer or on a loaded machine the
+  // handshake alone can outlast any fixed delay. Gives up after 30 s.
+  static std::thread WhenTheTransportStalls(FaultInjectingTransport* t, std::function<void()> act) {
+    return std::thread([t, act = std::move(act)] {
+      const absl::Time give_up = absl::Now() + absl::Seconds(30);
+      while (t->counts().latency_spikes == 0 && absl::Now() < give_up) {
+        absl::SleepFor(absl::Milliseconds(2));
+      }
+      act();
+    });
   }
 
   v1::ListPeersResponse Peers(Daemon& d) {
@@ -479,10 +494,7 @@ TEST_F(PeerTransferRpcTest, ASourceStoppedOrKilledMidTransferLeavesOnlyVerifiedB
   // lands.
   decode_faults_->SetPlan({.latency_spike = 1.0, .spike = absl::Seconds(1)});
   {
-    std::thread stopper([&] {
-      absl::SleepFor(absl::Milliseconds(300));
-      child->Signal(SIGSTOP);
-    });
+    std::thread stopper = WhenTheTransportStalls(decode_faults_, [&] { child->Signal(SIGSTOP); });
     start = absl::Now();
     r = dc_->Transfer(ns_, keys, child->address(), TransferDirection::kPull, absl::Seconds(3));
     stopper.join();
@@ -500,10 +512,7 @@ TEST_F(PeerTransferRpcTest, ASourceStoppedOrKilledMidTransferLeavesOnlyVerifiedB
   // ends within its deadline, and the decode side holds exactly the blocks
   // it had, each byte-exact; the slots reserved for the rest are freed.
   decode_faults_->SetPlan({.latency_spike = 1.0, .spike = absl::Seconds(1)});
-  std::thread killer([&] {
-    absl::SleepFor(absl::Milliseconds(300));
-    child->Kill();
-  });
+  std::thread killer = WhenTheTransportStalls(decode_faults_, [&] { child->Kill(); });
   start = absl::Now();
   r = dc_->Transfer(ns_, keys, child->address(), TransferDirection::kPull, absl::Seconds(5));
   killer.join();
@@ -564,10 +573,7 @@ TEST_F(PeerTransferRpcTest, AReceiverStoppedOrKilledMidPushFailsItCleanly) {
   // answer; the deadline fails the rest, and the prefill side serves on.
   faults_->SetPlan({.latency_spike = 1.0, .spike = absl::Seconds(1)});
   {
-    std::thread stopper([&] {
-      absl::SleepFor(absl::Milliseconds(300));
-      child->Signal(SIGSTOP);
-    });
+    std::thread stopper = WhenTheTransportStalls(faults_, [&] { child->Signal(SIGSTOP); });
     const absl::Time start = absl::Now();
     r = pc_->Transfer(ns_, keys, child->address(), TransferDirection::kPush, absl::Seconds(3));
     stopper.join();
@@ -596,10 +602,7 @@ TEST_F(PeerTransferRpcTest, AReceiverStoppedOrKilledMidPushFailsItCleanly) {
   PutChain(*pc_, more);
   faults_->SetPlan({.latency_spike = 1.0, .spike = absl::Seconds(1)});
   {
-    std::thread killer([&] {
-      absl::SleepFor(absl::Milliseconds(300));
-      child->Kill();
-    });
+    std::thread killer = WhenTheTransportStalls(faults_, [&] { child->Kill(); });
     const absl::Time start = absl::Now();
     r = pc_->Transfer(ns_, more, child->address(), TransferDirection::kPush, absl::Seconds(5));
     killer.join();
