@@ -19,13 +19,18 @@ build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # Starts kvtierd in the foreground on its embedded defaults; Ctrl-C stops it.
-run: build
+# Builds only what it runs and what talks to it: the daemon, the CLI and the
+# Python client (no tests, no benchmarks).
+run: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target kvtierd kvtier kvtier_python
 	./$(BUILD_DIR)/kvtierd $(ARGS)
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
-bench: build
+# Builds the benchmarks only (the `benchmarks` target), then runs each.
+bench: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target benchmarks
 	@bash scripts/install-deps fio
 	./$(BUILD_DIR)/bench/host_put_get
 	./$(BUILD_DIR)/bench/nvme_store --dir $(BUILD_DIR)/nvme-bench

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "storage/nvme/catalog.h"
 #include "storage/slab_allocator.h"
@@ -24,13 +25,10 @@ int main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   uint64_t blocks = 1'000'000;
   std::string dir = "build/catalog-bench";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i];
-    if (f == "--blocks")
-      blocks = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (f == "--dir")
-      dir = argv[i + 1];
-  }
+  CLI::App app{"Catalog recovery: reopen + ForEach of N entries"};
+  app.add_option("--blocks", blocks, "catalog entries to write")->check(CLI::PositiveNumber);
+  app.add_option("--dir", dir, "directory for the catalog (removed first)");
+  CLI11_PARSE(app, argc, argv);
   std::filesystem::remove_all(dir);
   NamespaceSpec spec{"bench", KvLayout{32, 8, 128, DType::kBf16, 16, 0, 1}, "", "", ""};
   const NamespaceId ns = NamespaceId::Of(spec);

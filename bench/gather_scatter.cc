@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "bench/best_seconds.h"
 #include "datapath/cpu_copy_engine.h"
 #include "datapath/engine_layout.h"
@@ -27,14 +28,13 @@ using Clock = std::chrono::steady_clock;
 int main(int argc, char** argv) {
   using namespace kvtier;
   int layers = 32, blocks = 32, rounds = 5, threads = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i];
-    const int v = std::atoi(argv[i + 1]);
-    if (f == "--layers") layers = v;
-    if (f == "--blocks") blocks = v;
-    if (f == "--rounds") rounds = v;
-    if (f == "--threads") threads = v;
-  }
+  CLI::App app{"CPU copy engine gather/scatter against memcpy"};
+  app.add_option("--layers", layers, "model layers")->check(CLI::PositiveNumber);
+  app.add_option("--blocks", blocks, "blocks per round")->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "rounds (the best is reported)")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "copy threads (0: the engine's default)")
+      ->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
   // Twice as many blocks in the engine as we move, every other one moved.
   absl::StatusOr<EngineLayout> layout =
       EngineLayout::Create(EngineLayoutKind::kVllmNhd, {layers, 2 * blocks, 16, 8, 128, 2});

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "bench/best_seconds.h"
 #include "datapath/engine_layout.h"
 #include "encoding/fp8_codec.h"
@@ -50,11 +51,10 @@ struct Row {
 int main(int argc, char** argv) {
   using namespace kvtier;
   int blocks = 64, rounds = 10;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i];
-    if (f == "--blocks") blocks = std::atoi(argv[i + 1]);
-    if (f == "--rounds") rounds = std::atoi(argv[i + 1]);
-  }
+  CLI::App app{"CUDA copy engine and fp8 kernels against cudaMemcpy"};
+  app.add_option("--blocks", blocks, "blocks per round")->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "rounds (the best is reported)")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   const GpuInventory inv = ProbeGpus();
   if (inv.devices.empty()) {
     std::printf("SKIP: gpu_copy needs a GPU: %s\n", inv.detail.c_str());

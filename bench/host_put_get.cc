@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/config.h"
@@ -166,20 +167,14 @@ class Runner {
 int main(int argc, char** argv) {
   using namespace kvtier;
   Args args;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const long v = std::atol(argv[i + 1]);
-    if (flag == "--mib-per-size")
-      args.mib_per_size = static_cast<uint64_t>(v);
-    else if (flag == "--reps")
-      args.reps = static_cast<int>(v);
-    else if (flag == "--blocks-per-call")
-      args.blocks_per_call = static_cast<int>(v);
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
+  CLI::App app{"Host tier Put/Get over gRPC against memcpy"};
+  app.add_option("--mib-per-size", args.mib_per_size, "MiB moved per block size")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--reps", args.reps, "repetitions (the best is reported)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--blocks-per-call", args.blocks_per_call, "blocks per Put/Get call")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   const uint64_t total = args.mib_per_size << 20;
 
   DaemonConfig tcp = DefaultConfig(PhysicalMemoryBytes());

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "server/lookup_planner.h"
 #include "spdlog/spdlog.h"
@@ -22,12 +23,11 @@ int main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   int chains = 2000, keys_per_chain = 128;
   double seconds = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i];
-    if (f == "--chains") chains = std::atoi(argv[i + 1]);
-    if (f == "--keys") keys_per_chain = std::atoi(argv[i + 1]);
-    if (f == "--seconds") seconds = std::atof(argv[i + 1]);
-  }
+  CLI::App app{"What planning costs a Lookup"};
+  app.add_option("--chains", chains, "cached chains")->check(CLI::PositiveNumber);
+  app.add_option("--keys", keys_per_chain, "keys per chain")->check(CLI::PositiveNumber);
+  app.add_option("--seconds", seconds, "seconds per measurement")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
   BlockCacheOptions o;
   o.host_bytes = static_cast<uint64_t>(chains) * keys_per_chain * 4096 + (64ull << 20);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "bench/bench_daemon.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
@@ -48,9 +49,9 @@ double Pct(const std::vector<double>& v, double p) {
 int main(int argc, char** argv) {
   using namespace kvtier;
   int calls = 20000;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--calls") calls = std::atoi(argv[i + 1]);
-  }
+  CLI::App app{"Lookup(128 keys) RPC against an empty RPC"};
+  app.add_option("--calls", calls, "calls per measurement")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
   std::unique_ptr<Daemon> daemon = bench::StartDaemon("127.0.0.1:0", 256ull << 20);
   if (daemon == nullptr) return 1;

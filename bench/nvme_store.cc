@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "base/checksum.h"
 #include "nlohmann/json.hpp"
@@ -64,23 +65,13 @@ int main(int argc, char** argv) {
   size_t batch = 256;
   int reps = 3;
   bool reg = false;  // register the payload buffers as io_uring fixed buffers
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i];
-    if (f == "--dir")
-      dir = argv[i + 1];
-    else if (f == "--mib-per-size")
-      mib = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (f == "--batch")
-      batch = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (f == "--reps")
-      reps = std::atoi(argv[i + 1]);
-    else if (f == "--register")
-      reg = std::string(argv[i + 1]) == "true";
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
+  CLI::App app{"NvmeStore slot writes and reads against fio"};
+  app.add_option("--dir", dir, "directory on the device to measure");
+  app.add_option("--mib-per-size", mib, "MiB per block size")->check(CLI::PositiveNumber);
+  app.add_option("--batch", batch, "slots per batch")->check(CLI::PositiveNumber);
+  app.add_option("--reps", reps, "repetitions (the best is reported)")->check(CLI::PositiveNumber);
+  app.add_option("--register", reg, "register the payload buffers as fixed buffers (true|false)");
+  CLI11_PARSE(app, argc, argv);
   if (std::system("fio --version >/dev/null 2>&1") != 0) {
     std::fprintf(stderr, "nvme_store bench: the fio baseline is missing (apt-get install fio)\n");
     return 2;

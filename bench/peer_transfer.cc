@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "kvtier/client.h"
@@ -38,19 +39,11 @@ int main(int argc, char** argv) {
   uint64_t block_bytes = 1 << 20;
   int blocks = 128;
   int rounds = 5;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--block-bytes" && i + 1 < argc) {
-      block_bytes = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--blocks" && i + 1 < argc) {
-      blocks = std::atoi(argv[++i]);
-    } else if (a == "--rounds" && i + 1 < argc) {
-      rounds = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: peer_transfer [--block-bytes N] [--blocks N] [--rounds N]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"Prefill-to-decode transfer between two daemons over UCX"};
+  app.add_option("--block-bytes", block_bytes, "bytes per block")->check(CLI::PositiveNumber);
+  app.add_option("--blocks", blocks, "blocks per round")->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "rounds (the best is reported)")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   if (block_bytes == 0 || block_bytes % 512 != 0 || blocks <= 0 || rounds <= 0) {
     std::fprintf(stderr, "block bytes must be a positive multiple of 512\n");
     return 2;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
@@ -20,13 +21,10 @@ int main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   int chains = 2000;
   double seconds = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i];
-    if (f == "--chains")
-      chains = std::atoi(argv[i + 1]);
-    else if (f == "--seconds")
-      seconds = std::atof(argv[i + 1]);
-  }
+  CLI::App app{"In-process prefix lookup against a bare hash-map find"};
+  app.add_option("--chains", chains, "cached chains")->check(CLI::PositiveNumber);
+  app.add_option("--seconds", seconds, "seconds per measurement")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
   constexpr int kKeys = 128;
   BlockCacheOptions o;

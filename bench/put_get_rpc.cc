@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -27,20 +28,14 @@ int main(int argc, char** argv) {
   int clients = 8, ops = 2000;
   bool csv = false;
   std::vector<uint64_t> sizes = {4096, 65536, 262144};
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "--csv") csv = true;
-    if (i + 1 >= argc) continue;
-    if (f == "--clients") clients = std::atoi(argv[i + 1]);
-    if (f == "--ops") ops = std::atoi(argv[i + 1]);
-    if (f == "--sizes") {
-      sizes.clear();
-      for (absl::string_view s : absl::StrSplit(argv[i + 1], ',')) {
-        uint64_t v = 0;
-        if (absl::SimpleAtoi(s, &v)) sizes.push_back(v);
-      }
-    }
-  }
+  CLI::App app{"The gRPC byte path: Put then Get of fresh blocks"};
+  app.add_flag("--csv", csv, "print CSV rows");
+  app.add_option("--clients", clients, "client threads")->check(CLI::PositiveNumber);
+  app.add_option("--ops", ops, "Put+Get pairs per client")->check(CLI::PositiveNumber);
+  app.add_option("--sizes", sizes, "block sizes in bytes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
   std::unique_ptr<Daemon> daemon = bench::StartDaemon("127.0.0.1:0", 2ull << 30);
   if (daemon == nullptr) return 1;

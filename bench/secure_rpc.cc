@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "kvtier/client.h"
 #include "server/config.h"
@@ -54,9 +55,9 @@ double Pct(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   int calls = 20000;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--calls") calls = std::atoi(argv[i + 1]);
-  }
+  CLI::App app{"What metrics and security cost per RPC"};
+  app.add_option("--calls", calls, "calls per measurement")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   if (calls < 1) {
     std::fprintf(stderr, "--calls must be at least 1\n");
     return 2;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "bench/bench_daemon.h"
 #include "kvtier/shared_region.h"
@@ -38,12 +39,14 @@ int main(int argc, char** argv) {
   uint64_t mib = 256;
   int rounds = 5;
   uint64_t only_block = 0;  // --block-kib: measure one block size only
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i];
-    if (f == "--mib") mib = std::strtoull(argv[i + 1], nullptr, 10);
-    if (f == "--rounds") rounds = std::atoi(argv[i + 1]);
-    if (f == "--block-kib") only_block = std::strtoull(argv[i + 1], nullptr, 10) << 10;
-  }
+  CLI::App app{"Save/Load through shared memory against memcpy"};
+  app.add_option("--mib", mib, "MiB per block size")->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "rounds (the best is reported)")->check(CLI::PositiveNumber);
+  uint64_t only_block_kib = 0;
+  app.add_option("--block-kib", only_block_kib, "measure this block size only (KiB)")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  only_block = only_block_kib << 10;
   spdlog::set_level(spdlog::level::warn);
   const uint64_t region_bytes = mib << 20;
   char dir_tmpl[] = "/tmp/kvtier-bench-XXXXXX";

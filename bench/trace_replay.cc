@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/container/flat_hash_map.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -128,9 +129,9 @@ Result ReplayPlainLru(const std::vector<Request>& trace, uint64_t capacity_block
 int main(int argc, char** argv) {
   using namespace kvtier;
   std::string path = "../shared/traces/synthetic_trace.jsonl";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--trace") path = argv[i + 1];
-  }
+  CLI::App app{"Replay a Mooncake trace through the store"};
+  app.add_option("--trace", path, "the trace (JSON lines)")->check(CLI::ExistingFile);
+  CLI11_PARSE(app, argc, argv);
   std::ifstream in(path);
   if (!in) {
     std::fprintf(stderr, "cannot read %s\n", path.c_str());
