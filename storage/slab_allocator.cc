@@ -42,6 +42,18 @@ SlabAllocator::SlabAllocator(uint64_t slab_bytes, size_t num_slabs)
   for (size_t i = num_slabs; i > 0; --i) free_slabs_.push_back(static_cast<uint32_t>(i - 1));
 }
 
+void SlabAllocator::FormatSlab(Slab& slab, uint32_t size_class) {
+  const uint32_t slots = static_cast<uint32_t>(slab_bytes_ / class_bytes_[size_class]);
+  slab.size_class = static_cast<int32_t>(size_class);
+  // Lowest slot last, so Allocate hands out a fresh slab in address order.
+  slab.free_slots.resize(slots);
+  slab.free_pos.resize(slots);
+  for (uint32_t p = 0; p < slots; ++p) {
+    slab.free_slots[p] = slots - 1 - p;
+    slab.free_pos[slots - 1 - p] = p;
+  }
+}
+
 absl::StatusOr<uint32_t> SlabAllocator::ClassFor(uint64_t bytes) const {
   if (bytes == 0 || bytes > slab_bytes_) {
     return absl::InvalidArgumentError(
@@ -59,12 +71,7 @@ std::optional<SlabAllocator::Slot> SlabAllocator::Allocate(uint32_t size_class) 
   } else if (!free_slabs_.empty()) {
     slab_index = free_slabs_.back();
     free_slabs_.pop_back();
-    Slab& slab = slabs_[slab_index];
-    const uint32_t slots = static_cast<uint32_t>(slab_bytes_ / class_bytes_[size_class]);
-    slab.size_class = static_cast<int32_t>(size_class);
-    slab.allocated.assign(slots, false);
-    slab.free_slots.clear();
-    for (uint32_t s = slots; s > 0; --s) slab.free_slots.push_back(s - 1);
+    FormatSlab(slabs_[slab_index], size_class);
     partial.insert(slab_index);
   } else {
     return std::nullopt;
@@ -72,7 +79,7 @@ std::optional<SlabAllocator::Slot> SlabAllocator::Allocate(uint32_t size_class) 
   Slab& slab = slabs_[slab_index];
   const uint32_t slot = slab.free_slots.back();
   slab.free_slots.pop_back();
-  slab.allocated[slot] = true;
+  slab.free_pos[slot] = kAllocated;
   if (slab.free_slots.empty()) partial.erase(slab_index);
   used_bytes_ += class_bytes_[size_class];
   return Slot{slab_index * slab_bytes_ + slot * class_bytes_[size_class], size_class};
@@ -96,20 +103,21 @@ absl::Status SlabAllocator::AllocateAt(const Slot& slot) {
   if (slab.size_class < 0) {
     auto it = std::find(free_slabs_.begin(), free_slabs_.end(), slab_index);
     free_slabs_.erase(it);
-    slab.size_class = static_cast<int32_t>(slot.size_class);
-    slab.allocated.assign(slots, false);
-    slab.free_slots.clear();
-    for (uint32_t s = slots; s > 0; --s) slab.free_slots.push_back(s - 1);
+    FormatSlab(slab, slot.size_class);
   } else if (slab.size_class != static_cast<int32_t>(slot.size_class)) {
     return absl::FailedPreconditionError(absl::StrCat("slab ", slab_index, " holds class ",
                                                       slab.size_class, ", not ", slot.size_class));
   }
-  if (slab.allocated[index]) {
+  const uint32_t pos = slab.free_pos[index];
+  if (pos == kAllocated) {
     return absl::FailedPreconditionError(
         absl::StrCat("slot at offset ", slot.offset, " is already allocated"));
   }
-  slab.allocated[index] = true;
-  slab.free_slots.erase(std::find(slab.free_slots.begin(), slab.free_slots.end(), index));
+  const uint32_t last = slab.free_slots.back();
+  slab.free_slots[pos] = last;
+  slab.free_pos[last] = pos;
+  slab.free_slots.pop_back();
+  slab.free_pos[index] = kAllocated;
   used_bytes_ += cls_bytes;
   if (slab.free_slots.empty()) {
     partial_slabs_[slot.size_class].erase(slab_index);
@@ -131,19 +139,19 @@ void SlabAllocator::Free(const Slot& slot) {
   const uint64_t in_slab = slot.offset % slab_bytes_;
   const uint32_t index = static_cast<uint32_t>(in_slab / cls_bytes);
   if (slab.size_class != static_cast<int32_t>(slot.size_class) || in_slab % cls_bytes != 0 ||
-      index >= slab.allocated.size() || !slab.allocated[index]) {
+      index >= slab.free_pos.size() || slab.free_pos[index] != kAllocated) {
     std::fprintf(stderr, "SlabAllocator::Free: slot at offset %llu (class %u) is not allocated\n",
                  static_cast<unsigned long long>(slot.offset), slot.size_class);
     std::abort();
   }
-  slab.allocated[index] = false;
+  slab.free_pos[index] = static_cast<uint32_t>(slab.free_slots.size());
   slab.free_slots.push_back(index);
   used_bytes_ -= cls_bytes;
-  if (slab.free_slots.size() == slab.allocated.size()) {
+  if (slab.free_slots.size() == slab.free_pos.size()) {
     partial_slabs_[slot.size_class].erase(slab_index);
     slab.size_class = -1;
     slab.free_slots.clear();
-    slab.allocated.clear();
+    slab.free_pos.clear();
     free_slabs_.push_back(slab_index);
   } else {
     partial_slabs_[slot.size_class].insert(slab_index);

@@ -56,7 +56,7 @@ class SlabAllocator {
   // Allocated slots in one slab (0 for a slab in the free pool).
   uint32_t SlotsInUse(uint32_t slab) const {
     const Slab& s = slabs_[slab];
-    return static_cast<uint32_t>(s.allocated.size() - s.free_slots.size());
+    return static_cast<uint32_t>(s.free_pos.size() - s.free_slots.size());
   }
 
   uint64_t capacity() const { return slab_bytes_ * slabs_.size(); }
@@ -66,11 +66,17 @@ class SlabAllocator {
   size_t free_slabs() const { return free_slabs_.size(); }
 
  private:
+  // Per slot of a slab in use: its position in free_slots, or kAllocated.
+  // Claiming a given slot (AllocateAt, once per block at recovery) is then
+  // O(1): it swaps with the last free slot instead of searching for it.
+  static constexpr uint32_t kAllocated = 0xffffffffu;
   struct Slab {
     int32_t size_class = -1;  // -1: in the free pool
     std::vector<uint32_t> free_slots;
-    std::vector<bool> allocated;
+    std::vector<uint32_t> free_pos;  // indexed by slot
   };
+  // Makes a free-pool slab hold `size_class`, every slot free.
+  void FormatSlab(Slab& slab, uint32_t size_class);
 
   SlabAllocator(uint64_t slab_bytes, size_t num_slabs);
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -93,6 +95,44 @@ TEST(SlabAllocatorTest, AllocateAtRebuildsTheSameState) {
   std::set<uint64_t> offsets;
   for (const auto& s : taken) offsets.insert(s.offset);
   while (auto s = b->Allocate(small)) EXPECT_TRUE(offsets.insert(s->offset).second);
+}
+
+// Claims in any order, allocations and frees, interleaved at random, against
+// a model of which slots are taken: Allocate never hands out a taken slot,
+// AllocateAt refuses exactly the taken ones, and the counts agree.
+TEST(SlabAllocatorTest, ClaimsAllocationsAndFreesInAnyOrderKeepTheSlotsExact) {
+  constexpr uint64_t kSlot = 64 * kKiB, kSlab = 1 * kMiB;  // 16 slots per slab
+  auto a = *SlabAllocator::Create(4 * kSlab, kSlab);
+  const uint32_t cls = *a->ClassFor(kSlot);
+  std::set<uint64_t> taken;
+  std::mt19937_64 rng(7);
+  for (int step = 0; step < 20000; ++step) {
+    const uint64_t offset = rng() % (4 * kSlab / kSlot) * kSlot;
+    switch (rng() % 3) {
+      case 0: {  // claim a given slot
+        const absl::Status s = a->AllocateAt({offset, cls});
+        EXPECT_EQ(s.ok(), !taken.count(offset)) << step << " " << s;
+        if (s.ok()) taken.insert(offset);
+        break;
+      }
+      case 1: {  // any free slot
+        std::optional<SlabAllocator::Slot> s = a->Allocate(cls);
+        ASSERT_EQ(s.has_value(), taken.size() < 64u) << step;
+        if (s) {
+          EXPECT_TRUE(taken.insert(s->offset).second) << step;
+        }
+        break;
+      }
+      default:
+        if (taken.count(offset)) {
+          a->Free({offset, cls});
+          taken.erase(offset);
+        }
+    }
+    ASSERT_EQ(a->used_bytes(), taken.size() * kSlot) << step;
+  }
+  for (uint64_t o : taken) a->Free({o, cls});
+  EXPECT_EQ(a->free_slabs(), 4u);
 }
 
 TEST(SlabAllocatorDeathTest, DoubleFreeAborts) {
