@@ -3,8 +3,8 @@
 // synced), closes the catalog, then times reopen + Catalog::ForEach (decode
 // every record) + claiming every slot in a SlabAllocator, which is the
 // recovery path. Baseline in the same run: reopen + a raw RocksDB iteration
-// over a copy of the same database in the same state (its log not yet
-// replayed), touching keys and values only.
+// over a copy of the same database in the same state (as a clean close
+// left it), touching keys and values only.
 //
 //   build/bench/catalog_recovery [--blocks 1000000] [--dir build/catalog-bench]
 #include <rocksdb/db.h>
@@ -63,9 +63,8 @@ int main(int argc, char** argv) {
     std::printf("wrote %llu entries in %.2f s\n", static_cast<unsigned long long>(blocks),
                 std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  // The baseline reads a copy in the same state (its log not yet replayed,
-  // as a restarted daemon finds it), so neither side inherits the other's
-  // reopen work.
+  // The baseline reads a copy in the same state (as the clean close left
+  // it), so neither side inherits the other's reopen work.
   const std::string raw_dir = dir + "-raw";
   std::filesystem::remove_all(raw_dir);
   std::filesystem::copy(dir, raw_dir, std::filesystem::copy_options::recursive);

@@ -14,7 +14,9 @@
 //  - restart: the catalog recovery path (reopen the RocksDB catalog, read
 //    it, replay parents before children, claim each slot and index each
 //    block, as NvmeTier::Recover does) against a raw RocksDB iteration of
-//    a copy of the same database in the same state (its log not replayed). The daemon's own NVMe
+//    a copy of the same database in the same state (closed cleanly, so
+//    flushed: the restart after a clean stop; a crash's log replay is not
+//    measured here). The daemon's own NVMe
 //    files are not opened: their preallocation for 10^7 slots would not fit this machine's disk.
 // Prints a table with the growth factor per decade. "read s" is the part of
 // the recovery spent reopening the catalog and decoding its entries (the
@@ -212,9 +214,8 @@ Decade Measure(const Options& opt, uint64_t n) {
       }
     }
   }
-  // The baseline reads a copy in the same state (its log not yet replayed,
-  // as a restarted daemon finds it), so neither side inherits the other's
-  // reopen work.
+  // The baseline reads a copy in the same state (as a clean stop left it),
+  // so neither side inherits the other's reopen work.
   const std::string raw_path = path + "-raw";
   std::filesystem::remove_all(raw_path);
   std::filesystem::copy(path, raw_path, std::filesystem::copy_options::recursive);

@@ -102,6 +102,12 @@ int main(int argc, char** argv) {
   for (uint64_t block : {uint64_t{256} << 10, uint64_t{1} << 20, uint64_t{4} << 20}) {
     if (only_block != 0 && block != only_block) continue;
     const uint64_t n = region_bytes / block;
+    if (n == 0) {
+      std::fprintf(stderr, "shm_save_load: --mib %llu holds no %llu KiB block\n",
+                   static_cast<unsigned long long>(mib),
+                   static_cast<unsigned long long>(block >> 10));
+      return 2;
+    }
     const std::string ns = bench::OpenBlockNamespace(*kv, absl::StrCat("bench-", block), block);
     if (ns.empty()) return 1;
     double best_save = 1e30, best_load = 1e30;
@@ -168,8 +174,8 @@ int main(int argc, char** argv) {
       exit_code = 1;
     }
     const bench::MemcpyLimit limit =
-        bench::BestMemcpy(mem, copy_dst.data(), region_bytes, block, rounds, max_threads);
-    const double gb = static_cast<double>(region_bytes) / 1e9;
+        bench::BestMemcpy(mem, copy_dst.data(), n * block, block, rounds, max_threads);
+    const double gb = static_cast<double>(n * block) / 1e9;
     std::printf("%9lluK %12.2f %8d %12.2f %12.2f %10.2f %10.2f\n",
                 static_cast<unsigned long long>(block >> 10), limit.gbps, limit.threads,
                 gb / best_save, gb / best_load, gb / best_save / limit.gbps,

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -156,21 +157,33 @@ absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path) 
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, path, &db);
   if (!s.ok()) return FromRocks(s, absl::StrCat("open '", path, "'"));
-  return std::unique_ptr<Catalog>(new Catalog(db));
+  return std::unique_ptr<Catalog>(new Catalog(db, path));
 }
 
-Catalog::Catalog(rocksdb::DB* db) : db_(db) {}
+Catalog::Catalog(rocksdb::DB* db, std::string path) : db_(db), path_(std::move(path)) {}
 
 Catalog::~Catalog() {
   // A clean close leaves nothing in the write-ahead log, so the next open
   // reads the tables instead of replaying every write since the last
-  // memtable flush (at 10^7 blocks, most of a restart). If the flush fails
-  // the log still holds every entry: the next open replays it.
+  // memtable flush (at 10^7 blocks, most of a restart). A flush writes a
+  // table of up to the log's size: on a filesystem without that room (a
+  // failed write there aborts the process in RocksDB) it is skipped, and the
+  // next open replays the log, which still holds every entry.
+  const uint64_t need = BytesToOpen(path_);
+  if (const std::optional<uint64_t> room = WritableBytes(path_); room && *room < need) {
+    spdlog::warn(
+        "nvme catalog: {} bytes free, a flush at close needs {}; the next open replays "
+        "the log",
+        *room, need);
+    return;
+  }
   rocksdb::FlushOptions flush;
   flush.wait = true;
+  flush.allow_write_stall = true;
   const rocksdb::Status s = db_->Flush(flush);
-  if (!s.ok())
+  if (!s.ok()) {
     spdlog::warn("nvme catalog: flush at close: {} (the next open replays the log)", s.ToString());
+  }
 }
 
 absl::Status Catalog::Put(const CatalogEntry& entry) {

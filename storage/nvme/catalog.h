@@ -53,6 +53,8 @@ class Catalog {
   // before RocksDB is called, when its filesystem lacks the room opening
   // writes (a full disk would otherwise abort the process in RocksDB).
   static absl::StatusOr<std::unique_ptr<Catalog>> Open(const std::string& path);
+  // Flushes the memtable (a clean close leaves no log to replay), unless the
+  // filesystem lacks the room a flush writes: then the next open replays.
   ~Catalog();
   Catalog(const Catalog&) = delete;
   Catalog& operator=(const Catalog&) = delete;
@@ -71,8 +73,9 @@ class Catalog {
                        uint64_t* corrupt = nullptr);
 
  private:
-  explicit Catalog(rocksdb::DB* db);
+  Catalog(rocksdb::DB* db, std::string path);
   std::unique_ptr<rocksdb::DB> db_;
+  const std::string path_;
 };
 
 }  // namespace kvtier

@@ -216,11 +216,17 @@ class PeerTransferRpcTest : public ::testing::Test {
   // Runs `act` on its own thread once `t` holds up its first batch (the
   // transfer got past Hello and Stage/export and is about to move bytes),
   // not after a fixed sleep: under a sanitizer or on a loaded machine the
-  // handshake alone can outlast any fixed delay. Gives up after 30 s.
+  // handshake alone can outlast any fixed delay. If no batch comes within
+  // 30 s the step fails and `act` does not run.
   static std::thread WhenTheTransportStalls(FaultInjectingTransport* t, std::function<void()> act) {
     return std::thread([t, act = std::move(act)] {
       const absl::Time give_up = absl::Now() + absl::Seconds(30);
-      while (t->counts().latency_spikes == 0 && absl::Now() < give_up) {
+      while (t->counts().latency_spikes == 0) {
+        if (absl::Now() > give_up) {
+          ADD_FAILURE() << "the transport never held up a batch: the transfer did not get past "
+                           "its handshake";
+          return;
+        }
         absl::SleepFor(absl::Milliseconds(2));
       }
       act();
