@@ -34,7 +34,7 @@ TLS=(--tls-ca "$WORK/pki/ca.pem" --tls-server-name localhost)
 expect_refusal() {  # expect_refusal CODE ARGS...
   local code=$1 rc=0; shift
   "$KVTIER" --addr "$ADDR" --timeout 5 "$@" >/dev/null 2>"$WORK/err" || rc=$?
-  [[ $rc -eq 1 ]] || fail "kvtier $* exited $rc, expected 1"
+  [[ $rc -eq 1 ]] || fail "kvtier $* exited $rc, expected 1: $(tail -c 3000 "$WORK/err")"
   grep -q "$code" "$WORK/err" || fail "kvtier $*: expected $code, got: $(cat "$WORK/err")"
 }
 
