@@ -25,7 +25,6 @@
 //   build/bench/scale [--max-blocks 10000000] [--chain 128] [--lookups 20000]
 //                     [--dir build/scale-bench]
 #include <malloc.h>
-#include <rocksdb/db.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,8 +42,10 @@
 #include "CLI/CLI.hpp"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "bench/raw_catalog_scan.h"
 #include "spdlog/spdlog.h"
 #include "storage/nvme/catalog.h"
+#include "storage/nvme/nvme_tier.h"
 #include "storage/nvme/recovery.h"
 #include "storage/prefix_index.h"
 #include "storage/slab_allocator.h"
@@ -116,21 +117,6 @@ CatalogEntry EntryOf(const NamespaceId& ns, uint64_t i, uint64_t chain, uint32_t
   return e;
 }
 
-std::unique_ptr<BlockRecord> RecordOf(const CatalogEntry& e) {
-  auto rec = std::make_unique<BlockRecord>();
-  rec->ns = e.ns;
-  rec->key = e.key;
-  rec->parent_key = e.parent;
-  rec->size = e.payload_bytes;
-  rec->checksum = e.checksum;
-  rec->in_host = false;
-  rec->on_nvme = true;
-  rec->nvme = NvmeSlot{e.device, {e.offset, e.size_class}};
-  rec->nvme_sequence = e.sequence;
-  rec->uses = 1;
-  return rec;
-}
-
 std::pair<double, double> P50P99(std::vector<double> us) {
   std::sort(us.begin(), us.end());
   return {us[us.size() / 2], us[us.size() * 99 / 100]};
@@ -157,7 +143,7 @@ Decade Measure(const Options& opt, uint64_t n) {
     for (uint64_t i = 0; i < n; ++i) {
       const CatalogEntry e = EntryOf(ns, i, opt.chain, cls, slot_bytes);
       if (!(*alloc)->AllocateAt({e.offset, cls}).ok()) return d;
-      if (!index->Insert(RecordOf(e)).ok()) return d;
+      if (!index->Insert(RecoveredRecord(e)).ok()) return d;
     }
     d.index_bytes_per_block = static_cast<double>(HeapBytes() - heap0) / n;
     d.rss_mib = RssMib();
@@ -231,7 +217,7 @@ Decade Measure(const Options& opt, uint64_t n) {
     const RecoveryResult r = replay->Run(
         [&](const CatalogEntry& e) {
           if (!(*alloc)->AllocateAt({e.offset, e.size_class}).ok()) return false;
-          return index->Insert(RecordOf(e)).ok();
+          return index->Insert(RecoveredRecord(e)).ok();
         },
         [](const CatalogEntry&) {});
     d.recovery_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -239,19 +225,9 @@ Decade Measure(const Options& opt, uint64_t n) {
   }
   {
     const auto t0 = Clock::now();
-    rocksdb::DB* db = nullptr;
-    rocksdb::Options o;
-    if (!rocksdb::DB::Open(o, raw_path, &db).ok()) return d;
-    uint64_t raw = 0, sink = 0;
-    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      sink += static_cast<uint8_t>(it->key()[0]) + it->value().size();
-      ++raw;
-    }
-    it.reset();
-    delete db;
+    const int64_t raw = bench::RawCatalogScan(raw_path);
     d.raw_iterate_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (raw != n || sink == 0) return d;
+    if (raw != static_cast<int64_t>(n)) return d;
   }
   std::filesystem::remove_all(path);
   std::filesystem::remove_all(raw_path);

@@ -117,6 +117,21 @@ absl::Status NvmeTier::DoOpen(uint64_t host_slab_bytes, absl::Span<uint8_t> aren
   return absl::OkStatus();
 }
 
+std::unique_ptr<BlockRecord> RecoveredRecord(const CatalogEntry& e) {
+  auto rec = std::make_unique<BlockRecord>();
+  rec->ns = e.ns;
+  rec->key = e.key;
+  rec->parent_key = e.parent;
+  rec->size = e.payload_bytes;
+  rec->checksum = e.checksum;
+  rec->in_host = false;
+  rec->on_nvme = true;
+  rec->nvme = NvmeSlot{e.device, {e.offset, e.size_class}};
+  rec->nvme_sequence = e.sequence;
+  rec->uses = 1;
+  return rec;
+}
+
 absl::StatusOr<RecoveryResult> NvmeTier::Recover(
     PrefixIndex* index, uint64_t max_block_bytes,
     absl::FunctionRef<void(const CatalogEntry&)> on_recovered) {
@@ -127,18 +142,7 @@ absl::StatusOr<RecoveryResult> NvmeTier::Recover(
         // A block larger than this run's limit could never be promoted.
         if (e.payload_bytes == 0 || e.payload_bytes > max_block_bytes) return false;
         if (!store_->Claim(slot, e.sequence).ok()) return false;
-        auto rec = std::make_unique<BlockRecord>();
-        rec->ns = e.ns;
-        rec->key = e.key;
-        rec->parent_key = e.parent;
-        rec->size = e.payload_bytes;
-        rec->checksum = e.checksum;
-        rec->in_host = false;
-        rec->on_nvme = true;
-        rec->nvme = slot;
-        rec->nvme_sequence = e.sequence;
-        rec->uses = 1;
-        if (!index->Insert(std::move(rec)).ok()) {
+        if (!index->Insert(RecoveredRecord(e)).ok()) {
           store_->Free(slot);
           return false;
         }

@@ -71,6 +71,10 @@ struct NvmeTierOptions {
   IoEngine* engine_for_testing = nullptr;
 };
 
+// The index record of a block recovered from its catalog entry: held on
+// NVMe only, at the entry's slot. NvmeTier::Recover indexes these.
+std::unique_ptr<BlockRecord> RecoveredRecord(const CatalogEntry& e);
+
 class NvmeTier {
  public:
   // Validates `options` (INVALID_ARGUMENT: a slab that cannot hold
