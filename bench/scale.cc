@@ -4,10 +4,11 @@
 // records (chains of --chain blocks, 16-byte keys, 4 KiB payloads): the
 // index does not hold payload bytes, so 10^7 of them fit this machine.
 // For each decade, in the same run:
-//  - Lookup: p50/p99 of a --chain-key prefix walk (PrefixIndex::Find and
-//    Touch per key, what BlockCache::Lookup does under its lock) on random
-//    chains, against the same walk over a bare absl::flat_hash_map of the
-//    same keys (the baseline, which grows with cache misses alone);
+//  - Lookup: p50/p99 of a --chain-key prefix walk (PrefixIndex::MatchChain,
+//    then Touch per block, what BlockCache::Lookup does under its lock) on
+//    random chains, against finds of the same keys in a bare
+//    absl::flat_hash_map<BlockKey, uint64_t> (the baseline, which grows with
+//    cache misses alone);
 //  - memory: heap bytes per block of the index and the NVMe slot allocator
 //    (glibc mallinfo2, before and after building them), against the bare
 //    map's bytes per entry; the process's RSS;
@@ -103,6 +104,12 @@ BlockKey KeyOf(uint64_t i) {
   return *BlockKey::Create(absl::string_view(raw, 16));
 }
 
+// The keys of chain `c`, built before the clock starts on either side.
+void ChainKeys(uint64_t c, uint64_t chain, std::vector<BlockKey>* keys) {
+  keys->clear();
+  for (uint64_t k = 0; k < chain; ++k) keys->push_back(KeyOf(c * chain + k));
+}
+
 CatalogEntry EntryOf(const NamespaceId& ns, uint64_t i, uint64_t chain, uint32_t size_class,
                      uint64_t slot_bytes) {
   CatalogEntry e;
@@ -149,34 +156,34 @@ Decade Measure(const Options& opt, uint64_t n) {
     d.rss_mib = RssMib();
     std::vector<double> us;
     us.reserve(sample.size());
+    std::vector<BlockKey> keys;
+    std::vector<BlockRecord*> found;
+    found.reserve(opt.chain);
     for (uint64_t c : sample) {
+      ChainKeys(c, opt.chain, &keys);
+      found.clear();
       const auto t0 = Clock::now();
-      uint64_t found = 0;
-      for (uint64_t k = 0; k < opt.chain; ++k) {
-        BlockRecord* r = index->Find(ns, KeyOf(c * opt.chain + k));
-        if (r == nullptr) break;
-        index->Touch(r);
-        ++found;
-      }
+      index->MatchChain(ns, keys, &found);
+      for (BlockRecord* r : found) index->Touch(r);
       us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-      if (found != opt.chain) return d;
+      if (found.size() != opt.chain) return d;
     }
     std::tie(d.lookup_p50_us, d.lookup_p99_us) = P50P99(us);
   }
   // The baseline map: the same keys, a minimal value.
   {
     const uint64_t heap0 = HeapBytes();
-    absl::flat_hash_map<NamespacedKey, uint64_t> bare;
+    absl::flat_hash_map<BlockKey, uint64_t> bare;
     bare.reserve(n);
-    for (uint64_t i = 0; i < n; ++i) bare[NamespacedKey{ns, KeyOf(i)}] = i;
+    for (uint64_t i = 0; i < n; ++i) bare[KeyOf(i)] = i;
     d.bare_bytes_per_entry = static_cast<double>(HeapBytes() - heap0) / n;
     std::vector<double> us;
+    std::vector<BlockKey> keys;
     uint64_t sink = 0;
     for (uint64_t c : sample) {
+      ChainKeys(c, opt.chain, &keys);
       const auto t0 = Clock::now();
-      for (uint64_t k = 0; k < opt.chain; ++k) {
-        sink += bare.find(NamespacedKey{ns, KeyOf(c * opt.chain + k)})->second;
-      }
+      for (const BlockKey& k : keys) sink += bare.find(k)->second;
       us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     }
     std::tie(d.bare_p50_us, d.bare_p99_us) = P50P99(us);

@@ -181,14 +181,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
   ASSIGN_OR_RETURN(auto* entry, namespaces_.FindOpen(ns));
   std::vector<BlockRecord*> matched;
   matched.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    BlockRecord* rec = index_.Find(ns, keys[i]);
-    if (rec == nullptr) break;
-    // The chain holds when this block's cached parent is the previous match
-    // (the index links each block to its parent's record).
-    if (i > 0 && rec->parent != matched.back()) break;
-    matched.push_back(rec);
-  }
+  index_.MatchChain(ns, keys, &matched);
   const std::string& tenant = entry->spec.tenant;
   if (take_lease && !matched.empty()) {
     if (leases_.size() >= options_.max_leases) {

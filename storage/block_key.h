@@ -2,6 +2,10 @@
 // inline. A default-constructed BlockKey is empty and means "no key" (the
 // parent of a root block); BlockKey::Create never returns an empty key.
 //
+// Invariant: the inline bytes past size() are zero, so two keys are equal
+// exactly when their sizes and all kMaxBytes bytes are (a fixed-size compare
+// the compiler keeps inline, on the lookup path of every block).
+//
 // Thread-safety: a value type, immutable after construction.
 #ifndef KVTIER_STORAGE_BLOCK_KEY_H_
 #define KVTIER_STORAGE_BLOCK_KEY_H_
@@ -9,6 +13,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -32,7 +37,9 @@ class BlockKey {
   bool empty() const { return size_ == 0; }
   std::string ToHex() const;
 
-  friend bool operator==(const BlockKey& a, const BlockKey& b) { return a.bytes() == b.bytes(); }
+  friend bool operator==(const BlockKey& a, const BlockKey& b) {
+    return a.size_ == b.size_ && std::memcmp(a.data_.data(), b.data_.data(), kMaxBytes) == 0;
+  }
   template <typename H>
   friend H AbslHashValue(H h, const BlockKey& k) {
     return H::combine(std::move(h), k.bytes());

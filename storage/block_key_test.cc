@@ -38,5 +38,21 @@ TEST(BlockKeyTest, EqualityIsByBytes) {
   EXPECT_TRUE(BlockKey().empty());
 }
 
+// The fixed-size compare must still tell apart keys that differ only in
+// length or in zero bytes, and match keys built from different buffers.
+TEST(BlockKeyTest, EqualityIsByLengthAndEveryByte) {
+  using namespace std::string_literals;
+  EXPECT_FALSE(*BlockKey::Create("ab\0"s) == *BlockKey::Create("ab"));
+  EXPECT_FALSE(*BlockKey::Create("\0"s) == *BlockKey::Create("\0\0"s));
+  EXPECT_EQ(*BlockKey::Create("ab\0c"s), *BlockKey::Create(std::string("xab\0cy"s).substr(1, 4)));
+  EXPECT_FALSE(*BlockKey::Create(std::string(32, 'x')) ==
+               *BlockKey::Create(std::string(31, 'x') + "y"));
+  EXPECT_EQ(*BlockKey::FromHex("00ff"), *BlockKey::Create("\0\xff"s));
+  BlockKey copy = *BlockKey::Create(std::string(32, 'q'));
+  copy = *BlockKey::Create("q");
+  EXPECT_EQ(copy, *BlockKey::Create("q"));
+  EXPECT_FALSE(BlockKey() == *BlockKey::Create("\0"s));
+}
+
 }  // namespace
 }  // namespace kvtier

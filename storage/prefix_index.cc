@@ -1,5 +1,6 @@
 #include "storage/prefix_index.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -18,8 +19,40 @@ namespace {
 PrefixIndex::~PrefixIndex() = default;
 
 BlockRecord* PrefixIndex::Find(const NamespaceId& ns, const BlockKey& key) const {
-  auto it = records_.find(FullKey{ns, key});
-  return it == records_.end() ? nullptr : it->second.get();
+  auto table = tables_.find(ns);
+  if (table == tables_.end()) return nullptr;
+  auto it = table->second.blocks.find(key);
+  return it == table->second.blocks.end() ? nullptr : it->second.get();
+}
+
+size_t PrefixIndex::MatchChain(const NamespaceId& ns, absl::Span<const BlockKey> keys,
+                               std::vector<BlockRecord*>* out) const {
+  auto table = tables_.find(ns);
+  if (table == tables_.end()) return 0;
+  const auto& blocks = table->second.blocks;
+  // First find the record of each key up to the first one not cached, with
+  // the table probes of the keys kAhead further on and each found record's
+  // two leading cache lines prefetched: the finds do not depend on one
+  // another, so their cache misses overlap. Then keep the leading run whose
+  // parent links hold.
+  constexpr size_t kAhead = 4;
+  const size_t start = out->size();
+  for (size_t i = 0; i < std::min(kAhead, keys.size()); ++i) blocks.prefetch(keys[i]);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i + kAhead < keys.size()) blocks.prefetch(keys[i + kAhead]);
+    auto it = blocks.find(keys[i]);
+    if (it == blocks.end()) break;
+    BlockRecord* rec = it->second.get();
+    __builtin_prefetch(rec);
+    __builtin_prefetch(reinterpret_cast<const char*>(rec) + 64);
+    out->push_back(rec);
+  }
+  size_t matched = out->size() - start;
+  for (size_t i = 1; i < matched; ++i) {
+    if ((*out)[start + i]->parent != (*out)[start + i - 1]) matched = i;
+  }
+  out->resize(start + matched);
+  return matched;
 }
 
 absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
@@ -32,8 +65,8 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
                                                         " is not cached"));
     }
   }
-  FullKey full{record->ns, record->key};
-  if (records_.contains(full)) {
+  Table& table = tables_[record->ns];
+  if (table.blocks.contains(record->key)) {
     return absl::AlreadyExistsError(
         absl::StrCat("block ", record->key.ToHex(), " is already cached"));
   }
@@ -43,12 +76,13 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
   rec->indexed = true;
   rec->candidate_of = 0;
   rec->last_access = ++clock_;
-  records_.emplace(full, std::move(record));
+  table.blocks.emplace(rec->key, std::move(record));
+  ++size_;
   if (parent != nullptr) {
     parent->children.insert(rec);
     UpdateEvictable(parent);
   } else {
-    roots_[rec->ns].insert(rec);
+    table.roots.insert(rec);
   }
   UpdateEvictable(rec);
   return absl::OkStatus();
@@ -57,27 +91,32 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
 std::unique_ptr<BlockRecord> PrefixIndex::Remove(BlockRecord* record) {
   if (!record->indexed) Die("Remove of a block that is not indexed");
   if (!record->children.empty()) Die("Remove of a block with cached children");
-  auto it = records_.find(FullKey{record->ns, record->key});
-  if (it == records_.end() || it->second.get() != record) Die("Remove of an unknown block");
+  auto table = tables_.find(record->ns);
+  if (table == tables_.end()) Die("Remove of a block of an unknown namespace");
+  auto& blocks = table->second.blocks;
+  auto it = blocks.find(record->key);
+  if (it == blocks.end() || it->second.get() != record) Die("Remove of an unknown block");
   std::unique_ptr<BlockRecord> owned = std::move(it->second);
-  records_.erase(it);
+  blocks.erase(it);
+  --size_;
   record->indexed = false;
   UpdateEvictable(record);
   if (BlockRecord* parent = record->parent; parent != nullptr) {
     parent->children.erase(record);
     record->parent = nullptr;
     UpdateEvictable(parent);
-  } else if (auto roots = roots_.find(record->ns); roots != roots_.end()) {
-    roots->second.erase(record);
-    if (roots->second.empty()) roots_.erase(roots);
+  } else {
+    table->second.roots.erase(record);
   }
+  if (blocks.empty()) tables_.erase(table);
   return owned;
 }
 
 std::vector<BlockRecord*> PrefixIndex::Roots(const NamespaceId& ns) const {
-  auto it = roots_.find(ns);
-  if (it == roots_.end()) return {};
-  return std::vector<BlockRecord*>(it->second.begin(), it->second.end());
+  auto it = tables_.find(ns);
+  if (it == tables_.end()) return {};
+  const auto& roots = it->second.roots;
+  return std::vector<BlockRecord*>(roots.begin(), roots.end());
 }
 
 std::vector<BlockRecord*> PrefixIndex::SubtreePostOrder(BlockRecord* root) const {
@@ -99,6 +138,10 @@ std::vector<BlockRecord*> PrefixIndex::SubtreePostOrder(BlockRecord* root) const
 
 void PrefixIndex::Touch(BlockRecord* record) {
   const uint8_t was = record->candidate_of;
+  if (was == 0) {  // in no candidate set (most blocks of a chain): nothing to refile
+    record->last_access = ++clock_;
+    return;
+  }
   SetCandidates(record, 0);
   record->last_access = ++clock_;
   SetCandidates(record, was);
@@ -138,10 +181,12 @@ BlockRecord* PrefixIndex::Coldest(Candidate kind, std::optional<uint32_t> host_c
 
 uint64_t PrefixIndex::CountStranded(uint64_t* bytes) const {
   uint64_t stranded = 0, stranded_bytes = 0;
-  for (const auto& [k, rec] : records_) {
-    if (!rec->parent_key.empty() && Find(rec->ns, rec->parent_key) == nullptr) {
-      ++stranded;
-      stranded_bytes += rec->size;
+  for (const auto& [ns, table] : tables_) {
+    for (const auto& [k, rec] : table.blocks) {
+      if (!rec->parent_key.empty() && !table.blocks.contains(rec->parent_key)) {
+        ++stranded;
+        stranded_bytes += rec->size;
+      }
     }
   }
   if (bytes != nullptr) *bytes = stranded_bytes;

@@ -20,6 +20,7 @@
 #ifndef KVTIER_STORAGE_PREFIX_INDEX_H_
 #define KVTIER_STORAGE_PREFIX_INDEX_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -30,41 +31,47 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "storage/block_key.h"
 #include "storage/namespace_spec.h"
-#include "storage/namespaced_key.h"
 #include "storage/nvme/nvme_store.h"
 #include "storage/slab_allocator.h"
 
 namespace kvtier {
 
-struct BlockRecord {
-  NamespaceId ns;
+// Field order: what the chain walk of every Lookup reads comes first, in
+// the record's first cache line (records are line-aligned); `uses` opens the
+// second. PrefixIndex::MatchChain prefetches both.
+struct alignas(64) BlockRecord {
   BlockKey key;
-  BlockKey parent_key;  // empty for a root block
+  bool in_host = true;  // residency, set by the owner (see below)
+  bool on_nvme = false;
+  bool indexed = false;           // maintained by PrefixIndex
+  uint8_t candidate_of = 0;       // bit per PrefixIndex::Candidate it is in
+  BlockRecord* parent = nullptr;  // maintained by PrefixIndex
   uint64_t size = 0;
+  uint64_t last_access = 0;  // maintained by PrefixIndex
+  uint32_t uses = 0;         // Put, Lookup hits and Gets: drives NVMe admission
+
+  NamespaceId ns;
+  BlockKey parent_key;  // empty for a root block
   uint64_t checksum = 0;
 
   // Residency, set by the owner; call PrefixIndex::Reclassify after a change.
-  bool in_host = true;
   SlabAllocator::Slot slot;  // host arena slot, valid while in_host
-  bool on_nvme = false;
-  NvmeSlot nvme;  // valid while on_nvme
+  NvmeSlot nvme;             // valid while on_nvme
   uint64_t nvme_sequence = 0;
-  uint32_t uses = 0;  // Put, Lookup hits and Gets: drives NVMe admission
 
   // Maintained by PrefixIndex.
-  BlockRecord* parent = nullptr;
   absl::flat_hash_set<BlockRecord*> children;
-  uint32_t refs = 0;    // in-flight readers, writers and movers
-  uint32_t leases = 0;  // Lookup leases holding this block
-  uint64_t last_access = 0;
-  bool indexed = false;
-  uint8_t candidate_of = 0;      // bit per PrefixIndex::Candidate it is in
+  uint32_t refs = 0;             // in-flight readers, writers and movers
+  uint32_t leases = 0;           // Lookup leases holding this block
   uint32_t candidate_class = 0;  // host size class it is filed under
 
   bool pinned() const { return refs > 0 || leases > 0; }
 };
+static_assert(offsetof(BlockRecord, last_access) + sizeof(uint64_t) <= 64,
+              "the fields every Lookup touches fit the record's first cache line");
 
 class PrefixIndex {
  public:
@@ -74,6 +81,13 @@ class PrefixIndex {
   ~PrefixIndex();
 
   BlockRecord* Find(const NamespaceId& ns, const BlockKey& key) const;
+
+  // Appends to `out` the records of the longest leading run of `keys` that
+  // is a cached chain: keys[0] is indexed, and each next key is indexed as
+  // the child of the record before it. Returns the run's length. The walk of
+  // every Lookup: one namespace probe, then one probe per key.
+  size_t MatchChain(const NamespaceId& ns, absl::Span<const BlockKey> keys,
+                    std::vector<BlockRecord*>* out) const;
 
   // Indexes `record`. FAILED_PRECONDITION if the parent is not indexed,
   // ALREADY_EXISTS if the key is; nothing changes on error.
@@ -134,7 +148,7 @@ class PrefixIndex {
     return Coldest(kHostOnlyLeaf, size_class);
   }
 
-  size_t size() const { return records_.size(); }
+  size_t size() const { return size_; }
   size_t evictable_count() const {
     return sets_[kHostOnlyLeaf].size() + sets_[kHostCopy].size() + sets_[kNvmeOnlyLeaf].size();
   }
@@ -150,21 +164,31 @@ class PrefixIndex {
 
   template <typename Fn>
   void ForEach(Fn&& fn) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    for (const auto& [k, rec] : records_) fn(static_cast<const BlockRecord&>(*rec));
+    for (const auto& [ns, table] : tables_) {
+      for (const auto& [k, rec] : table.blocks) fn(static_cast<const BlockRecord&>(*rec));
+    }
   }
   template <typename Fn>
   void ForEachMutable(Fn&& fn) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    for (auto& [k, rec] : records_) fn(*rec);
+    for (auto& [ns, table] : tables_) {
+      for (auto& [k, rec] : table.blocks) fn(*rec);
+    }
   }
 
  private:
-  using FullKey = NamespacedKey;
+  // One namespace's blocks. A namespace's table exists while it has blocks.
+  struct Table {
+    absl::flat_hash_map<BlockKey, std::unique_ptr<BlockRecord>> blocks;
+    absl::flat_hash_set<BlockRecord*> roots;  // see Roots
+  };
 
   void UpdateEvictable(BlockRecord* record);
   void SetCandidates(BlockRecord* record, uint8_t want);
 
-  absl::flat_hash_map<FullKey, std::unique_ptr<BlockRecord>> records_;
-  absl::flat_hash_map<NamespaceId, absl::flat_hash_set<BlockRecord*>> roots_;  // see Roots
+  // Keyed by namespace first, so a walk hashes its namespace once and each
+  // key probe hashes and compares the block key alone.
+  absl::flat_hash_map<NamespaceId, Table> tables_;
+  size_t size_ = 0;
   // Per candidate kind: last_access -> record (last_access values are unique,
   // a counter), and for the host kinds the same per host size class.
   std::map<uint64_t, BlockRecord*> sets_[kNumCandidates];

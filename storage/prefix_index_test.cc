@@ -43,6 +43,67 @@ TEST(PrefixIndexTest, InsertRequiresParentInSameNamespace) {
   EXPECT_EQ(index.Find(b, Key("k0")), nullptr);
 }
 
+std::vector<BlockKey> Keys(std::initializer_list<const char*> keys) {
+  std::vector<BlockKey> out;
+  for (const char* k : keys) out.push_back(Key(k));
+  return out;
+}
+
+std::vector<std::string> Names(const std::vector<BlockRecord*>& recs) {
+  std::vector<std::string> out;
+  for (const BlockRecord* r : recs) out.emplace_back(r->key.bytes());
+  return out;
+}
+
+// Chains a -> b -> c -> d and a -> x in one namespace, e -> f in another; the
+// walk stops at the first key not cached and at the first whose cached
+// parent is not the key before it, and appends to what `out` held.
+TEST(PrefixIndexTest, MatchChainKeepsTheLeadingRunOfParentLinkedKeys) {
+  PrefixIndex index;
+  const NamespaceId ns = Ns("m"), other = Ns("o");
+  for (auto [k, p] : std::vector<std::pair<const char*, const char*>>{
+           {"a", ""}, {"b", "a"}, {"c", "b"}, {"d", "c"}, {"x", "a"}}) {
+    ASSERT_TRUE(index.Insert(Rec(ns, k, p)).ok());
+  }
+  ASSERT_TRUE(index.Insert(Rec(other, "e", "")).ok());
+  ASSERT_TRUE(index.Insert(Rec(other, "f", "e")).ok());
+  using V = std::vector<std::string>;
+  auto match = [&](const NamespaceId& n, std::initializer_list<const char*> keys) {
+    std::vector<BlockRecord*> out;
+    const size_t got = index.MatchChain(n, Keys(keys), &out);
+    EXPECT_EQ(got, out.size());
+    return Names(out);
+  };
+  EXPECT_EQ(match(ns, {"a", "b", "c", "d"}), (V{"a", "b", "c", "d"}));
+  EXPECT_EQ(match(ns, {"b", "c"}), (V{"b", "c"}));            // need not start at a root
+  EXPECT_EQ(match(ns, {"a", "b", "q", "d"}), (V{"a", "b"}));  // q not cached
+  EXPECT_EQ(match(ns, {"a", "b", "x", "c"}), (V{"a", "b"}));  // x's parent is a
+  EXPECT_EQ(match(ns, {"a", "c", "d"}), (V{"a"}));            // c's parent is b
+  EXPECT_EQ(match(ns, {"q", "a"}), V{});                      // the first is missing
+  EXPECT_EQ(match(ns, {"a", "b", "c", "d", "a", "b"}), (V{"a", "b", "c", "d"}));
+  EXPECT_EQ(match(ns, {"e", "f"}), V{});  // another namespace's blocks
+  EXPECT_EQ(match(other, {"e", "f"}), (V{"e", "f"}));
+  EXPECT_EQ(match(Ns("none"), {"a"}), V{});
+  EXPECT_EQ(match(ns, {}), V{});
+  // A longer chain than the walk's prefetch distance, cut late.
+  std::string parent = "d";
+  std::vector<BlockKey> keys = Keys({"a", "b", "c", "d"});
+  for (int i = 0; i < 40; ++i) {
+    const std::string k = absl::StrCat("k", i);
+    ASSERT_TRUE(index.Insert(Rec(ns, k, parent)).ok());
+    keys.push_back(Key(k));
+    parent = k;
+  }
+  std::vector<BlockRecord*> out = {nullptr};
+  EXPECT_EQ(index.MatchChain(ns, keys, &out), 44u);
+  ASSERT_EQ(out.size(), 45u);
+  EXPECT_EQ(out[0], nullptr);
+  EXPECT_EQ(out.back()->key, Key("k39"));
+  keys[30] = Key("x");
+  out.clear();
+  EXPECT_EQ(index.MatchChain(ns, keys, &out), 30u);
+}
+
 TEST(PrefixIndexTest, OnlyUnpinnedLeavesAreEvictableColdestFirst) {
   PrefixIndex index;
   const NamespaceId ns = Ns("m");
