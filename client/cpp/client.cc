@@ -1,5 +1,6 @@
 #include "kvtier/client.h"
 
+#include <google/protobuf/arena.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -170,13 +171,16 @@ absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o)
 absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
                                             absl::Span<const std::string> keys,
                                             const LookupOptions& o) {
-  v1::LookupRequest req;
+  // Request and response on one arena: a Lookup of many keys parses one
+  // BlockInfo per matched block.
+  google::protobuf::Arena arena;
+  auto& req = *google::protobuf::Arena::CreateMessage<v1::LookupRequest>(&arena);
   req.set_namespace_id(ns);
   for (const std::string& k : keys) req.add_keys(k);
   req.set_take_lease(o.take_lease);
   req.set_lease_ttl_ms(o.lease_ttl_ms);
   req.set_prompt_tokens(o.prompt_tokens);
-  v1::LookupResponse resp;
+  auto& resp = *google::protobuf::Arena::CreateMessage<v1::LookupResponse>(&arena);
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
   RETURN_IF_ERROR(FromGrpc(impl_->stub_->Lookup(&ctx, req, &resp)));
