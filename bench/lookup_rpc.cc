@@ -1,9 +1,12 @@
 // bench/lookup_rpc: latency of a Lookup of 128 cached keys against an empty
 // RPC (grpc.health.v1.Health/Check) on the same channel to the same
 // in-process kvtierd, calls issued one at a time, in the same run. Prints
-// p50 and p99 of each and their ratios (target: Lookup <= 1.3x).
+// p50 and p99 of each and their ratios (target: Lookup <= 1.2x). The
+// target's ratio issues both calls through callback stubs, the same client
+// path; a Lookup through the blocking stub (as the C++ client calls it) is
+// printed beside a no-op KvCache RPC through that stub.
 //
-//   build/bench/lookup_rpc [--calls 20000]
+//   build/bench/lookup_rpc [--calls 20000] [--keys 128]
 #include <google/protobuf/arena.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -13,6 +16,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -27,7 +31,7 @@ namespace {
 
 using WallClock = std::chrono::steady_clock;
 
-// Calls `call` n times; returns sorted latencies in microseconds.
+// Calls `call` n times; returns the latencies in microseconds.
 template <typename F>
 std::vector<double> Time(int n, F&& call) {
   std::vector<double> us;
@@ -37,7 +41,6 @@ std::vector<double> Time(int n, F&& call) {
     if (!call()) std::abort();
     us.push_back(std::chrono::duration<double, std::micro>(WallClock::now() - t0).count());
   }
-  std::sort(us.begin(), us.end());
   return us;
 }
 
@@ -122,23 +125,58 @@ int main(int argc, char** argv) {
     auto* resp = google::protobuf::Arena::CreateMessage<v1::LookupResponse>(&arena);
     return kv->Lookup(&ctx, lookup, resp).ok() && resp->matched() == static_cast<uint32_t>(keys);
   };
+  // The same Lookup issued the way the empty RPC is: the callback stub and a
+  // wait for its completion (the response still parsed, on an arena).
+  auto look_async = [&] {
+    grpc::ClientContext ctx;
+    google::protobuf::Arena arena;
+    auto* resp = google::protobuf::Arena::CreateMessage<v1::LookupResponse>(&arena);
+    grpc::Status st;
+    bool done = false;
+    std::mutex mu;
+    std::condition_variable cv;
+    kv->async()->Lookup(&ctx, &lookup, resp, [&](grpc::Status s) {
+      std::lock_guard<std::mutex> lock(mu);
+      st = s;
+      done = true;
+      cv.notify_one();
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    return st.ok() && resp->matched() == static_cast<uint32_t>(keys);
+  };
   Time(2000, empty);  // warm up every path
   Time(2000, noop);
   Time(2000, look);
-  const std::vector<double> e = Time(calls, empty);
-  const std::vector<double> z = Time(calls, noop);
-  const std::vector<double> k = Time(calls, look);
+  Time(2000, look_async);
+  // Ten rounds, the four kinds in turn, so a slow spell of this shared
+  // machine lands on all of them.
+  std::vector<double> e, z, k, a;
+  for (int round = 0; round < 10; ++round) {
+    const int n = std::max(1, calls / 10);
+    for (auto [out, fn] : {std::pair<std::vector<double>*, std::function<bool()>>{&e, empty},
+                           {&z, noop},
+                           {&k, look},
+                           {&a, look_async}}) {
+      const std::vector<double> t = Time(n, fn);
+      out->insert(out->end(), t.begin(), t.end());
+    }
+  }
+  for (std::vector<double>* v : {&e, &z, &k, &a}) std::sort(v->begin(), v->end());
   std::printf("lookup_rpc: %d sequential calls each, same channel, loopback TCP\n", calls);
-  std::printf("  empty RPC (Health/Check):  p50 %7.1f us  p99 %7.1f us\n", Pct(e, 0.5),
-              Pct(e, 0.99));
-  std::printf("  no-op KvCache RPC:         p50 %7.1f us  p99 %7.1f us\n", Pct(z, 0.5),
-              Pct(z, 0.99));
-  std::printf("  Lookup of %4d keys:        p50 %7.1f us  p99 %7.1f us\n", keys, Pct(k, 0.5),
-              Pct(k, 0.99));
-  std::printf("  ratio Lookup/Health:       p50 %.2f      p99 %.2f\n", Pct(k, 0.5) / Pct(e, 0.5),
-              Pct(k, 0.99) / Pct(e, 0.99));
-  std::printf("  ratio Lookup/no-op:        p50 %.2f      p99 %.2f\n", Pct(k, 0.5) / Pct(z, 0.5),
-              Pct(k, 0.99) / Pct(z, 0.99));
+  std::printf("  empty RPC (Health/Check, callback stub):  p50 %7.1f us  p99 %7.1f us\n",
+              Pct(e, 0.5), Pct(e, 0.99));
+  std::printf("  no-op KvCache RPC (blocking stub):        p50 %7.1f us  p99 %7.1f us\n",
+              Pct(z, 0.5), Pct(z, 0.99));
+  std::printf("  Lookup of %4d keys (blocking stub):      p50 %7.1f us  p99 %7.1f us\n", keys,
+              Pct(k, 0.5), Pct(k, 0.99));
+  std::printf("  Lookup of %4d keys (callback stub):      p50 %7.1f us  p99 %7.1f us\n", keys,
+              Pct(a, 0.5), Pct(a, 0.99));
+  std::printf(
+      "  ratio Lookup/empty, both callback stubs:  p50 %.2f      p99 %.2f   (target <= 1.2)\n",
+      Pct(a, 0.5) / Pct(e, 0.5), Pct(a, 0.99) / Pct(e, 0.99));
+  std::printf("  ratio Lookup/no-op, both blocking stubs:  p50 %.2f      p99 %.2f\n",
+              Pct(k, 0.5) / Pct(z, 0.5), Pct(k, 0.99) / Pct(z, 0.99));
   daemon->Shutdown(absl::Seconds(1));
   return 0;
 }
