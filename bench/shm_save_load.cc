@@ -5,7 +5,9 @@
 // the same staging region into a warmed buffer over 1..N threads
 // (bench/memcpy_limit.h; N = the cores here), each thread count as many
 // rounds as Save and Load get. Prints GB/s, the thread count that reached
-// the limit, and the ratios to it.
+// the limit, and the ratios to it. Beside them, as a reference and not the
+// target, one thread's copy with the XXH3-64 block checksum fused in
+// ("1t c+h"): what the daemon does per block on one thread.
 //
 //   build/bench/shm_save_load [--mib 256] [--rounds 5] [--block-kib 256|1024|4096]
 #include <fcntl.h>
@@ -95,8 +97,9 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> copy_dst(region_bytes);
   std::printf("shm_save_load: %llu MiB per round, %d rounds, best round reported\n",
               static_cast<unsigned long long>(mib), rounds);
-  std::printf("%10s %12s %8s %12s %12s %10s %10s\n", "block", "memcpy GB/s", "threads", "Save GB/s",
-              "Load GB/s", "Save/mcp", "Load/mcp");
+  std::printf("%10s %12s %8s %12s %12s %10s %10s %12s %10s %10s\n", "block", "memcpy GB/s",
+              "threads", "Save GB/s", "Load GB/s", "Save/mcp", "Load/mcp", "1t c+h GB/s",
+              "Save/1tch", "Load/1tch");
   const int max_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int exit_code = 0;
   for (uint64_t block : {uint64_t{256} << 10, uint64_t{1} << 20, uint64_t{4} << 20}) {
@@ -175,11 +178,13 @@ int main(int argc, char** argv) {
     }
     const bench::MemcpyLimit limit =
         bench::BestMemcpy(mem, copy_dst.data(), n * block, block, rounds, max_threads);
+    const double fused =
+        bench::OneThreadCopyAndHash(mem, copy_dst.data(), n * block, block, rounds);
     const double gb = static_cast<double>(n * block) / 1e9;
-    std::printf("%9lluK %12.2f %8d %12.2f %12.2f %10.2f %10.2f\n",
+    std::printf("%9lluK %12.2f %8d %12.2f %12.2f %10.2f %10.2f %12.2f %10.2f %10.2f\n",
                 static_cast<unsigned long long>(block >> 10), limit.gbps, limit.threads,
                 gb / best_save, gb / best_load, gb / best_save / limit.gbps,
-                gb / best_load / limit.gbps);
+                gb / best_load / limit.gbps, fused, gb / best_save / fused, gb / best_load / fused);
   }
   staging->reset();
   (*daemon)->Shutdown(absl::Seconds(1));
