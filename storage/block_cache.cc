@@ -360,7 +360,7 @@ absl::StatusOr<std::pair<std::vector<BlockView>, uint64_t>> BlockCache::TopBlock
   for (size_t i = 0; i < n; ++i) {
     const BlockRecord& r = *all[i];
     out.push_back(BlockView{r.key, r.parent_key, r.size, r.in_host, r.on_nvme, r.uses, r.leases,
-                            static_cast<uint32_t>(r.children.size())});
+                            static_cast<uint32_t>(r.children().size())});
   }
   return std::make_pair(std::move(out), static_cast<uint64_t>(all.size()));
 }

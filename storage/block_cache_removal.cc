@@ -68,7 +68,7 @@ absl::StatusOr<DeleteResult> BlockCache::Delete(const NamespaceId& ns,
     }
     if (!recursive) {
       for (BlockRecord* rec : roots) {
-        for (BlockRecord* child : rec->children) {
+        for (BlockRecord* child : rec->children()) {
           if (!named.contains(child)) {
             return absl::FailedPreconditionError(
                 absl::StrCat("block ", rec->key.ToHex(), " has cached child ", child->key.ToHex(),
@@ -117,7 +117,7 @@ void BlockCache::PostOrderLocked(absl::Span<BlockRecord* const> roots, bool may_
       }
       if (visit && !visited.insert(rec).second) continue;
       stack.push_back({rec, true});
-      for (BlockRecord* child : rec->children) stack.push_back({child, false});
+      for (BlockRecord* child : rec->children()) stack.push_back({child, false});
     }
   }
 }
@@ -142,7 +142,7 @@ DeleteResult BlockCache::RemoveInBatches(const NamespaceId& ns, absl::Span<const
     uint32_t removed = 0;
     for (const size_t end = std::min(order.size(), at + kDeleteBatch); at < end; ++at) {
       BlockRecord* rec = index_.Find(ns, order[at]);
-      if (rec == nullptr || rec->pinned() || !rec->children.empty()) continue;
+      if (rec == nullptr || rec->pinned() || !rec->children().empty()) continue;
       removed += 1;
       result.bytes_freed += rec->size;
       host_.Remove(rec);
@@ -164,13 +164,13 @@ EvictResult BlockCache::Evict(const std::optional<NamespaceId>& ns, size_t max_b
   index_.ForEachMutable([&](BlockRecord& r) {
     if (ns.has_value() && !(r.ns == *ns)) return;
     ++in_scope;
-    if (r.children.empty() && !r.pinned()) leaves.push_back(&r);
+    if (r.children().empty() && !r.pinned()) leaves.push_back(&r);
   });
   EvictResult result;
   // A record in `leaves` has no children, so no chain walk reaches it: each
   // is removed only when its turn comes, never before.
   for (BlockRecord* rec : leaves) {
-    while (rec != nullptr && result.blocks_evicted < max_blocks && rec->children.empty() &&
+    while (rec != nullptr && result.blocks_evicted < max_blocks && rec->children().empty() &&
            !rec->pinned()) {
       BlockRecord* parent = rec->parent;
       result.blocks_evicted += 1;

@@ -32,7 +32,7 @@ size_t PrefixIndex::MatchChain(const NamespaceId& ns, absl::Span<const BlockKey>
   const auto& blocks = table->second.blocks;
   // First find the record of each key up to the first one not cached, with
   // the table probes of the keys kAhead further on and each found record's
-  // two leading cache lines prefetched: the finds do not depend on one
+  // leading 64 bytes prefetched: the finds do not depend on one
   // another, so their cache misses overlap. Then keep the leading run whose
   // parent links hold.
   constexpr size_t kAhead = 4;
@@ -43,8 +43,8 @@ size_t PrefixIndex::MatchChain(const NamespaceId& ns, absl::Span<const BlockKey>
     auto it = blocks.find(keys[i]);
     if (it == blocks.end()) break;
     BlockRecord* rec = it->second.get();
-    __builtin_prefetch(rec);
-    __builtin_prefetch(reinterpret_cast<const char*>(rec) + 64);
+    __builtin_prefetch(rec);  // the two lines its first 64 bytes may span
+    __builtin_prefetch(reinterpret_cast<const char*>(rec) + 63);
     out->push_back(rec);
   }
   size_t matched = out->size() - start;
@@ -72,14 +72,16 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
   }
   BlockRecord* rec = record.get();
   rec->parent = parent;
-  rec->children.clear();
+  rec->first_child = rec->next_sibling = rec->prev_sibling = nullptr;
   rec->indexed = true;
   rec->candidate_of = 0;
   rec->last_access = ++clock_;
   table.blocks.emplace(rec->key, std::move(record));
   ++size_;
   if (parent != nullptr) {
-    parent->children.insert(rec);
+    rec->next_sibling = parent->first_child;
+    if (rec->next_sibling != nullptr) rec->next_sibling->prev_sibling = rec;
+    parent->first_child = rec;
     UpdateEvictable(parent);
   } else {
     table.roots.insert(rec);
@@ -90,7 +92,7 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
 
 std::unique_ptr<BlockRecord> PrefixIndex::Remove(BlockRecord* record) {
   if (!record->indexed) Die("Remove of a block that is not indexed");
-  if (!record->children.empty()) Die("Remove of a block with cached children");
+  if (record->first_child != nullptr) Die("Remove of a block with cached children");
   auto table = tables_.find(record->ns);
   if (table == tables_.end()) Die("Remove of a block of an unknown namespace");
   auto& blocks = table->second.blocks;
@@ -102,7 +104,13 @@ std::unique_ptr<BlockRecord> PrefixIndex::Remove(BlockRecord* record) {
   record->indexed = false;
   UpdateEvictable(record);
   if (BlockRecord* parent = record->parent; parent != nullptr) {
-    parent->children.erase(record);
+    if (record->prev_sibling != nullptr) {
+      record->prev_sibling->next_sibling = record->next_sibling;
+    } else {
+      parent->first_child = record->next_sibling;
+    }
+    if (record->next_sibling != nullptr) record->next_sibling->prev_sibling = record->prev_sibling;
+    record->next_sibling = record->prev_sibling = nullptr;
     record->parent = nullptr;
     UpdateEvictable(parent);
   } else {
@@ -131,7 +139,7 @@ std::vector<BlockRecord*> PrefixIndex::SubtreePostOrder(BlockRecord* root) const
       continue;
     }
     stack.push_back({rec, true});
-    for (BlockRecord* child : rec->children) stack.push_back({child, false});
+    for (BlockRecord* child : rec->children()) stack.push_back({child, false});
   }
   return out;
 }
@@ -196,7 +204,7 @@ uint64_t PrefixIndex::CountStranded(uint64_t* bytes) const {
 void PrefixIndex::UpdateEvictable(BlockRecord* record) {
   uint8_t want = 0;
   if (record->indexed && !record->pinned()) {
-    const bool leaf = record->children.empty();
+    const bool leaf = record->first_child == nullptr;
     if (record->in_host && !record->on_nvme && leaf) want |= 1 << kHostOnlyLeaf;
     if (record->in_host && record->on_nvme) want |= 1 << kHostCopy;
     if (!record->in_host && record->on_nvme && leaf) want |= 1 << kNvmeOnlyLeaf;

@@ -39,10 +39,36 @@
 
 namespace kvtier {
 
-// Field order: what the chain walk of every Lookup reads comes first, in
-// the record's first cache line (records are line-aligned); `uses` opens the
-// second. PrefixIndex::MatchChain prefetches both.
-struct alignas(64) BlockRecord {
+struct BlockRecord;
+
+// The cached children of a block, in no particular order: a forward range
+// over its intrusive child list. Valid until the index changes.
+class ChildRange {
+ public:
+  class Iterator {
+   public:
+    explicit Iterator(BlockRecord* at) : at_(at) {}
+    BlockRecord* operator*() const { return at_; }
+    Iterator& operator++();
+    bool operator==(const Iterator& o) const { return at_ == o.at_; }
+
+   private:
+    BlockRecord* at_;
+  };
+  explicit ChildRange(BlockRecord* first) : first_(first) {}
+  Iterator begin() const { return Iterator(first_); }
+  Iterator end() const { return Iterator(nullptr); }
+  bool empty() const { return first_ == nullptr; }
+  size_t size() const;  // O(children)
+
+ private:
+  BlockRecord* first_;
+};
+
+// Field order: what the chain walk of every Lookup reads comes first, within
+// the record's first 64 bytes; PrefixIndex::MatchChain prefetches the cache
+// lines they span.
+struct BlockRecord {
   BlockKey key;
   bool in_host = true;  // residency, set by the owner (see below)
   bool on_nvme = false;
@@ -62,8 +88,12 @@ struct alignas(64) BlockRecord {
   NvmeSlot nvme;             // valid while on_nvme
   uint64_t nvme_sequence = 0;
 
-  // Maintained by PrefixIndex.
-  absl::flat_hash_set<BlockRecord*> children;
+  // Maintained by PrefixIndex: the cached children, an intrusive list (three
+  // pointers per block instead of a set per block).
+  ChildRange children() const { return ChildRange(first_child); }
+  BlockRecord* first_child = nullptr;
+  BlockRecord* next_sibling = nullptr;
+  BlockRecord* prev_sibling = nullptr;
   uint32_t refs = 0;             // in-flight readers, writers and movers
   uint32_t leases = 0;           // Lookup leases holding this block
   uint32_t candidate_class = 0;  // host size class it is filed under
@@ -71,7 +101,18 @@ struct alignas(64) BlockRecord {
   bool pinned() const { return refs > 0 || leases > 0; }
 };
 static_assert(offsetof(BlockRecord, last_access) + sizeof(uint64_t) <= 64,
-              "the fields every Lookup touches fit the record's first cache line");
+              "the fields every Lookup touches lie in the record's first 64 bytes");
+
+inline ChildRange::Iterator& ChildRange::Iterator::operator++() {
+  at_ = at_->next_sibling;
+  return *this;
+}
+
+inline size_t ChildRange::size() const {
+  size_t n = 0;
+  for (BlockRecord* c = first_; c != nullptr; c = c->next_sibling) ++n;
+  return n;
+}
 
 class PrefixIndex {
  public:

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace kvtier {
@@ -227,7 +229,7 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
       BlockRecord* victim = index.ColdestEvictable(cls);
       if (victim == nullptr) victim = index.Coldest(PrefixIndex::kNvmeOnlyLeaf, std::nullopt);
       if (victim == nullptr) continue;
-      ASSERT_TRUE(victim->children.empty());
+      ASSERT_TRUE(victim->children().empty());
       ASSERT_FALSE(victim->pinned());
       if (cls && victim->in_host) {
         ASSERT_EQ(victim->slot.size_class, *cls);
@@ -241,11 +243,24 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
     index.ForEach([&](const BlockRecord& r) {
       ASSERT_TRUE(r.in_host || r.on_nvme) << "a block with no copy";
       if (r.pinned()) return;
-      const bool leaf = r.children.empty();
+      const bool leaf = r.children().empty();
       candidates += (r.in_host && !r.on_nvme && leaf) + (r.in_host && r.on_nvme) +
                     (!r.in_host && r.on_nvme && leaf);
     });
     ASSERT_EQ(index.evictable_count(), candidates) << "step " << step;
+    if (step % 50 == 0) {
+      // The intrusive child lists hold exactly the blocks whose parent is
+      // the block, each once.
+      absl::flat_hash_map<const BlockRecord*, absl::flat_hash_set<const BlockRecord*>> want, got;
+      index.ForEach([&](const BlockRecord& r) {
+        if (r.parent != nullptr) want[r.parent].insert(&r);
+        for (const BlockRecord* c : r.children()) {
+          ASSERT_TRUE(got[&r].insert(c).second) << "a child listed twice, step " << step;
+          ASSERT_EQ(c->parent, &r) << "step " << step;
+        }
+      });
+      ASSERT_EQ(got, want) << "step " << step;
+    }
   }
   EXPECT_GT(index.size(), 0u);
 }
