@@ -45,9 +45,7 @@ KvCacheService::KvCacheService(Deps deps)
           .per_tenant_dirs = deps_.auth->enabled(),
           .copy_engine = deps_.copy_engine,
           .open_cuda_ipc = deps_.open_cuda_ipc,
-      }) {
-  SetMessageAllocatorFor_Lookup(&lookup_messages_);
-}
+      }) {}
 
 grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext* context,
                                            const v1::OpenNamespaceRequest* request,
@@ -90,17 +88,8 @@ grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* KvCacheService::Lookup(grpc::CallbackServerContext* context,
-                                                 const v1::LookupRequest* request,
-                                                 v1::LookupResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(DoLookup(context, request, response));
-  return reactor;
-}
-
-grpc::Status KvCacheService::DoLookup(const grpc::ServerContextBase* context,
-                                      const v1::LookupRequest* request,
-                                      v1::LookupResponse* response) {
+grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
+                                    v1::LookupResponse* response) {
   KVTIER_ADMIT("Lookup", who);
   absl::StatusOr<NamespaceKeys> req =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());

@@ -17,7 +17,6 @@
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
-#include "server/arena_message_allocator.h"
 #include "server/auth.h"
 #include "server/lookup_planner.h"
 #include "server/region_registration.h"
@@ -28,12 +27,7 @@
 
 namespace kvtier {
 
-// Lookup runs on gRPC's callback API: it never blocks (one lock, no I/O),
-// so it is answered on gRPC's callback threads, with no hand-off to a
-// synchronous worker, and its request and response live on a per-call arena
-// (ArenaMessageAllocator).
-// The other methods are synchronous handlers on the server's thread pool.
-class KvCacheService final : public v1::KvCache::WithCallbackMethod_Lookup<v1::KvCache::Service> {
+class KvCacheService final : public v1::KvCache::Service {
  public:
   // What the service delegates to. Pointers must outlive the service.
   struct Deps {
@@ -67,9 +61,8 @@ class KvCacheService final : public v1::KvCache::WithCallbackMethod_Lookup<v1::K
 
   grpc::Status OpenNamespace(grpc::ServerContext* context, const v1::OpenNamespaceRequest* request,
                              v1::OpenNamespaceResponse* response) override;
-  grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
-                                   const v1::LookupRequest* request,
-                                   v1::LookupResponse* response) override;
+  grpc::Status Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
+                      v1::LookupResponse* response) override;
   grpc::Status Put(grpc::ServerContext* context, grpc::ServerReader<v1::PutChunk>* reader,
                    v1::PutResponse* response) override;
   grpc::Status Get(grpc::ServerContext* context, const v1::GetRequest* request,
@@ -95,8 +88,6 @@ class KvCacheService final : public v1::KvCache::WithCallbackMethod_Lookup<v1::K
                         v1::TransferResponse* response) override;
 
  private:
-  grpc::Status DoLookup(const grpc::ServerContextBase* context, const v1::LookupRequest* request,
-                        v1::LookupResponse* response);
   // Save and Load share everything but the copy direction.
   grpc::Status RegionTransfer(const char* rpc, bool save, const Identity& who,
                               grpc::ServerContext* context, const std::string& namespace_id,
@@ -109,7 +100,6 @@ class KvCacheService final : public v1::KvCache::WithCallbackMethod_Lookup<v1::K
   std::unique_ptr<StreamIdleReaper::Watch> WatchIdle(grpc::ServerContext* context);
 
   const Deps deps_;
-  ArenaMessageAllocator<v1::LookupRequest, v1::LookupResponse> lookup_messages_;
   // RegisterMemory's policy: which memory a tenant may register.
   const RegionRegistration region_registration_;
   // Serializes the namespace-table steps of OpenNamespace and CloseNamespace

@@ -41,17 +41,17 @@ TEST(BlockKeyTest, EqualityIsByBytes) {
 // The fixed-size compare must still tell apart keys that differ only in
 // length or in zero bytes, and match keys built from different buffers.
 TEST(BlockKeyTest, EqualityIsByLengthAndEveryByte) {
-  using namespace std::string_literals;
-  EXPECT_FALSE(*BlockKey::Create("ab\0"s) == *BlockKey::Create("ab"));
-  EXPECT_FALSE(*BlockKey::Create("\0"s) == *BlockKey::Create("\0\0"s));
-  EXPECT_EQ(*BlockKey::Create("ab\0c"s), *BlockKey::Create(std::string("xab\0cy"s).substr(1, 4)));
+  auto key = [](const char* bytes, size_t n) { return *BlockKey::Create(std::string(bytes, n)); };
+  EXPECT_FALSE(key("ab\0", 3) == key("ab", 2));
+  EXPECT_FALSE(key("\0", 1) == key("\0\0", 2));
+  EXPECT_EQ(key("ab\0c", 4), *BlockKey::Create(std::string("xab\0cy", 6).substr(1, 4)));
   EXPECT_FALSE(*BlockKey::Create(std::string(32, 'x')) ==
                *BlockKey::Create(std::string(31, 'x') + "y"));
-  EXPECT_EQ(*BlockKey::FromHex("00ff"), *BlockKey::Create("\0\xff"s));
+  EXPECT_EQ(*BlockKey::FromHex("00ff"), key("\0\xff", 2));
   BlockKey copy = *BlockKey::Create(std::string(32, 'q'));
   copy = *BlockKey::Create("q");
   EXPECT_EQ(copy, *BlockKey::Create("q"));
-  EXPECT_FALSE(BlockKey() == *BlockKey::Create("\0"s));
+  EXPECT_FALSE(BlockKey() == key("\0", 1));
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ size_t PrefixIndex::MatchChain(const NamespaceId& ns, absl::Span<const BlockKey>
   const auto& blocks = table->second.blocks;
   // First find the record of each key up to the first one not cached, with
   // the table probes of the keys kAhead further on and each found record's
-  // leading 64 bytes prefetched: the finds do not depend on one
+  // leading bytes prefetched: the finds do not depend on one
   // another, so their cache misses overlap. Then keep the leading run whose
   // parent links hold.
   constexpr size_t kAhead = 4;
@@ -43,8 +43,8 @@ size_t PrefixIndex::MatchChain(const NamespaceId& ns, absl::Span<const BlockKey>
     auto it = blocks.find(keys[i]);
     if (it == blocks.end()) break;
     BlockRecord* rec = it->second.get();
-    __builtin_prefetch(rec);  // the two lines its first 64 bytes may span
-    __builtin_prefetch(reinterpret_cast<const char*>(rec) + 63);
+    __builtin_prefetch(rec);  // the lines its leading bytes span
+    __builtin_prefetch(reinterpret_cast<const char*>(rec) + kBlockRecordHotBytes - 1);
     out->push_back(rec);
   }
   size_t matched = out->size() - start;
@@ -144,12 +144,8 @@ std::vector<BlockRecord*> PrefixIndex::SubtreePostOrder(BlockRecord* root) const
   return out;
 }
 
-void PrefixIndex::Touch(BlockRecord* record) {
+void PrefixIndex::RefileTouched(BlockRecord* record) {
   const uint8_t was = record->candidate_of;
-  if (was == 0) {  // in no candidate set (most blocks of a chain): nothing to refile
-    record->last_access = ++clock_;
-    return;
-  }
   SetCandidates(record, 0);
   record->last_access = ++clock_;
   SetCandidates(record, was);

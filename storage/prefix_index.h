@@ -41,6 +41,9 @@ namespace kvtier {
 
 struct BlockRecord;
 
+// The leading bytes of a BlockRecord that a Lookup touches (see below).
+inline constexpr size_t kBlockRecordHotBytes = 72;
+
 // The cached children of a block, in no particular order: a forward range
 // over its intrusive child list. Valid until the index changes.
 class ChildRange {
@@ -65,9 +68,10 @@ class ChildRange {
   BlockRecord* first_;
 };
 
-// Field order: what the chain walk of every Lookup reads comes first, within
-// the record's first 64 bytes; PrefixIndex::MatchChain prefetches the cache
-// lines they span.
+// Field order: what every Lookup reads and writes of a matched block comes
+// first, within the record's first 72 bytes: for a record at malloc's 16-byte
+// alignment they span at most two cache lines, which PrefixIndex::MatchChain
+// prefetches.
 struct BlockRecord {
   BlockKey key;
   bool in_host = true;  // residency, set by the owner (see below)
@@ -100,8 +104,8 @@ struct BlockRecord {
 
   bool pinned() const { return refs > 0 || leases > 0; }
 };
-static_assert(offsetof(BlockRecord, last_access) + sizeof(uint64_t) <= 64,
-              "the fields every Lookup touches lie in the record's first 64 bytes");
+static_assert(offsetof(BlockRecord, uses) + sizeof(uint32_t) <= kBlockRecordHotBytes,
+              "the fields every Lookup touches lie in the record's first 72 bytes");
 
 inline ChildRange::Iterator& ChildRange::Iterator::operator++() {
   at_ = at_->next_sibling;
@@ -146,8 +150,15 @@ class PrefixIndex {
   // order in which they can be removed.
   std::vector<BlockRecord*> SubtreePostOrder(BlockRecord* root) const;
 
-  // Marks a block as just used.
-  void Touch(BlockRecord* record);
+  // Marks a block as just used. Inline for a block in no candidate set (the
+  // inner blocks of every chain): nothing to refile.
+  void Touch(BlockRecord* record) {
+    if (record->candidate_of == 0) {
+      record->last_access = ++clock_;
+    } else {
+      RefileTouched(record);
+    }
+  }
 
   // Pin counts. Valid on indexed and removed (still owned) records.
   void AddRef(BlockRecord* record);
@@ -223,6 +234,7 @@ class PrefixIndex {
     absl::flat_hash_set<BlockRecord*> roots;  // see Roots
   };
 
+  void RefileTouched(BlockRecord* record);
   void UpdateEvictable(BlockRecord* record);
   void SetCandidates(BlockRecord* record, uint8_t want);
 
