@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   app.add_option("--dir", dir, "directory for the catalog (removed first)");
   CLI11_PARSE(app, argc, argv);
   std::filesystem::remove_all(dir);
-  NamespaceSpec spec{"bench", KvLayout{32, 8, 128, DType::kBf16, 16, 0, 1}, "", "", ""};
+  NamespaceSpec spec{"bench", KvLayout{32, 8, 128, DType::kBf16, 16, 0, 1}, "", "", "", {}};
   const NamespaceId ns = NamespaceId::Of(spec);
   constexpr uint64_t kSlot = 2ull << 20;   // 2 MiB blocks
   constexpr uint64_t kSlab = 64ull << 20;  // 32 slots per slab

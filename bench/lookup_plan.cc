@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
   auto cache = *BlockCache::Create(o, &clock);
   // Llama-3.1-8B's layout at TP 8 (one KV head per rank), 4 KiB blocks
   // stored as stand-ins: the plan prices the real model.
-  NamespaceSpec spec{"meta-llama/Llama-3.1-8B", KvLayout{32, 1, 128, DType::kBf16, 16, 0, 8}, "",
-                     "", ""};
+  NamespaceSpec spec{
+      "meta-llama/Llama-3.1-8B", KvLayout{32, 1, 128, DType::kBf16, 16, 0, 8}, "", "", "", {}};
   const NamespaceId ns = cache->OpenNamespace(spec)->id;
   PlannerOptions po;
   po.gpu = "h100-sxm";

@@ -144,7 +144,7 @@ absl::StatusOr<StoreRun> RunStore(IoEngine* engine, const std::string& dir, uint
     ASSIGN_OR_RETURN(buffer, engine->RegisterBuffers({absl::Span<uint8_t>(buf, batch * block)}));
   }
   std::vector<NvmeWrite> all;
-  NamespaceSpec spec{"bench", KvLayout{1, 1, 128, DType::kBf16, 16, 0, 1}, "", "", ""};
+  NamespaceSpec spec{"bench", KvLayout{1, 1, 128, DType::kBf16, 16, 0, 1}, "", "", "", {}};
   const NamespaceId ns = NamespaceId::Of(spec);
   for (uint64_t i = 0; i < count; ++i) {
     SlotHeader h;

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   o.max_block_bytes = 64ull << 20;
   SystemClock clock;
   auto cache = *BlockCache::Create(o, &clock);
-  NamespaceSpec spec{"bench", KvLayout{1, 1, 128, DType::kBf16, 16, 0, 1}, "", "", ""};
+  NamespaceSpec spec{"bench", KvLayout{1, 1, 128, DType::kBf16, 16, 0, 1}, "", "", "", {}};
   const NamespaceId ns = cache->OpenNamespace(spec)->id;
   std::vector<std::vector<BlockKey>> keys(chains);
   absl::flat_hash_map<BlockKey, int> baseline;

@@ -132,7 +132,7 @@ std::pair<double, double> P50P99(std::vector<double> us) {
 Decade Measure(const Options& opt, uint64_t n) {
   Decade d;
   d.blocks = n;
-  NamespaceSpec spec{"scale", KvLayout{1, 1, 128, DType::kBf16, 16, 0, 1}, "", "", ""};
+  NamespaceSpec spec{"scale", KvLayout{1, 1, 128, DType::kBf16, 16, 0, 1}, "", "", "", {}};
   const NamespaceId ns = NamespaceId::Of(spec);
   const uint64_t chains = n / opt.chain;
   std::mt19937_64 rng(n);

@@ -57,7 +57,8 @@ Result ReplayLeafFirst(const std::vector<Request>& trace, uint64_t capacity_bloc
   o.host_bytes = (capacity_blocks * kBlockBytes + o.slab_bytes - 1) / o.slab_bytes * o.slab_bytes;
   SystemClock clock;
   auto cache = *BlockCache::Create(o, &clock);
-  NamespaceSpec spec{"trace", KvLayout{1, 1, 1, DType::kFp8E4m3, 2048, 0, 1}, "", "", ""};  // 4 KiB
+  NamespaceSpec spec{"trace", KvLayout{1, 1, 1, DType::kFp8E4m3, 2048, 0, 1}, "", "", "",
+                     {}};  // 4 KiB
   const NamespaceId ns = cache->OpenNamespace(spec)->id;
   std::vector<uint8_t> payload(kBlockBytes, 7);
   uint64_t hit = 0, total = 0, stranded_sum = 0, stranded_max = 0;

@@ -44,7 +44,8 @@ class RegionCopyTest : public ::testing::Test {
     o.slab_bytes = 4 << 20;
     o.max_block_bytes = 1 << 20;
     cache_ = *BlockCache::Create(o, &clock_);
-    NamespaceSpec spec{"m", KvLayout{1, 1, 128, DType::kBf16, 256, 0, 1}, "", "", ""};  // 128 KiB
+    NamespaceSpec spec{"m", KvLayout{1, 1, 128, DType::kBf16, 256, 0, 1}, "", "", "",
+                       {}};  // 128 KiB
     ns_ = cache_->OpenNamespace(spec)->id;
   }
 

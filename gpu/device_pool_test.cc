@@ -126,8 +126,8 @@ class GpuTierLoadTest : public ::testing::Test {
     o.slab_bytes = 1 << 20;
     o.max_block_bytes = 64 << 10;
     cache_ = *BlockCache::Create(o, &clock_);
-    ns_ =
-        cache_->OpenNamespace({"m", KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1}, "", "", ""})->id;
+    ns_ = cache_->OpenNamespace({"m", KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1}, "", "", "", {}})
+              ->id;
   }
   std::unique_ptr<DevicePool> Pool(int slots) {
     auto pool =

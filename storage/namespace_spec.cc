@@ -55,6 +55,14 @@ absl::StatusOr<uint64_t> BlockBytes(const KvLayout& layout) {
   return bytes;
 }
 
+GroupGeometry GeometryOf(const KvLayout& layout) {
+  return GroupGeometry{.num_layers = layout.num_layers,
+                       .num_kv_heads = layout.num_kv_heads,
+                       .head_dim = layout.head_dim,
+                       .dtype_bytes = DTypeBytes(layout.dtype),
+                       .tokens_per_block = layout.tokens_per_block};
+}
+
 absl::Status ValidateNamespaceSpec(const NamespaceSpec& spec, uint64_t max_block_bytes) {
   const KvLayout& l = spec.layout;
   if (spec.model_id.empty() || spec.model_id.size() > kMaxModelIdBytes) {
@@ -66,11 +74,19 @@ absl::Status ValidateNamespaceSpec(const NamespaceSpec& spec, uint64_t max_block
         absl::StrCat("salt is ", spec.salt.size(), " bytes; must be at most ", kMaxSaltBytes));
   }
   if (l.num_layers == 0) return absl::InvalidArgumentError("layout.num_layers must be > 0");
-  if (l.num_kv_heads == 0) {
+  // A namespace of recurrent groups alone (a pure Mamba model) has no KV
+  // heads: the attention fields are not needed then.
+  bool attention = !spec.hybrid();
+  for (const LayerGroup& g : spec.groups) attention |= g.kind != GroupKind::kRecurrent;
+  if (attention && l.num_kv_heads == 0) {
     return absl::InvalidArgumentError("layout.num_kv_heads must be > 0");
   }
-  if (l.head_dim == 0) return absl::InvalidArgumentError("layout.head_dim must be > 0");
-  if (DTypeBytes(l.dtype) == 0) return absl::InvalidArgumentError("layout.dtype must be set");
+  if (attention && l.head_dim == 0) {
+    return absl::InvalidArgumentError("layout.head_dim must be > 0");
+  }
+  if (attention && DTypeBytes(l.dtype) == 0) {
+    return absl::InvalidArgumentError("layout.dtype must be set");
+  }
   if (l.tokens_per_block == 0) {
     return absl::InvalidArgumentError("layout.tokens_per_block must be > 0");
   }
@@ -78,6 +94,9 @@ absl::Status ValidateNamespaceSpec(const NamespaceSpec& spec, uint64_t max_block
   if (l.tp_rank >= tp_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("layout.tp_rank ", l.tp_rank, " must be < tp_size ", tp_size));
+  }
+  if (spec.hybrid()) {
+    return ValidateLayerGroups(spec.groups, GeometryOf(l), max_block_bytes);
   }
   ASSIGN_OR_RETURN(uint64_t bytes, BlockBytes(l));
   if (bytes > max_block_bytes) {
@@ -101,6 +120,7 @@ NamespaceId NamespaceId::Of(const NamespaceSpec& spec) {
   // Added after v1 ids were in use: plain namespaces keep their ids.
   if (!spec.encoding.empty()) AppendBytes(&canonical, absl::StrCat("encoding=", spec.encoding));
   if (!spec.tenant.empty()) AppendBytes(&canonical, absl::StrCat("tenant=", spec.tenant));
+  if (spec.hybrid()) AppendBytes(&canonical, CanonicalGroups(spec.groups));
   Hash128 h = Fingerprint128(canonical);
   return NamespaceId(h.high, h.low);
 }
@@ -118,6 +138,15 @@ absl::StatusOr<NamespaceId> NamespaceId::FromHex(absl::string_view hex) {
     low = (low << 8) | static_cast<uint8_t>(bytes[8 + i]);
   }
   return NamespaceId(high, low);
+}
+
+NamespaceId NamespaceId::OfGroup(const NamespaceId& ns, uint32_t group) {
+  std::string canonical = "kvtier.group.v1";
+  AppendU64(&canonical, ns.high());
+  AppendU64(&canonical, ns.low());
+  AppendU64(&canonical, group);
+  Hash128 h = Fingerprint128(canonical);
+  return NamespaceId(h.high, h.low);
 }
 
 std::string NamespaceId::ToHex() const { return absl::StrFormat("%016x%016x", high_, low_); }

@@ -8,10 +8,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "storage/groups/layer_group.h"
 
 namespace kvtier {
 
@@ -51,7 +53,17 @@ struct NamespaceSpec {
   // tenants opening the same model, layout and salt get different
   // namespaces, so they never share (or time) each other's blocks.
   std::string tenant;
+  // The layer groups of a hybrid model (storage/groups/layer_group.h); empty
+  // for the one-group case, in which every layer is full attention. A spec
+  // whose groups are one full-attention group of every layer is the same
+  // namespace as one without groups (same id).
+  std::vector<LayerGroup> groups;
+
+  bool hybrid() const { return !IsSingleFullGroup(groups, layout.num_layers); }
 };
+
+// The layout quantities a group's block size depends on.
+GroupGeometry GeometryOf(const KvLayout& layout);
 
 inline constexpr size_t kMaxModelIdBytes = 256;
 inline constexpr size_t kMaxSaltBytes = 256;
@@ -63,7 +75,8 @@ absl::StatusOr<uint64_t> BlockBytes(const KvLayout& layout);
 // INVALID_ARGUMENT naming the first offending field, or OK. A spec is valid
 // when every layout field is set, tp_rank < tp_size, the model id is
 // 1..256 bytes, the salt at most 256 bytes, and a block is at most
-// `max_block_bytes`.
+// `max_block_bytes`; a hybrid spec's groups are valid (ValidateLayerGroups,
+// with each group's block at most `max_block_bytes`).
 absl::Status ValidateNamespaceSpec(const NamespaceSpec& spec, uint64_t max_block_bytes);
 
 // 128-bit fingerprint of a namespace spec, written as 32 hex digits.
@@ -73,6 +86,11 @@ class NamespaceId {
   static NamespaceId Of(const NamespaceSpec& spec);
   // INVALID_ARGUMENT unless `hex` is exactly 32 hex digits.
   static absl::StatusOr<NamespaceId> FromHex(absl::string_view hex);
+  // The id under which group `group` of the hybrid namespace `ns` stores its
+  // bytes: a namespace of its own in every tier (index, host, NVMe,
+  // catalog), so each group is held, evicted, persisted and recovered
+  // independently, and never matches another group or namespace.
+  static NamespaceId OfGroup(const NamespaceId& ns, uint32_t group);
 
   // From the two halves written by high() and low() (e.g. in a slot header).
   static NamespaceId FromParts(uint64_t high, uint64_t low) { return NamespaceId(high, low); }

@@ -75,8 +75,8 @@ TEST(NamespaceSpecTest, FingerprintCoversEveryField) {
   }
   // Field boundaries are length-prefixed: moving bytes between the model id
   // and the salt changes the id.
-  const NamespaceSpec a{"ab", Llama8b().layout, "c", "", ""};
-  const NamespaceSpec b{"a", Llama8b().layout, "bc", "", ""};
+  const NamespaceSpec a{"ab", Llama8b().layout, "c", "", "", {}};
+  const NamespaceSpec b{"a", Llama8b().layout, "bc", "", "", {}};
   EXPECT_FALSE(NamespaceId::Of(a) == NamespaceId::Of(b));
   // A tenant is not a salt: the server's binding cannot be forged by a
   // client choosing a salt.

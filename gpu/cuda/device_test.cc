@@ -197,7 +197,7 @@ TEST_F(GpuDeviceTest, RegionCopiesThroughTheGpuTier) {
   o.max_block_bytes = 2 << 20;
   std::unique_ptr<BlockCache> cache = *BlockCache::Create(o, &clock);
   const NamespaceId ns =
-      cache->OpenNamespace({"m", KvLayout{32, 8, 128, DType::kBf16, 16, 0, 1}, "", "", ""})->id;
+      cache->OpenNamespace({"m", KvLayout{32, 8, 128, DType::kBf16, 16, 0, 1}, "", "", "", {}})->id;
   constexpr uint64_t kBlock = 2 << 20;
   auto engine = CudaCopyEngine::Create(0);
   ASSERT_TRUE(engine.ok()) << engine.status();
