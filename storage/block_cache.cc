@@ -105,7 +105,11 @@ BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
         return limits;
       }()),
       namespaces_(options.max_namespaces, &quotas_),
-      host_(std::move(arena), std::move(allocator), &index_, &namespaces_, &counters_) {}
+      host_(std::move(arena), std::move(allocator), &index_, &namespaces_, &counters_),
+      groups_(&index_, &host_) {
+  MutexLock lock(&mu_);
+  host_.set_groups(&groups_);
+}
 
 BlockCache::~BlockCache() {
   {
@@ -124,13 +128,38 @@ absl::StatusOr<OpenNamespaceResult> BlockCache::OpenNamespace(const NamespaceSpe
   RETURN_IF_ERROR(ValidateNamespaceSpec(spec, options_.max_block_bytes));
   NamespaceSpec normalized = spec;
   if (normalized.layout.tp_size == 0) normalized.layout.tp_size = 1;
+  if (!normalized.hybrid()) normalized.groups.clear();
   const NamespaceId id = NamespaceId::Of(normalized);
-  const uint64_t block_bytes = *BlockBytes(normalized.layout);
+  std::vector<uint64_t> group_bytes;
+  uint64_t block_bytes = 0;
+  if (normalized.hybrid()) {
+    for (const LayerGroup& g : normalized.groups) {
+      group_bytes.push_back(*GroupBlockBytes(GeometryOf(normalized.layout), g));
+      block_bytes = std::max(block_bytes, group_bytes.back());
+    }
+  } else {
+    block_bytes = *BlockBytes(normalized.layout);
+  }
   MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(OpenedNamespace opened,
-                   namespaces_.Open(id, std::move(normalized), block_bytes));
-  return OpenNamespaceResult{id, opened.block_bytes, opened.created};
+  ASSIGN_OR_RETURN(OpenedNamespace opened, namespaces_.Open(id, normalized, block_bytes));
+  if (!group_bytes.empty()) {
+    namespaces_.OpenGroups(id, normalized, group_bytes);
+    counters_.group_blocks_unusable += groups_.Open(id, normalized);
+  }
+  return OpenNamespaceResult{id, opened.block_bytes, opened.created, std::move(group_bytes)};
 }
+
+absl::StatusOr<NamespaceId> BlockCache::StorageOf(const NamespaceId& ns,
+                                                  const NamespaceEntry& entry, uint32_t group) {
+  const size_t groups = entry.spec.hybrid() ? entry.spec.groups.size() : 1;
+  if (group >= groups) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group ", group, ": namespace ", ns.ToHex(), " has ", groups, " group(s)"));
+  }
+  return entry.spec.hybrid() ? NamespaceId::OfGroup(ns, group) : ns;
+}
+
+void BlockCache::SweepGroupsLocked() { counters_.group_blocks_unusable += groups_.SweepPending(); }
 
 TenantUsage BlockCache::UsageOf(absl::string_view tenant) {
   MutexLock lock(&mu_);
@@ -179,6 +208,9 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
   MutexLock lock(&mu_);
   ExpireLeasesLocked();
   ASSIGN_OR_RETURN(auto* entry, namespaces_.FindOpen(ns));
+  if (entry->spec.hybrid()) {
+    return LookupHybridLocked(ns, *entry, keys, take_lease, lease_ttl);
+  }
   std::vector<BlockRecord*> matched;
   matched.reserve(keys.size());
   index_.MatchChain(ns, keys, &matched);
@@ -191,6 +223,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
     RETURN_IF_ERROR(quotas_.ChargeLease(tenant, matched.size()));
   }
   LookupResult result;
+  result.matched = static_cast<uint32_t>(matched.size());
   result.blocks.reserve(matched.size());
   for (BlockRecord* rec : matched) {
     index_.Touch(rec);
@@ -232,6 +265,7 @@ void BlockCache::ExpireLeasesLocked() {
     }
     ++counters_.leases_expired;
   }
+  SweepGroupsLocked();
 }
 
 void BlockCache::DropLeaseLocked(std::string id) {
@@ -242,16 +276,20 @@ void BlockCache::DropLeaseLocked(std::string id) {
     index_.DropLease(rec);
     host_.ReleaseIfDead(rec);
   }
+  SweepGroupsLocked();
 }
 
 absl::StatusOr<SlabAllocator::Slot> BlockCache::AllocateLocked(uint64_t size) {
   ExpireLeasesLocked();
-  return host_.Allocate(size);
+  absl::StatusOr<SlabAllocator::Slot> slot = host_.Allocate(size);
+  SweepGroupsLocked();  // what the evictions may have stranded
+  return slot;
 }
 
 void BlockCache::Unpin(BlockRecord* record) {
   MutexLock lock(&mu_);
   host_.Unpin(record);
+  SweepGroupsLocked();  // a useless block a reader pinned may go now
 }
 
 // ---------------------------------------------------------------------------
@@ -287,7 +325,7 @@ void BlockCache::ReleaseHandlesLocked(std::vector<ReadHandle>& handles) {
 }
 
 absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
-    const NamespaceId& ns, absl::Span<const BlockKey> keys, bool verify) {
+    const NamespaceId& ns, absl::Span<const BlockKey> keys, bool verify, uint32_t group) {
   RETURN_IF_ERROR(CheckKeyCount(keys.size()));
   std::vector<BlockRecord*> blocks;
   std::vector<ReadHandle> handles;
@@ -295,13 +333,12 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
   {
     MutexLock lock(&mu_);
     ExpireLeasesLocked();
-    if (absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns); !entry.ok()) {
-      return entry.status();
-    }
+    ASSIGN_OR_RETURN(NamespaceEntry * entry, namespaces_.FindOpen(ns));
+    ASSIGN_OR_RETURN(const NamespaceId storage, StorageOf(ns, *entry, group));
     ASSIGN_OR_RETURN(
         std::vector<BlockRecord*> pinned,
         read_->Pin(
-            ns, keys,
+            storage, keys,
             [this](uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS { return AllocateLocked(size); },
             &promotion));
     blocks = std::move(pinned);
@@ -329,6 +366,7 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
   MutexLock lock(&mu_);
   if (absl::Status s = read_->Finish(blocks, corrupt); !s.ok()) {
     ReleaseHandlesLocked(handles);
+    SweepGroupsLocked();
     return s;
   }
   return handles;
@@ -337,6 +375,7 @@ absl::StatusOr<std::vector<BlockCache::ReadHandle>> BlockCache::Read(
 void BlockCache::ReportChecksumMismatch(const ReadHandle& handle) {
   MutexLock lock(&mu_);
   read_->DropCorrupt(handle.record_);  // the handle's pin keeps the record alive until it goes
+  SweepGroupsLocked();
 }
 
 absl::StatusOr<std::pair<std::vector<BlockView>, uint64_t>> BlockCache::TopBlocks(
@@ -385,6 +424,7 @@ size_t BlockCache::RunMoverOnce() {
   }
   MutexLock lock(&mu_);
   mover_pass_->Balance();
+  SweepGroupsLocked();
   return written;
 }
 
@@ -430,7 +470,18 @@ CacheSnapshot BlockCache::Snapshot(bool scan_for_stranded) {
   snap.blocks = index_.size();
   snap.bytes = namespaces_.total_bytes();
   snap.active_leases = static_cast<uint32_t>(leases_.size());
-  if (scan_for_stranded) snap.stranded_blocks = index_.CountStranded(&snap.stranded_bytes);
+  if (scan_for_stranded) {
+    snap.stranded_blocks = index_.CountStranded(&snap.stranded_bytes);
+    // A hybrid's group bytes that no restorable cut can use (invariant 9).
+    for (const auto& [id, e] : namespaces_.entries()) {
+      const HybridGroups* h = e.group_of ? nullptr : groups_.Find(id);
+      if (h == nullptr) continue;
+      for (const GroupStranded& g : groups_.CountStranded(*h)) {
+        snap.stranded_blocks += g.blocks;
+        snap.stranded_bytes += g.bytes;
+      }
+    }
+  }
   snap.counters = counters_;
   snap.host.capacity_bytes = host_.capacity();
   snap.host.used_bytes = host_.used_bytes();
@@ -447,12 +498,37 @@ CacheSnapshot BlockCache::Snapshot(bool scan_for_stranded) {
   return snap;
 }
 
-std::vector<NamespaceSnapshot> BlockCache::Namespaces() {
+std::vector<NamespaceSnapshot> BlockCache::Namespaces(bool scan_for_stranded) {
   MutexLock lock(&mu_);
   std::vector<NamespaceSnapshot> out;
   for (const auto& [id, e] : namespaces_.entries()) {
-    if (!e.opened) continue;  // recovered blocks not yet claimed by an engine
-    out.push_back(NamespaceSnapshot{id, e.spec, e.block_bytes, e.blocks, e.bytes});
+    // Recovered blocks not yet claimed by an engine; groups (below).
+    if (!e.opened || e.group_of) continue;
+    NamespaceSnapshot snap{id, e.spec, e.block_bytes, e.blocks, e.bytes, {}};
+    if (const HybridGroups* h = groups_.Find(id); h != nullptr && e.spec.hybrid()) {
+      std::vector<GroupStranded> stranded;
+      if (scan_for_stranded) stranded = groups_.CountStranded(*h);
+      for (size_t g = 0; g < h->storage.size(); ++g) {
+        GroupSnapshot gs;
+        gs.kind = h->groups[g].kind;
+        gs.storage_id = h->storage[g];
+        if (const NamespaceEntry* ge = namespaces_.FindAny(h->storage[g])) {
+          gs.block_bytes = ge->block_bytes;
+          gs.blocks = ge->blocks;
+          gs.bytes = ge->bytes;
+        }
+        index_.ForEachIn(h->storage[g],
+                         [&](const BlockRecord& r) { gs.on_nvme_blocks += r.on_nvme; });
+        if (scan_for_stranded) {
+          gs.stranded_blocks = stranded[g].blocks;
+          gs.stranded_bytes = stranded[g].bytes;
+        }
+        snap.blocks += gs.blocks;
+        snap.bytes += gs.bytes;
+        snap.groups.push_back(gs);
+      }
+    }
+    out.push_back(std::move(snap));
   }
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a.id.ToHex() < b.id.ToHex(); });

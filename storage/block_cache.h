@@ -60,6 +60,7 @@
 #include "base/mutex.h"
 #include "storage/block_key.h"
 #include "storage/cache_stats.h"
+#include "storage/group_table.h"
 #include "storage/host_arena.h"
 #include "storage/host_tier.h"
 #include "storage/lease_table.h"
@@ -104,8 +105,11 @@ struct BlockCacheOptions {
 
 struct OpenNamespaceResult {
   NamespaceId id;
-  uint64_t block_bytes = 0;
+  uint64_t block_bytes = 0;  // a hybrid's: its largest group's
   bool created = false;
+  // A hybrid namespace's groups, in spec order: the bytes of one block (or
+  // snapshot) of each. Empty for a namespace without groups.
+  std::vector<uint64_t> group_block_bytes;
 };
 
 struct MatchedBlock {
@@ -116,8 +120,20 @@ struct MatchedBlock {
   bool persisted = false;
 };
 
+// What one group of a hybrid namespace loads for a Lookup's cut: the blocks
+// (or snapshot) of keys [first_key, first_key + blocks.size()).
+struct GroupLoad {
+  uint32_t group = 0;
+  uint32_t first_key = 0;
+  std::vector<MatchedBlock> blocks;
+};
+
 struct LookupResult {
-  std::vector<MatchedBlock> blocks;  // keys[0, blocks.size()) matched
+  // keys[0, matched) hit: the longest cached prefix, or for a hybrid
+  // namespace the longest cut every group can restore.
+  uint32_t matched = 0;
+  std::vector<MatchedBlock> blocks;  // one per matched key; empty for a hybrid
+  std::vector<GroupLoad> groups;     // a hybrid's, one per group; else empty
   std::string lease_id;              // empty when no lease was taken
   absl::Time lease_expiry = absl::InfinitePast();
 };
@@ -126,6 +142,11 @@ struct PutResult {
   uint32_t blocks_stored = 0;
   uint32_t blocks_already_cached = 0;
   uint64_t bytes_stored = 0;
+  // Hybrid namespaces: group blocks stored and then dropped at once because
+  // no restorable cut can use them (e.g. attention blocks past the last
+  // snapshot, window blocks behind every cut), and blocks of other keys
+  // that only those kept.
+  uint32_t blocks_unusable = 0;
 };
 
 // One cached block, as an operator sees it (BlockCache::TopBlocks).
@@ -171,12 +192,27 @@ struct CacheSnapshot {
   NvmeSnapshot nvme;
 };
 
+// One group of a hybrid namespace, as an operator sees it.
+struct GroupSnapshot {
+  GroupKind kind = GroupKind::kFullAttention;
+  NamespaceId storage_id;  // NamespaceId::OfGroup
+  uint64_t block_bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t bytes = 0;
+  uint64_t on_nvme_blocks = 0;
+  // Bytes no restorable cut can use (always 0 unless a sweep was missed);
+  // filled only by a scan (Namespaces(true)).
+  uint64_t stranded_blocks = 0;
+  uint64_t stranded_bytes = 0;
+};
+
 struct NamespaceSnapshot {
   NamespaceId id;
   NamespaceSpec spec;
   uint64_t block_bytes = 0;
-  uint64_t blocks = 0;
+  uint64_t blocks = 0;  // a hybrid's: over its groups
   uint64_t bytes = 0;
+  std::vector<GroupSnapshot> groups;  // a hybrid's, in spec order
 };
 
 class BlockCache {
@@ -213,13 +249,17 @@ class BlockCache {
 
   // Longest cached prefix of `keys`. With take_lease and a non-empty match,
   // pins the matched blocks until Release or expiry (ttl 0 = default).
+  // For a hybrid namespace: the longest cut every group can restore, and
+  // per group what to load for it (LookupResult::groups); the lease pins
+  // exactly those blocks.
   // NOT_FOUND for an unknown namespace; INVALID_ARGUMENT for 0 or too many
   // keys or a ttl above the maximum; RESOURCE_EXHAUSTED past max_leases.
   absl::StatusOr<LookupResult> Lookup(const NamespaceId& ns, absl::Span<const BlockKey> keys,
                                       bool take_lease, absl::Duration lease_ttl);
 
   // Starts an all-or-nothing batch of block writes. NOT_FOUND for an unknown
-  // namespace.
+  // namespace. A batch of a hybrid namespace may carry blocks of all its
+  // groups; they commit together, and then what no cut can use is dropped.
   absl::StatusOr<std::unique_ptr<PutBatch>> BeginPut(const NamespaceId& ns);
 
   // Pins and verifies the blocks of `keys`, in order. NOT_FOUND if one is
@@ -227,8 +267,10 @@ class BlockCache {
   // returned then. With verify = false the host copies are not checked here:
   // the caller must check every byte it uses against ReadHandle::checksum()
   // (e.g. while copying them) and call ReportChecksumMismatch on a mismatch.
+  // `group`: which group's bytes of a hybrid namespace (0 otherwise).
   absl::StatusOr<std::vector<ReadHandle>> Read(const NamespaceId& ns,
-                                               absl::Span<const BlockKey> keys, bool verify = true);
+                                               absl::Span<const BlockKey> keys, bool verify = true,
+                                               uint32_t group = 0);
 
   // Largest block of an open namespace; NOT_FOUND if it is not open.
   absl::StatusOr<uint64_t> NamespaceBlockBytes(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);
@@ -276,7 +318,9 @@ class BlockCache {
   // Counters and sizes. `scan_for_stranded` also counts stranded blocks, an
   // O(blocks) self-check under the lock (always 0 unless the index is broken).
   CacheSnapshot Snapshot(bool scan_for_stranded = false);
-  std::vector<NamespaceSnapshot> Namespaces();
+  // `scan_for_stranded`: also the stranded bytes of each hybrid's groups
+  // (an O(blocks) self-check under the lock, always 0 unless broken).
+  std::vector<NamespaceSnapshot> Namespaces(bool scan_for_stranded = false);
   const BlockCacheOptions& options() const { return options_; }
 
   // Endurance accounting per NVMe device (empty when the tier is off). Reads
@@ -305,6 +349,9 @@ class BlockCache {
   TransferMeter& host_meter() { return host_meter_; }
   TransferMeter& nvme_meter() { return nvme_meter_; }
 
+  // Whether `group` of `ns` holds `key` (any tier), without touching it.
+  bool HoldsForTesting(const NamespaceId& ns, uint32_t group, const BlockKey& key)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Writable bytes of a cached block, to simulate corruption in tests.
   absl::StatusOr<absl::Span<uint8_t>> MutableBytesForTesting(const NamespaceId& ns,
                                                              const BlockKey& key);
@@ -326,6 +373,29 @@ class BlockCache {
   // boundedly to make room: HostTier::Allocate).
   absl::StatusOr<SlabAllocator::Slot> AllocateLocked(uint64_t size)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Lookup's work for a hybrid namespace (block_cache_groups.cc).
+  absl::StatusOr<LookupResult> LookupHybridLocked(const NamespaceId& ns,
+                                                  const NamespaceEntry& entry,
+                                                  absl::Span<const BlockKey> keys, bool take_lease,
+                                                  absl::Duration lease_ttl)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Delete of a hybrid namespace, checked and planned (block_cache_groups.cc):
+  // the keys named and (recursive) their descendants leave every group.
+  struct GroupRemoval {
+    NamespaceId storage;
+    std::vector<BlockKey> order;  // children first
+  };
+  absl::StatusOr<std::vector<GroupRemoval>> PlanHybridDeleteLocked(const NamespaceId& ns,
+                                                                   absl::Span<const BlockKey> keys,
+                                                                   bool recursive)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the stranding sweeps that removals since the last one call for.
+  void SweepGroupsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The storage id of `group` of the open namespace `entry` (`ns` itself
+  // for group 0 of a namespace without groups); INVALID_ARGUMENT for a
+  // group it does not have.
+  static absl::StatusOr<NamespaceId> StorageOf(const NamespaceId& ns, const NamespaceEntry& entry,
+                                               uint32_t group);
   void ReleaseHandlesLocked(std::vector<ReadHandle>& handles) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unpin(BlockRecord* record) ABSL_LOCKS_EXCLUDED(mu_);
   uint8_t* SlotData(const SlabAllocator::Slot& slot) const { return arena_.data() + slot.offset; }
@@ -351,6 +421,7 @@ class BlockCache {
   NamespaceTable namespaces_ ABSL_GUARDED_BY(mu_);
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   HostTier host_ ABSL_GUARDED_BY(mu_);
+  GroupTable groups_ ABSL_GUARDED_BY(mu_);
   // NVMe tier (null when off) and the pieces that use it; the pointers are
   // fixed after Create. Their calls hold mu_ except the phases each header
   // names as unlocked (NVMe and catalog I/O, checksum verification).
@@ -397,6 +468,7 @@ class BlockCache::PutBatch {
   PutBatch& operator=(const PutBatch&) = delete;
 
   const NamespaceId& ns() const { return ns_; }
+  // The largest block the namespace (any of its groups) takes.
   uint64_t block_bytes() const { return block_bytes_; }
 
   // INVALID_ARGUMENT: previous block incomplete, size 0 or above the
@@ -404,7 +476,11 @@ class BlockCache::PutBatch {
   // FAILED_PRECONDITION: parent neither cached nor earlier in the batch.
   // ALREADY_EXISTS: key cached with another parent or another size.
   // RESOURCE_EXHAUSTED: no room even after evicting every evictable block.
-  absl::Status StartBlock(const BlockKey& key, const BlockKey& parent, uint64_t size);
+  // `group`: which group of a hybrid namespace the block belongs to (0
+  // otherwise; INVALID_ARGUMENT for a group the namespace lacks). Blocks of
+  // sliding-window and recurrent groups are stored without their parent.
+  absl::Status StartBlock(const BlockKey& key, const BlockKey& parent, uint64_t size,
+                          uint32_t group = 0);
   // INVALID_ARGUMENT if no block is open or data overruns the block.
   // `may_vanish`: memory around `data` that its owner may shrink under the
   // daemon (a client's shared-memory file); reading a vanished page fails
@@ -419,7 +495,8 @@ class BlockCache::PutBatch {
   // end the batch (nothing of it was staged). A landing block is not trusted until
   // KeepVerifiedPrefix has checked it.
   absl::StatusOr<absl::Span<uint8_t>> StartLanding(const BlockKey& key, const BlockKey& parent,
-                                                   uint64_t size, uint64_t checksum);
+                                                   uint64_t size, uint64_t checksum,
+                                                   uint32_t group = 0);
   // Blocks [0, received) have landed. Verifies each landing block's bytes
   // against its checksum, in order, and keeps only the blocks before the
   // first mismatch (and before `received`): the rest leave the batch. Their
@@ -437,7 +514,15 @@ class BlockCache::PutBatch {
 
  private:
   friend class BlockCache;
+  // Where a group's blocks go: its storage id, block size, and whether its
+  // blocks chain to their parents (full attention) or stand alone.
+  struct Target {
+    NamespaceId storage;
+    uint64_t block_bytes = 0;
+    bool chained = true;
+  };
   struct Staged {
+    uint32_t group = 0;
     BlockKey key;
     BlockKey parent;
     uint64_t size = 0;
@@ -447,20 +532,28 @@ class BlockCache::PutBatch {
     bool landing = false;   // filled by StartLanding's caller, not Append
     bool verified = false;  // landing: checked by KeepVerifiedPrefix
   };
-  PutBatch(BlockCache* cache, const NamespaceId& ns, uint64_t block_bytes, std::string tenant)
-      : cache_(cache), ns_(ns), block_bytes_(block_bytes), tenant_(std::move(tenant)) {}
+  PutBatch(BlockCache* cache, const NamespaceId& ns, uint64_t block_bytes, std::string tenant,
+           std::vector<Target> targets, bool hybrid)
+      : cache_(cache),
+        ns_(ns),
+        block_bytes_(block_bytes),
+        tenant_(std::move(tenant)),
+        targets_(std::move(targets)),
+        hybrid_(hybrid) {}
   absl::Status Fail(absl::Status status);
   // StartBlock's work, without ending the batch on error.
-  absl::Status Reserve(const BlockKey& key, const BlockKey& parent, uint64_t size);
+  absl::Status Reserve(const BlockKey& key, const BlockKey& parent, uint64_t size, uint32_t group);
   void ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache_->mu_);
 
   BlockCache* const cache_;
   const NamespaceId ns_;
   const uint64_t block_bytes_;
-  const std::string tenant_;     // charged for the slots this batch reserves
+  const std::string tenant_;           // charged for the slots this batch reserves
+  const std::vector<Target> targets_;  // per group; one for a namespace without
+  const bool hybrid_;
   uint64_t reserved_bytes_ = 0;  // charged to tenant_ until the batch ends
   std::vector<Staged> staged_;
-  absl::flat_hash_map<BlockKey, size_t> staged_index_;
+  absl::flat_hash_map<std::pair<uint32_t, BlockKey>, size_t> staged_index_;  // (group, key)
   // Cached blocks this batch depends on (parents, already-cached keys),
   // pinned once each until the batch ends.
   std::vector<BlockRecord*> pinned_;

@@ -19,28 +19,45 @@ namespace kvtier {
 
 absl::StatusOr<CloseResult> BlockCache::CloseNamespace(const NamespaceId& ns, bool drop_blocks) {
   CloseResult result;
-  std::vector<BlockKey> order;  // drop_blocks: children first
+  // Where the blocks are: the namespace, or each group of a hybrid one.
+  std::vector<NamespaceId> storage;
+  std::vector<std::vector<BlockKey>> orders;  // drop_blocks: children first
   {
     MutexLock lock(&mu_);
     absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns);
     if (!entry.ok()) return entry.status();
+    if ((*entry)->spec.hybrid()) {
+      for (uint32_t g = 0; g < (*entry)->spec.groups.size(); ++g) {
+        storage.push_back(NamespaceId::OfGroup(ns, g));
+      }
+    } else {
+      storage.push_back(ns);
+    }
     std::vector<std::string> ended = leases_.IdsIn(ns);
     for (std::string& id : ended) DropLeaseLocked(std::move(id));
     result.leases_released = static_cast<uint32_t>(ended.size());
-    namespaces_.Close(ns);  // erases it now if it holds no blocks
+    namespaces_.Close(ns);  // erases it (and its groups) now if it holds no blocks
     if (drop_blocks) {
       // Only this namespace's blocks: O(its blocks), never a scan of all.
-      std::vector<BlockRecord*> doomed;
-      PostOrderLocked(index_.Roots(ns), /*may_nest=*/false, &doomed);
-      order.reserve(doomed.size());
-      for (BlockRecord* rec : doomed) order.push_back(rec->key);
+      for (const NamespaceId& id : storage) {
+        std::vector<BlockRecord*> doomed;
+        PostOrderLocked(index_.Roots(id), /*may_nest=*/false, &doomed);
+        std::vector<BlockKey>& order = orders.emplace_back();
+        order.reserve(doomed.size());
+        for (BlockRecord* rec : doomed) order.push_back(rec->key);
+      }
     }
   }
   // In batches, as Delete; a concurrent re-open of the namespace ends it.
-  result.blocks_dropped = RemoveInBatches(ns, order, /*stop_if_opened=*/true).blocks_deleted;
+  for (size_t i = 0; i < orders.size(); ++i) {
+    result.blocks_dropped +=
+        RemoveInBatches(storage[i], orders[i], /*stop_if_opened=*/true).blocks_deleted;
+  }
   MutexLock lock(&mu_);
-  const NamespaceEntry* left = namespaces_.FindAny(ns);
-  result.blocks_kept = left == nullptr ? 0 : left->blocks;
+  for (const NamespaceId& id : storage) {
+    const NamespaceEntry* left = namespaces_.FindAny(id);
+    result.blocks_kept += left == nullptr ? 0 : left->blocks;
+  }
   return result;
 }
 
@@ -50,12 +67,28 @@ absl::StatusOr<DeleteResult> BlockCache::Delete(const NamespaceId& ns,
   // Phase 1, in one short hold of the lock: validate the whole request and
   // list what goes, children before parents. O(blocks deleted).
   std::vector<BlockKey> order;
+  std::vector<GroupRemoval> hybrid;  // a hybrid namespace's, per group
   {
     MutexLock lock(&mu_);
     ExpireLeasesLocked();
-    if (absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns); !entry.ok()) {
-      return entry.status();
+    ASSIGN_OR_RETURN(NamespaceEntry * entry, namespaces_.FindOpen(ns));
+    if (entry->spec.hybrid()) {
+      ASSIGN_OR_RETURN(hybrid, PlanHybridDeleteLocked(ns, keys, recursive));
     }
+  }
+  if (!hybrid.empty()) {
+    DeleteResult result;
+    for (const GroupRemoval& r : hybrid) {
+      DeleteResult part = RemoveInBatches(r.storage, r.order, /*stop_if_opened=*/false);
+      result.blocks_deleted += part.blocks_deleted;
+      result.bytes_freed += part.bytes_freed;
+    }
+    return result;
+  }
+  {
+    MutexLock lock(&mu_);
+    ExpireLeasesLocked();
+    RETURN_IF_ERROR(namespaces_.FindOpen(ns).status());
     std::vector<BlockRecord*> roots;
     absl::flat_hash_set<BlockRecord*> named;
     named.reserve(keys.size());
@@ -149,6 +182,7 @@ DeleteResult BlockCache::RemoveInBatches(const NamespaceId& ns, absl::Span<const
     }
     result.blocks_deleted += removed;
     counters_.blocks_deleted += removed;
+    SweepGroupsLocked();
   }
   return result;
 }
@@ -161,8 +195,15 @@ EvictResult BlockCache::Evict(const std::optional<NamespaceId>& ns, size_t max_b
   // no per-block depth walk.
   uint64_t in_scope = 0;
   std::vector<BlockRecord*> leaves;
+  // A hybrid namespace's blocks are its groups'.
+  absl::flat_hash_set<NamespaceId> scope;
+  if (ns.has_value()) {
+    scope.insert(*ns);
+    if (const HybridGroups* h = groups_.Find(*ns))
+      scope.insert(h->storage.begin(), h->storage.end());
+  }
   index_.ForEachMutable([&](BlockRecord& r) {
-    if (ns.has_value() && !(r.ns == *ns)) return;
+    if (ns.has_value() && !scope.contains(r.ns)) return;
     ++in_scope;
     if (r.children().empty() && !r.pinned()) leaves.push_back(&r);
   });
@@ -180,8 +221,13 @@ EvictResult BlockCache::Evict(const std::optional<NamespaceId>& ns, size_t max_b
     }
     if (result.blocks_evicted >= max_blocks) break;
   }
-  result.blocks_left = in_scope - result.blocks_evicted;
   counters_.blocks_deleted += result.blocks_evicted;
+  // Group bytes that only the evicted blocks' cuts used go too.
+  const uint64_t before = counters_.group_blocks_unusable;
+  SweepGroupsLocked();
+  const uint64_t swept = counters_.group_blocks_unusable - before;
+  result.blocks_evicted += swept;
+  result.blocks_left = in_scope - std::min(in_scope, result.blocks_evicted);
   return result;
 }
 

@@ -45,6 +45,9 @@ struct CacheCounters {
   uint64_t nvme_read_failures = 0;  // I/O errors and slots that failed verification
   uint64_t recovered_blocks = 0;
   uint64_t recovery_dropped = 0;  // catalog entries dropped at start (orphans, bad slots)
+  // Hybrid namespaces: group blocks dropped because no restorable cut could
+  // use them any more (invariant 9), after a Put or a removal.
+  uint64_t group_blocks_unusable = 0;
 };
 
 struct TierSnapshot {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "storage/group_table.h"
 #include "storage/nvme/nvme_tier.h"
 
 namespace kvtier {
@@ -108,6 +109,7 @@ void HostTier::Remove(BlockRecord* record) {
     blocks_ -= 1;
   }
   if (record->on_nvme) nvme_->Forget(*record);
+  if (groups_ != nullptr) groups_->NoteRemoved(*record);
   std::unique_ptr<BlockRecord> owned = index_->Remove(record);
   if (owned->pinned()) {
     removed_pinned_.emplace(owned.get(), std::move(owned));

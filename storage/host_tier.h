@@ -31,6 +31,7 @@
 
 namespace kvtier {
 
+class GroupTable;
 class NvmeTier;
 
 class HostTier {
@@ -46,6 +47,8 @@ class HostTier {
 
   // The NVMe tier whose accounting Remove updates (not owned; null: off).
   void set_nvme(NvmeTier* nvme) { nvme_ = nvme; }
+  // The hybrid namespaces' groups, told of every removed record (not owned).
+  void set_groups(GroupTable* groups) { groups_ = groups; }
 
   absl::Span<uint8_t> arena() const { return {arena_->data(), arena_->size()}; }
   uint8_t* SlotData(const Slot& slot) const { return arena_->data() + slot.offset; }
@@ -94,6 +97,7 @@ class HostTier {
   NamespaceTable* const namespaces_;
   CacheCounters* const counters_;
   NvmeTier* nvme_ = nullptr;
+  GroupTable* groups_ = nullptr;
   // Blocks removed from the index while pinned; freed at their last unpin.
   absl::flat_hash_map<BlockRecord*, std::unique_ptr<BlockRecord>> removed_pinned_;
   uint64_t stored_bytes_ = 0;

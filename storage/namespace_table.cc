@@ -38,13 +38,27 @@ absl::StatusOr<OpenedNamespace> NamespaceTable::Open(const NamespaceId& id, Name
   }
   spdlog::info("opened namespace {} (model '{}', {} bytes per block)", id.ToHex(), spec.model_id,
                block_bytes);
-  entries_.emplace(id, NamespaceEntry{std::move(spec), block_bytes, 0, 0, true});
+  entries_.emplace(id,
+                   NamespaceEntry{std::move(spec), block_bytes, 0, 0, true, true, std::nullopt});
   return OpenedNamespace{block_bytes, true};
+}
+
+void NamespaceTable::OpenGroups(const NamespaceId& id, const NamespaceSpec& spec,
+                                const std::vector<uint64_t>& block_bytes) {
+  for (uint32_t g = 0; g < block_bytes.size(); ++g) {
+    NamespaceEntry& e = entries_[NamespaceId::OfGroup(id, g)];
+    e.spec = spec;
+    e.block_bytes = block_bytes[g];
+    e.opened = true;
+    e.group_of = GroupOf{id, g};
+  }
 }
 
 absl::StatusOr<NamespaceEntry*> NamespaceTable::FindOpen(const NamespaceId& id) {
   auto it = entries_.find(id);
-  if (it == entries_.end() || !it->second.opened) return NamespaceNotOpenError(id);
+  if (it == entries_.end() || !it->second.opened || it->second.group_of.has_value()) {
+    return NamespaceNotOpenError(id);
+  }
   return &it->second;
 }
 
@@ -59,9 +73,16 @@ void NamespaceTable::Close(const NamespaceId& id) {
   it->second.opened = false;
   quotas_->RefundNamespace(it->second.spec.tenant);
   spdlog::info("closed namespace {} (model '{}')", id.ToHex(), it->second.spec.model_id);
+  const size_t groups = it->second.spec.hybrid() ? it->second.spec.groups.size() : 0;
   // As for a namespace known only from recovery: it goes with its last
   // block, or now if it holds none.
   if (it->second.blocks == 0) entries_.erase(it);
+  for (uint32_t g = 0; g < groups; ++g) {
+    auto group = entries_.find(NamespaceId::OfGroup(id, g));
+    if (group == entries_.end()) continue;
+    group->second.opened = false;
+    if (group->second.blocks == 0) entries_.erase(group);
+  }
 }
 
 absl::Status NamespaceTable::SetNvmeAdmission(const NamespaceId& id, bool admit) {
@@ -101,8 +122,9 @@ void NamespaceTable::RemoveBlock(const NamespaceId& id, uint64_t bytes) {
 }
 
 size_t NamespaceTable::open_count() const {
-  return static_cast<size_t>(std::count_if(entries_.begin(), entries_.end(),
-                                           [](const auto& e) { return e.second.opened; }));
+  return static_cast<size_t>(std::count_if(entries_.begin(), entries_.end(), [](const auto& e) {
+    return e.second.opened && !e.second.group_of;
+  }));
 }
 
 }  // namespace kvtier

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -23,6 +24,17 @@
 
 namespace kvtier {
 
+// A group entry's place: group `index` of the hybrid namespace `hybrid`.
+struct GroupOf {
+  NamespaceId hybrid;
+  uint32_t index = 0;
+};
+
+// A hybrid namespace (NamespaceSpec::hybrid) has an entry of its own, which
+// engines address and which holds no blocks, and one group entry per group
+// under NamespaceId::OfGroup, which holds that group's blocks and counts. A
+// group entry is internal: FindOpen does not return it, it takes no place
+// in the limits, and it is open while its hybrid is.
 struct NamespaceEntry {
   NamespaceSpec spec;
   uint64_t block_bytes = 0;
@@ -31,7 +43,8 @@ struct NamespaceEntry {
   // False for a namespace known only from recovered NVMe blocks, or closed
   // with blocks left.
   bool opened = true;
-  bool nvme_admit = true;  // see BlockCache::SetNvmeAdmission
+  bool nvme_admit = true;           // see BlockCache::SetNvmeAdmission
+  std::optional<GroupOf> group_of;  // set for a group entry
 };
 
 struct OpenedNamespace {
@@ -51,12 +64,18 @@ class NamespaceTable {
   // past max_namespaces or the tenant's share.
   absl::StatusOr<OpenedNamespace> Open(const NamespaceId& id, NamespaceSpec spec,
                                        uint64_t block_bytes);
-  // The namespace if open; NOT_FOUND (NamespaceNotOpenError) otherwise.
+  // Opens (or re-opens) the group entries of the hybrid namespace `id`,
+  // opened just before: `block_bytes[g]` for group g. No limit applies.
+  void OpenGroups(const NamespaceId& id, const NamespaceSpec& spec,
+                  const std::vector<uint64_t>& block_bytes);
+  // The namespace if open (a group entry never is); NOT_FOUND
+  // (NamespaceNotOpenError) otherwise.
   absl::StatusOr<NamespaceEntry*> FindOpen(const NamespaceId& id);
   // The namespace open or not; nullptr if unknown.
   NamespaceEntry* FindAny(const NamespaceId& id);
-  // Closes an open namespace (refunds its tenant); erases it if it holds no
-  // blocks. The caller checked that it is open.
+  // Closes an open namespace (refunds its tenant), and the group entries of
+  // a hybrid one; erases each entry that holds no blocks. The caller checked
+  // that it is open.
   void Close(const NamespaceId& id);
   // NOT_FOUND if unknown (open or not).
   absl::Status SetNvmeAdmission(const NamespaceId& id, bool admit);
@@ -69,7 +88,7 @@ class NamespaceTable {
   void AddRecoveredBlock(const NamespaceId& id, uint64_t bytes);
   void RemoveBlock(const NamespaceId& id, uint64_t bytes);
 
-  size_t open_count() const;                             // the namespaces an engine opened
+  size_t open_count() const;  // the namespaces an engine opened (not group entries)
   uint64_t total_bytes() const { return total_bytes_; }  // over all entries
   const absl::flat_hash_map<NamespaceId, NamespaceEntry>& entries() const { return entries_; }
 

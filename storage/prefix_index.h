@@ -220,6 +220,13 @@ class PrefixIndex {
       for (const auto& [k, rec] : table.blocks) fn(static_cast<const BlockRecord&>(*rec));
     }
   }
+  // The blocks of one namespace.
+  template <typename Fn>
+  void ForEachIn(const NamespaceId& ns, Fn&& fn) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    auto it = tables_.find(ns);
+    if (it == tables_.end()) return;
+    for (const auto& [k, rec] : it->second.blocks) fn(static_cast<const BlockRecord&>(*rec));
+  }
   template <typename Fn>
   void ForEachMutable(Fn&& fn) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (auto& [ns, table] : tables_) {

@@ -20,7 +20,20 @@ namespace kvtier {
 absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> BlockCache::BeginPut(const NamespaceId& ns) {
   MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto* entry, namespaces_.FindOpen(ns));
-  return std::unique_ptr<PutBatch>(new PutBatch(this, ns, entry->block_bytes, entry->spec.tenant));
+  std::vector<PutBatch::Target> targets;
+  const bool hybrid = entry->spec.hybrid();
+  if (!hybrid) {
+    targets.push_back({ns, entry->block_bytes, true});
+  } else {
+    for (uint32_t g = 0; g < entry->spec.groups.size(); ++g) {
+      const NamespaceId storage = NamespaceId::OfGroup(ns, g);
+      const NamespaceEntry* group = namespaces_.FindAny(storage);
+      targets.push_back(
+          {storage, group->block_bytes, entry->spec.groups[g].kind == GroupKind::kFullAttention});
+    }
+  }
+  return std::unique_ptr<PutBatch>(
+      new PutBatch(this, ns, entry->block_bytes, entry->spec.tenant, std::move(targets), hybrid));
 }
 
 BlockCache::PutBatch::~PutBatch() {
@@ -48,31 +61,39 @@ absl::Status BlockCache::PutBatch::Fail(absl::Status status) {
 }
 
 absl::Status BlockCache::PutBatch::StartBlock(const BlockKey& key, const BlockKey& parent,
-                                              uint64_t size) {
-  absl::Status st = Reserve(key, parent, size);
+                                              uint64_t size, uint32_t group) {
+  absl::Status st = Reserve(key, parent, size, group);
   if (!st.ok()) dead_ = true;
   return st;
 }
 
-absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& parent,
-                                           uint64_t size) {
+absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& given_parent,
+                                           uint64_t size, uint32_t group) {
   if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
+  if (group >= targets_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("block ", key.ToHex(), " names group ", group,
+                                                   "; the namespace has ", targets_.size(),
+                                                   hybrid_ ? " groups" : " (it has no groups)"));
+  }
+  const Target& target = targets_[group];
+  // Window blocks and snapshots stand alone: their place is their key's.
+  const BlockKey parent = target.chained ? given_parent : BlockKey();
   if (!staged_.empty() && staged_.back().filled != staged_.back().size) {
     const Staged& prev = staged_.back();
     return absl::InvalidArgumentError(absl::StrCat("block ", prev.key.ToHex(), " ended after ",
                                                    prev.filled, " of its ", prev.size, " bytes"));
   }
-  if (size == 0 || size > block_bytes_) {
-    return absl::InvalidArgumentError(absl::StrCat("block ", key.ToHex(), " declares ", size,
-                                                   " bytes; blocks in this "
-                                                   "namespace are 1..",
-                                                   block_bytes_, " bytes"));
+  if (size == 0 || size > target.block_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block ", key.ToHex(), " declares ", size, " bytes; blocks in this ",
+                     hybrid_ ? absl::StrCat("group (", group, ")") : std::string("namespace"),
+                     " are 1..", target.block_bytes, " bytes"));
   }
   if (key == parent) {
     return absl::InvalidArgumentError(
         absl::StrCat("block ", key.ToHex(), " names itself as its parent"));
   }
-  if (staged_index_.contains(key)) {
+  if (staged_index_.contains({group, key})) {
     return absl::InvalidArgumentError(
         absl::StrCat("block ", key.ToHex(), " appears twice in one Put"));
   }
@@ -83,8 +104,8 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
     index.AddRef(rec);
     pinned_.push_back(rec);
   };
-  if (!parent.empty() && !staged_index_.contains(parent)) {
-    BlockRecord* p = index.Find(ns_, parent);
+  if (!parent.empty() && !staged_index_.contains({group, parent})) {
+    BlockRecord* p = index.Find(target.storage, parent);
     if (p == nullptr) {
       return absl::FailedPreconditionError(
           absl::StrCat("parent ", parent.ToHex(), " of block ", key.ToHex(),
@@ -92,8 +113,8 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
     }
     pin(p);
   }
-  Staged staged{key, parent, size, 0, std::nullopt, 0};
-  if (BlockRecord* existing = index.Find(ns_, key); existing != nullptr) {
+  Staged staged{group, key, parent, size, 0, std::nullopt, 0};
+  if (BlockRecord* existing = index.Find(target.storage, key); existing != nullptr) {
     if (existing->parent_key != parent) {
       return absl::AlreadyExistsError(
           absl::StrCat("block ", key.ToHex(), " is cached with parent '",
@@ -116,7 +137,7 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
     reserved_bytes_ += size;
     staged.slot = *slot;
   }
-  staged_index_.emplace(key, staged_.size());
+  staged_index_.emplace(std::make_pair(group, key), staged_.size());
   staged_.push_back(staged);
   hasher_.Reset();
   return absl::OkStatus();
@@ -156,14 +177,12 @@ absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data,
   return absl::OkStatus();
 }
 
-absl::StatusOr<absl::Span<uint8_t>> BlockCache::PutBatch::StartLanding(const BlockKey& key,
-                                                                       const BlockKey& parent,
-                                                                       uint64_t size,
-                                                                       uint64_t checksum) {
+absl::StatusOr<absl::Span<uint8_t>> BlockCache::PutBatch::StartLanding(
+    const BlockKey& key, const BlockKey& parent, uint64_t size, uint64_t checksum, uint32_t group) {
   if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
   // A refused landing leaves the batch usable: the blocks before it can
   // still be received and committed.
-  RETURN_IF_ERROR(Reserve(key, parent, size));
+  RETURN_IF_ERROR(Reserve(key, parent, size, group));
   Staged& s = staged_.back();
   s.filled = s.size;
   s.landing = true;
@@ -192,7 +211,7 @@ size_t BlockCache::PutBatch::KeepVerifiedPrefix(size_t received) {
   }
   for (size_t i = keep; i < staged_.size(); ++i) {
     if (staged_[i].slot.has_value()) held_.push_back(*staged_[i].slot);
-    staged_index_.erase(staged_[i].key);
+    staged_index_.erase({staged_[i].group, staged_[i].key});
   }
   staged_.resize(keep);
   return keep;
@@ -223,7 +242,8 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
   std::vector<bool> skip(staged_.size(), false);
   for (size_t i = 0; i < staged_.size(); ++i) {
     const Staged& s = staged_[i];
-    BlockRecord* now = index.Find(ns_, s.key);
+    const NamespaceId& storage = targets_[s.group].storage;
+    BlockRecord* now = index.Find(storage, s.key);
     if (!s.slot.has_value() && now == nullptr) {
       return Fail(absl::AbortedError(
           absl::StrCat("cached block ", s.key.ToHex(), " was dropped during the Put; retry")));
@@ -235,14 +255,15 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
       }
       skip[i] = true;  // a concurrent Put stored the same block first
     }
-    if (!s.parent.empty() && !staged_index_.contains(s.parent) &&
-        index.Find(ns_, s.parent) == nullptr) {
+    if (!s.parent.empty() && !staged_index_.contains({s.group, s.parent}) &&
+        index.Find(storage, s.parent) == nullptr) {
       return Fail(absl::AbortedError(
           absl::StrCat("parent ", s.parent.ToHex(), " was dropped during the Put; retry")));
     }
   }
   PutResult result;
-  NamespaceEntry* entry = *cache_->namespaces_.FindOpen(ns_);
+  std::vector<std::pair<uint64_t, uint64_t>> per_group(targets_.size());  // blocks, bytes
+  std::vector<BlockKey> committed;
   for (size_t i = 0; i < staged_.size(); ++i) {
     Staged& s = staged_[i];
     if (!s.slot.has_value() || skip[i]) {
@@ -250,7 +271,7 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
       continue;
     }
     auto rec = std::make_unique<BlockRecord>();
-    rec->ns = ns_;
+    rec->ns = targets_[s.group].storage;
     rec->key = s.key;
     rec->parent_key = s.parent;
     rec->size = s.size;
@@ -265,12 +286,24 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
     s.slot.reset();  // now owned by the index
     ++result.blocks_stored;
     result.bytes_stored += s.size;
+    per_group[s.group].first += 1;
+    per_group[s.group].second += s.size;
+    if (hybrid_) committed.push_back(s.key);
   }
-  cache_->namespaces_.AddBlocks(entry, result.blocks_stored, result.bytes_stored);
+  for (size_t g = 0; g < targets_.size(); ++g) {
+    if (per_group[g].first == 0) continue;
+    cache_->namespaces_.AddBlocks(cache_->namespaces_.FindAny(targets_[g].storage),
+                                  per_group[g].first, per_group[g].second);
+  }
   cache_->host_.AddBlocks(result.blocks_stored, result.bytes_stored);
   cache_->counters_.blocks_put += result.blocks_stored;
   cache_->counters_.bytes_put += result.bytes_stored;
   ReleaseLocked();
+  if (hybrid_) {
+    // What the batch stored that no cut can use goes now (its pins are gone).
+    result.blocks_unusable = static_cast<uint32_t>(cache_->groups_.AfterCommit(ns_, committed));
+    cache_->SweepGroupsLocked();
+  }
   return result;
 }
 

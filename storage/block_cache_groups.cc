@@ -1,0 +1,134 @@
+// BlockCache's Lookup of a hybrid namespace: the longest cut every layer
+// group can restore (storage/group_table.h), per group what to load for it,
+// and a lease over exactly those blocks.
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "storage/block_cache.h"
+
+namespace kvtier {
+
+absl::StatusOr<LookupResult> BlockCache::LookupHybridLocked(const NamespaceId& ns,
+                                                            const NamespaceEntry& entry,
+                                                            absl::Span<const BlockKey> keys,
+                                                            bool take_lease,
+                                                            absl::Duration lease_ttl) {
+  const HybridGroups* h = groups_.Find(ns);
+  if (h == nullptr) {  // unreachable: opening a hybrid registers its groups
+    return absl::InternalError(absl::StrCat("hybrid namespace ", ns.ToHex(), " has no groups"));
+  }
+  HybridMatch m = groups_.Match(*h, keys);
+  size_t pinned = 0;
+  for (const auto& recs : m.records) pinned += recs.size();
+  const bool lease = take_lease && m.cut > 0;
+  if (lease) {
+    if (leases_.size() >= options_.max_leases) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(leases_.size(), " leases are held (max_leases); release some"));
+    }
+    RETURN_IF_ERROR(quotas_.ChargeLease(entry.spec.tenant, pinned));
+  }
+  LookupResult result;
+  result.matched = static_cast<uint32_t>(m.cut);
+  result.groups.resize(m.records.size());
+  std::vector<BlockRecord*> leased;
+  if (lease) leased.reserve(pinned);
+  for (size_t g = 0; g < m.records.size(); ++g) {
+    GroupLoad& load = result.groups[g];
+    load.group = static_cast<uint32_t>(g);
+    load.first_key = static_cast<uint32_t>(m.ranges[g].begin);
+    load.blocks.reserve(m.records[g].size());
+    for (BlockRecord* rec : m.records[g]) {
+      index_.Touch(rec);
+      ++rec->uses;
+      load.blocks.push_back(MatchedBlock{rec->key, rec->size, rec->in_host, rec->on_nvme});
+      if (lease) leased.push_back(rec);
+    }
+  }
+  counters_.lookup_keys += keys.size();
+  counters_.lookup_hits += m.cut;
+  if (lease) {
+    const absl::Duration ttl =
+        lease_ttl == absl::ZeroDuration() ? options_.default_lease_ttl : lease_ttl;
+    for (BlockRecord* rec : leased) index_.AddLease(rec);
+    result.lease_expiry = clock_->Now() + ttl;
+    result.lease_id =
+        leases_.Add(Lease{std::move(leased), result.lease_expiry, entry.spec.tenant, ns});
+    ++counters_.leases_taken;
+  }
+  return result;
+}
+
+}  // namespace kvtier
+
+namespace kvtier {
+
+absl::StatusOr<std::vector<BlockCache::GroupRemoval>> BlockCache::PlanHybridDeleteLocked(
+    const NamespaceId& ns, absl::Span<const BlockKey> keys, bool recursive) {
+  const HybridGroups* h = groups_.Find(ns);
+  if (h == nullptr) {
+    return absl::InternalError(absl::StrCat("hybrid namespace ", ns.ToHex(), " has no groups"));
+  }
+  // The doomed keys: those named, and below them on each full-attention
+  // chain their cached descendants (recursive) or nothing (else refused).
+  absl::flat_hash_set<BlockKey> doomed_keys(keys.begin(), keys.end());
+  std::vector<GroupRemoval> plan(h->storage.size());
+  for (size_t g = 0; g < h->storage.size(); ++g) {
+    plan[g].storage = h->storage[g];
+    if (h->rules[g].kind != GroupKind::kFullAttention) continue;
+    std::vector<BlockRecord*> roots;
+    for (const BlockKey& key : keys) {
+      if (BlockRecord* rec = index_.Find(h->storage[g], key)) roots.push_back(rec);
+    }
+    std::vector<BlockRecord*> doomed;
+    PostOrderLocked(roots, /*may_nest=*/true, &doomed);
+    for (BlockRecord* rec : doomed) {
+      if (!recursive && !doomed_keys.contains(rec->key)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("block ", rec->parent->key.ToHex(), " has cached child ", rec->key.ToHex(),
+                         " in group ", g, "; delete it too or set recursive"));
+      }
+      plan[g].order.push_back(rec->key);
+    }
+    for (BlockRecord* rec : doomed) doomed_keys.insert(rec->key);
+  }
+  bool any = false;
+  for (size_t g = 0; g < h->storage.size(); ++g) {
+    if (h->rules[g].kind != GroupKind::kFullAttention) {
+      for (const BlockKey& key : doomed_keys) {
+        if (index_.Find(h->storage[g], key) != nullptr) plan[g].order.push_back(key);
+      }
+    }
+    for (const BlockKey& key : plan[g].order) {
+      const BlockRecord* rec = index_.Find(h->storage[g], key);
+      any = true;
+      if (rec->leases > 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("block ", key.ToHex(), " of group ", g, " is held by a lease"));
+      }
+      if (rec->refs > 0) {
+        return absl::FailedPreconditionError(absl::StrCat("block ", key.ToHex(), " of group ", g,
+                                                          " is being read or written; retry"));
+      }
+    }
+  }
+  for (const BlockKey& key : keys) {
+    bool held = false;
+    for (const NamespaceId& id : h->storage) held |= index_.Find(id, key) != nullptr;
+    if (!held) return absl::NotFoundError(absl::StrCat("block ", key.ToHex(), " is not cached"));
+  }
+  if (!any) return absl::NotFoundError("no block named is cached");
+  return plan;
+}
+
+bool BlockCache::HoldsForTesting(const NamespaceId& ns, uint32_t group, const BlockKey& key) {
+  MutexLock lock(&mu_);
+  const HybridGroups* h = groups_.Find(ns);
+  const NamespaceId storage = h == nullptr ? ns : h->storage.at(group);
+  return index_.Find(storage, key) != nullptr;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,307 @@
+// BlockCache with a hybrid namespace (full attention + sliding window +
+// recurrent): a model-based run of random saves, lookups, loads, evictions,
+// NVMe writes and restarts, checked against an in-test oracle of which cuts
+// are restorable (invariant 9), plus the edges of the group API.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "storage/block_cache.h"
+#include "testing/host_tier_fixture.h"
+#include "testing/test_bytes.h"
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+constexpr uint32_t kFull = 0, kWindow = 1, kState = 2;
+constexpr uint32_t kWindowBlocks = 2;  // 32 tokens of 16-token blocks
+constexpr uint64_t kAttentionBytes = 8 * kKiB;
+constexpr uint64_t kStateBytes = 4 * kKiB;
+
+// 6 layers: 0-1 full attention, 2-3 a 32-token window, 4-5 recurrent.
+NamespaceSpec HybridSpec() {
+  NamespaceSpec s;
+  s.model_id = "hybrid-test";
+  s.layout = KvLayout{6, 1, 64, DType::kBf16, 16, 0, 1};
+  s.groups = {{GroupKind::kFullAttention, {0, 1}, 0, 0, 0},
+              {GroupKind::kSlidingWindow, {2, 3}, 32, 0, 0},
+              {GroupKind::kRecurrent, {4, 5}, 0, kStateBytes, 32}};
+  return s;
+}
+
+uint64_t SizeOf(uint32_t group) { return group == kState ? kStateBytes : kAttentionBytes; }
+
+std::vector<uint8_t> Content(uint32_t group, const std::string& key) {
+  return DeterministicBytes(absl::StrCat(group, "/", key), SizeOf(group));
+}
+
+const std::vector<GroupRule>& Rules() {
+  static const std::vector<GroupRule> rules = {{GroupKind::kFullAttention, 0},
+                                               {GroupKind::kSlidingWindow, kWindowBlocks},
+                                               {GroupKind::kRecurrent, 0}};
+  return rules;
+}
+
+class HybridCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kvtier-groups-XXXXXX";
+    root_ = mkdtemp(tmpl);
+    Open();
+  }
+  void TearDown() override {
+    cache_.reset();
+    std::filesystem::remove_all(root_);
+  }
+
+  void Open() {
+    cache_.reset();
+    BlockCacheOptions o;
+    o.host_bytes = 1 * kMiB;
+    o.slab_bytes = 256 * kKiB;
+    o.max_block_bytes = 64 * kKiB;
+    NvmeTierOptions nvme;
+    nvme.store.dirs = {root_ + "/d0"};
+    nvme.store.bytes_per_dir = 2 * kMiB;
+    nvme.store.slab_bytes = 256 * kKiB;
+    nvme.start_mover = false;
+    nvme.admit_min_uses = 1;
+    nvme.write_policy = "write_through";
+    o.nvme = nvme;
+    auto c = BlockCache::Create(o, &clock_);
+    ASSERT_TRUE(c.ok()) << c.status();
+    cache_ = std::move(*c);
+    auto opened = cache_->OpenNamespace(HybridSpec());
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    ns_ = opened->id;
+    ASSERT_EQ(opened->group_block_bytes,
+              (std::vector<uint64_t>{kAttentionBytes, kAttentionBytes, kStateBytes}));
+  }
+
+  // One engine save: full-attention blocks [0, depth), window blocks from
+  // `window_from`, snapshots at every checkpoint (each second block) and,
+  // with `final_state`, after the last block.
+  absl::StatusOr<PutResult> Save(const std::vector<std::string>& chain, size_t depth,
+                                 size_t window_from, bool final_state) {
+    ASSIGN_OR_RETURN(auto batch, cache_->BeginPut(ns_));
+    for (size_t i = 0; i < depth; ++i) {
+      const BlockKey parent = i == 0 ? BlockKey() : Key(chain[i - 1]);
+      std::vector<uint32_t> groups = {kFull};
+      if (i >= window_from) groups.push_back(kWindow);
+      if ((i + 1) % 2 == 0 || (final_state && i + 1 == depth)) groups.push_back(kState);
+      for (uint32_t g : groups) {
+        RETURN_IF_ERROR(batch->StartBlock(Key(chain[i]), parent, SizeOf(g), g));
+        RETURN_IF_ERROR(batch->Append(Content(g, chain[i])));
+      }
+    }
+    return batch->Commit();
+  }
+
+  // The oracle: the longest cut whose groups all hold what the rules need,
+  // read literally from what the cache holds.
+  size_t OracleCut(const std::vector<BlockKey>& keys) {
+    size_t best = 0;
+    for (size_t k = 1; k <= keys.size(); ++k) {
+      bool ok = true;
+      for (uint32_t g = 0; g < 3 && ok; ++g) {
+        const KeyRange r = LoadRange(Rules()[g], k);
+        for (size_t i = r.begin; i < r.end && ok; ++i) {
+          ok = cache_->HoldsForTesting(ns_, g, keys[i]);
+        }
+      }
+      if (ok) best = k;
+    }
+    return best;
+  }
+
+  void ExpectNothingStranded(const std::string& where) {
+    CacheSnapshot snap = cache_->Snapshot(/*scan_for_stranded=*/true);
+    ASSERT_EQ(snap.stranded_blocks, 0u) << where;
+    for (const NamespaceSnapshot& n : cache_->Namespaces(/*scan_for_stranded=*/true)) {
+      ASSERT_EQ(n.groups.size(), 3u);
+      for (size_t g = 0; g < 3; ++g)
+        ASSERT_EQ(n.groups[g].stranded_bytes, 0u) << where << " g" << g;
+    }
+  }
+
+  std::string root_;
+  FakeClock clock_;
+  std::unique_ptr<BlockCache> cache_;
+  NamespaceId ns_;
+};
+
+std::vector<std::string> Chain(const std::string& tag, size_t n) {
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < n; ++i) keys.push_back(absl::StrCat(tag, "-", i));
+  return keys;
+}
+
+std::vector<BlockKey> Keys(const std::vector<std::string>& chain, size_t n) {
+  std::vector<BlockKey> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(Key(chain[i]));
+  return out;
+}
+
+TEST_F(HybridCacheTest, LookupReturnsTheLongestRestorableCutAndWhatEachGroupLoads) {
+  const auto chain = Chain("a", 7);
+  // Window blocks only for the last two blocks; snapshots at 2, 4, 6 and 7.
+  auto put = Save(chain, 7, 5, /*final_state=*/true);
+  ASSERT_TRUE(put.ok()) << put.status();
+  // Cuts 2, 4 and 6 lack their window: only the cut at 7 is restorable, and
+  // nothing was unusable.
+  EXPECT_EQ(put->blocks_unusable, 3u);  // the snapshots at 2, 4, 6
+  auto r = cache_->Lookup(ns_, Keys(chain, 7), /*take_lease=*/false, absl::ZeroDuration());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->matched, 7u);
+  ASSERT_EQ(r->groups.size(), 3u);
+  EXPECT_EQ(r->groups[kFull].first_key, 0u);
+  EXPECT_EQ(r->groups[kFull].blocks.size(), 7u);
+  EXPECT_EQ(r->groups[kWindow].first_key, 5u);
+  EXPECT_EQ(r->groups[kWindow].blocks.size(), 2u);
+  EXPECT_EQ(r->groups[kState].first_key, 6u);
+  ASSERT_EQ(r->groups[kState].blocks.size(), 1u);
+  EXPECT_EQ(r->groups[kState].blocks[0].size, kStateBytes);
+  // A prompt that diverges after block 5 gets no cut: 5 has no snapshot.
+  std::vector<BlockKey> other = Keys(chain, 5);
+  other.push_back(Key("elsewhere"));
+  r = cache_->Lookup(ns_, other, false, absl::ZeroDuration());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->matched, 0u);
+  ExpectNothingStranded("after one save");
+}
+
+TEST_F(HybridCacheTest, AttentionPastTheLastSnapshotIsNotKept) {
+  const auto chain = Chain("b", 5);
+  auto put = Save(chain, 5, 0, /*final_state=*/false);  // snapshots at 2 and 4 only
+  ASSERT_TRUE(put.ok()) << put.status();
+  // Block 5's attention and window bytes serve no cut.
+  EXPECT_EQ(put->blocks_unusable, 2u);
+  EXPECT_FALSE(cache_->HoldsForTesting(ns_, kFull, Key(chain[4])));
+  EXPECT_TRUE(cache_->HoldsForTesting(ns_, kFull, Key(chain[3])));
+  auto r = cache_->Lookup(ns_, Keys(chain, 5), false, absl::ZeroDuration());
+  EXPECT_EQ(r->matched, 4u);
+  ExpectNothingStranded("tail");
+}
+
+TEST_F(HybridCacheTest, GroupApiRefusesWhatItCannotDo) {
+  auto batch = cache_->BeginPut(ns_);
+  ASSERT_TRUE(batch.ok());
+  absl::Status st = (*batch)->StartBlock(Key("x"), BlockKey(), kAttentionBytes, 3);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("group 3"), std::string::npos) << st;
+  batch = cache_->BeginPut(ns_);
+  st = (*batch)->StartBlock(Key("x"), BlockKey(), kStateBytes + 1, kState);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_EQ(cache_->Read(ns_, {Key("x")}, true, 5).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A group's storage id is not a namespace an engine can address.
+  EXPECT_EQ(cache_->BeginPut(NamespaceId::OfGroup(ns_, 0)).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache_->Lookup(NamespaceId::OfGroup(ns_, 1), {Key("x")}, false, absl::ZeroDuration())
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  // The namespace counts once against the limits.
+  EXPECT_EQ(cache_->Snapshot().namespaces, 1u);
+}
+
+TEST_F(HybridCacheTest, DeleteAndCloseTakeEveryGroup) {
+  const auto chain = Chain("d", 4);
+  ASSERT_TRUE(Save(chain, 4, 0, true).ok());
+  // Deleting block 3 (recursive: and 4) leaves the cut at 2.
+  auto del = cache_->Delete(ns_, {Key(chain[2])}, /*recursive=*/true);
+  ASSERT_TRUE(del.ok()) << del.status();
+  auto r = cache_->Lookup(ns_, Keys(chain, 4), false, absl::ZeroDuration());
+  EXPECT_EQ(r->matched, 2u);
+  ExpectNothingStranded("delete");
+  EXPECT_EQ(cache_->Delete(ns_, {Key(chain[0])}, false).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto closed = cache_->CloseNamespace(ns_, /*drop_blocks=*/true);
+  ASSERT_TRUE(closed.ok());
+  EXPECT_EQ(closed->blocks_kept, 0u);
+  EXPECT_EQ(cache_->Snapshot().blocks, 0u);
+}
+
+TEST_F(HybridCacheTest, RandomSavesLookupsLoadsEvictionsAndRestartsKeepInvariant9) {
+  std::mt19937 rng(1818);
+  std::vector<std::vector<std::string>> chains;
+  int next = 0;
+  int hits = 0, restarts = 0;
+  for (int op = 0; op < 600; ++op) {
+    const std::string where = absl::StrCat("op ", op);
+    const int kind = static_cast<int>(rng() % 20);
+    if (chains.empty() || kind < 7) {
+      // A new prompt: a fresh chain, or a branch of an old one.
+      std::vector<std::string> chain;
+      if (!chains.empty() && rng() % 2 == 0) {
+        const auto& base = chains[rng() % chains.size()];
+        chain.assign(base.begin(), base.begin() + 1 + rng() % base.size());
+      }
+      const size_t len = chain.size() + 1 + rng() % 8;
+      while (chain.size() < len) chain.push_back(absl::StrCat("k", next++));
+      const size_t window_from = len > kWindowBlocks ? len - kWindowBlocks - rng() % 3 : 0;
+      auto put = Save(chain, len, window_from, rng() % 4 != 0);
+      ASSERT_TRUE(put.ok()) << where << ": " << put.status();
+      chains.push_back(std::move(chain));
+    } else if (kind < 15) {
+      // Recent prompts half the time (older ones are mostly evicted).
+      const size_t recent = std::min<size_t>(chains.size(), 4);
+      const auto& chain =
+          rng() % 2 ? chains[chains.size() - 1 - rng() % recent] : chains[rng() % chains.size()];
+      const size_t n = rng() % 2 ? chain.size() : 1 + rng() % chain.size();
+      const std::vector<BlockKey> keys = Keys(chain, n);
+      const size_t expect = OracleCut(keys);
+      auto r = cache_->Lookup(ns_, keys, /*take_lease=*/true, absl::ZeroDuration());
+      ASSERT_TRUE(r.ok()) << where << ": " << r.status();
+      ASSERT_EQ(r->matched, expect) << where;
+      hits += r->matched > 0;
+      for (uint32_t g = 0; g < 3; ++g) {
+        const KeyRange range = LoadRange(Rules()[g], r->matched);
+        ASSERT_EQ(r->groups[g].first_key, range.begin) << where;
+        ASSERT_EQ(r->groups[g].blocks.size(), range.size()) << where;
+        if (range.size() == 0) continue;
+        // The load: byte-exact per group.
+        std::vector<BlockKey> load(keys.begin() + range.begin, keys.begin() + range.end);
+        auto handles = cache_->Read(ns_, load, /*verify=*/true, g);
+        ASSERT_TRUE(handles.ok()) << where << " group " << g << ": " << handles.status();
+        for (size_t i = 0; i < handles->size(); ++i) {
+          const auto want = Content(g, chain[range.begin + i]);
+          const auto got = (*handles)[i].bytes();
+          ASSERT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end()))
+              << where << " group " << g << " key " << chain[range.begin + i];
+        }
+      }
+      if (!r->lease_id.empty()) {
+        ASSERT_TRUE(cache_->Release(r->lease_id).ok());
+      }
+    } else if (kind < 17) {
+      cache_->Evict(ns_, 1 + rng() % 6);
+    } else if (kind < 19) {
+      cache_->RunMoverOnce();
+    } else {
+      cache_->DrainWrites(absl::Now() + absl::Seconds(5));
+      Open();  // a clean restart: what was persisted comes back from NVMe
+      ++restarts;
+      if (HasFatalFailure()) return;
+    }
+    ExpectNothingStranded(where);
+    if (HasFatalFailure()) return;
+  }
+  // The run did what it is for: hits, restarts, evictions and group sweeps.
+  EXPECT_GT(hits, 50);
+  EXPECT_GT(restarts, 5);
+  CacheSnapshot snap = cache_->Snapshot();
+  EXPECT_GT(snap.counters.evictions + snap.counters.blocks_deleted, 0u);
+  EXPECT_GT(snap.counters.group_blocks_unusable, 0u);
+}
+
+}  // namespace
+}  // namespace kvtier
