@@ -76,7 +76,14 @@ absl::Status CheckDeviceAccess(MemoryRegion& region, absl::Span<const RegionBloc
 }
 
 size_t GroupEnd(absl::Span<const RegionBlock> blocks, size_t next, bool device) {
-  const size_t end = std::min(blocks.size(), next + kRegionCopyGroup);
+  size_t end = std::min(blocks.size(), next + kRegionCopyGroup);
+  // A batch reads one layer group of a hybrid namespace.
+  for (size_t i = next + 1; i < end; ++i) {
+    if (blocks[i].group != blocks[next].group) {
+      end = i;
+      break;
+    }
+  }
   if (!device) return end;
   uint64_t bytes = 0;
   for (size_t i = next; i < end; ++i) {

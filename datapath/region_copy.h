@@ -48,6 +48,8 @@ struct RegionBlock {
   // When not empty, replaces offset/size: the block is these pieces in
   // order (Save gathers them, Load scatters over them).
   std::vector<RegionRange> segments;
+  // The layer group of a hybrid namespace the block belongs to (0 otherwise).
+  uint32_t group = 0;
 
   // The pieces: `segments`, or the one range (offset, size).
   std::vector<RegionRange> Ranges() const {

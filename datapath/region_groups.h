@@ -21,7 +21,7 @@ absl::Status CheckDeviceAccess(MemoryRegion& region, absl::Span<const RegionBloc
 
 // One past the last block of the group starting at `next`: at most
 // kRegionCopyGroup blocks, and for device regions at most
-// kDeviceStagingBytes (but always one block).
+// kDeviceStagingBytes (but always one block), all of one layer group.
 size_t GroupEnd(absl::Span<const RegionBlock> blocks, size_t next, bool device);
 
 }  // namespace kvtier

@@ -51,12 +51,16 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       at += n;
     }
   };
+  // The GPU tier keys a hybrid's group blocks by the group's storage id.
+  auto TierNs = [&](size_t i) {
+    return blocks[i].group == 0 ? ns : NamespaceId::OfGroup(ns, blocks[i].group);
+  };
   auto copy = [&](size_t i, const BlockCache::ReadHandle& h) {
     route = Route::kDone;
     absl::Span<const uint8_t> src = h.bytes();
     if (tier != nullptr) {
       // The GPU tier's copy, when it holds the block's current bytes.
-      if (std::optional<GpuTier::Entry> hit = tier->Find(ns, blocks[i].key, h.checksum());
+      if (std::optional<GpuTier::Entry> hit = tier->Find(TierNs(i), blocks[i].key, h.checksum());
           hit.has_value() && hit->size <= blocks[i].TotalSize()) {
         scatter_into(from_tier, i, hit->data, hit->size);
         route = Route::kTierToDevice;
@@ -94,7 +98,7 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       route = Route::kHostToDevice;
       if (tier != nullptr) {
         if (std::optional<GpuTier::Entry> slot =
-                tier->Reserve(ns, blocks[i].key, h.checksum(), src.size());
+                tier->Reserve(TierNs(i), blocks[i].key, h.checksum(), src.size());
             slot.has_value()) {
           scatter.ops.push_back({slot->data, src.data(), src.size()});
           promoted.push_back(*std::move(slot));
@@ -175,7 +179,7 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     const bool verify_in_cache = !device && transform != nullptr;
     decoded.clear();
     absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles =
-        cache.Read(ns, keys, verify_in_cache);
+        cache.Read(ns, keys, verify_in_cache, blocks[next].group);
     std::vector<BlockOutcome> outcomes;
     std::vector<BlockCache::ReadHandle> pinned;  // device: kept until the batch is done
     scatter.ops.clear();
@@ -197,8 +201,8 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       // Some block failed: find out which, block by block.
       for (size_t i = next; i < end; ++i) {
         if (!keep_going()) return absl::CancelledError("Load abandoned by its caller");
-        absl::StatusOr<std::vector<BlockCache::ReadHandle>> one =
-            cache.Read(ns, absl::MakeConstSpan(&blocks[i].key, 1), verify_in_cache);
+        absl::StatusOr<std::vector<BlockCache::ReadHandle>> one = cache.Read(
+            ns, absl::MakeConstSpan(&blocks[i].key, 1), verify_in_cache, blocks[i].group);
         if (!one.ok()) {
           outcomes.push_back(BlockOutcome{static_cast<uint32_t>(i), one.status(), 0});
           continue;

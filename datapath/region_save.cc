@@ -22,6 +22,9 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
                             BlockTransform* transform) {
   RETURN_IF_ERROR(ValidateRegionBlocks(blocks, region.size(), false));
   RETURN_IF_ERROR(CheckDeviceAccess(region, blocks, engine));
+  // A hybrid namespace's Save is judged whole: its batches' attention blocks
+  // may become usable only with a later batch's snapshot.
+  const std::unique_ptr<BlockCache::DeferredSweep> whole = cache.DeferSweeps(ns);
   const bool device = region.kind() == MemoryKind::kDevice;
   // Host regions are read in place, unless blocks are encoded; device
   // regions, and blocks to encode, go through `staging`.
@@ -93,17 +96,17 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       if (transform != nullptr) {
         group = transform->Encode(absl::MakeConstSpan(staging.data() + staged, b.TotalSize()),
                                   absl::MakeSpan(encoded));
-        if (group.ok()) group = (*batch)->StartBlock(b.key, b.parent, encoded.size());
+        if (group.ok()) group = (*batch)->StartBlock(b.key, b.parent, encoded.size(), b.group);
         if (group.ok()) group = (*batch)->Append(encoded);
         staged += b.TotalSize();
       } else if (device) {
-        group = (*batch)->StartBlock(b.key, b.parent, b.TotalSize());
+        group = (*batch)->StartBlock(b.key, b.parent, b.TotalSize(), b.group);
         if (group.ok()) {
           group = (*batch)->Append(absl::MakeConstSpan(staging.data() + staged, b.TotalSize()));
         }
         staged += b.TotalSize();
       } else {
-        group = (*batch)->StartBlock(b.key, b.parent, b.TotalSize());
+        group = (*batch)->StartBlock(b.key, b.parent, b.TotalSize(), b.group);
         for (const RegionRange& r : b.Ranges()) {  // gather the pieces in order
           if (group.ok()) {
             group = (*batch)->Append(absl::MakeConstSpan(host_base + r.offset, r.size),

@@ -143,11 +143,23 @@ void AdminService::TiersView(v1::ListTiersResponse* response) {
 }
 
 void AdminService::NamespacesView(v1::ListNamespacesResponse* response) {
-  for (const NamespaceSnapshot& ns : deps_.cache->Namespaces()) {
+  // The stranded scan covers hybrid namespaces only: O(their blocks).
+  for (const NamespaceSnapshot& ns : deps_.cache->Namespaces(/*scan_for_stranded=*/true)) {
     v1::NamespaceStatus* out = response->add_namespaces();
     out->set_namespace_id(ns.id.ToHex());
     out->set_model_id(ns.spec.model_id);
     LayoutToProto(ns.spec.layout, out->mutable_layout());
+    GroupsToProto(ns.spec.groups, out->mutable_layout());
+    for (const GroupSnapshot& g : ns.groups) {
+      v1::GroupStatus* gs = out->add_groups();
+      gs->set_kind(static_cast<v1::LayerGroup::Kind>(g.kind));
+      gs->set_block_bytes(g.block_bytes);
+      gs->set_blocks(g.blocks);
+      gs->set_bytes(g.bytes);
+      gs->set_nvme_blocks(g.on_nvme_blocks);
+      gs->set_stranded_blocks(g.stranded_blocks);
+      gs->set_stranded_bytes(g.stranded_bytes);
+    }
     out->set_block_bytes(ns.block_bytes);
     out->set_blocks(ns.blocks);
     out->set_bytes(ns.bytes);

@@ -218,6 +218,12 @@ class AdminViewCollector final : public prometheus::Collectable {
                       {{"namespace", ns.namespace_id()},
                        {"model", ns.model_id()},
                        {"tenant", ns.tenant().empty() ? "none" : ns.tenant()}});
+      for (int g = 0; g < ns.groups_size(); ++g) {
+        out->AddMessage(ns.groups(g), "namespace_group_",
+                        {{"namespace", ns.namespace_id()},
+                         {"group", std::to_string(g)},
+                         {"kind", v1::LayerGroup::Kind_Name(ns.groups(g).kind())}});
+      }
     }
     out->Add("kvtier_namespaces_unlabelled", prometheus::MetricType::Gauge,
              "Open namespaces beyond metrics.max_namespaces (the largest have their own series)",

@@ -22,6 +22,23 @@
 namespace kvtier {
 namespace {
 
+// A hybrid Lookup's cut as one block per key: the bytes every group loads
+// at that key (window blocks and the snapshot included), on the host only
+// when all of them are.
+std::vector<MatchedBlock> CutBlocks(const LookupResult& r) {
+  std::vector<MatchedBlock> out(r.matched);
+  for (MatchedBlock& b : out) b.persisted = true;
+  for (const GroupLoad& load : r.groups) {
+    for (size_t i = 0; i < load.blocks.size(); ++i) {
+      MatchedBlock& b = out[load.first_key + i];
+      b.size += load.blocks[i].size;
+      b.on_host = b.on_host && load.blocks[i].on_host;
+      b.persisted = b.persisted && load.blocks[i].persisted;
+    }
+  }
+  return out;
+}
+
 grpc::Status Finish(const char* rpc, const absl::Status& status) {
   if (!status.ok()) spdlog::debug("{}: {}", rpc, status.ToString());
   return ToGrpc(status);
@@ -85,6 +102,11 @@ grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext* context,
   response->set_plans_enabled(planning.plans_enabled);
   response->set_plans_note(planning.note);
   response->set_nvme_admitted(planning.nvme_admitted);
+  for (size_t g = 0; g < r->group_block_bytes.size(); ++g) {
+    v1::GroupInfo* info = response->add_groups();
+    info->set_kind(static_cast<v1::LayerGroup::Kind>(spec->groups[g].kind));
+    info->set_block_bytes(r->group_block_bytes[g]);
+  }
   return grpc::Status::OK;
 }
 
@@ -100,16 +122,27 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::Look
   absl::StatusOr<LookupResult> r = deps_.cache->Lookup(req->ns, req->keys, request->take_lease(),
                                                        absl::Milliseconds(request->lease_ttl_ms()));
   if (!r.ok()) return Finish("Lookup", r.status());
-  response->set_matched(static_cast<uint32_t>(r->blocks.size()));
-  for (const MatchedBlock& b : r->blocks) {
-    v1::BlockInfo* info = response->add_blocks();
+  response->set_matched(r->matched);
+  auto add_info = [](const MatchedBlock& b, v1::BlockInfo* info) {
     info->set_key(std::string(b.key.bytes()));
     info->set_size_bytes(b.size);
     info->set_tier(b.on_host ? v1::TIER_KIND_HOST : v1::TIER_KIND_NVME);
     info->set_persisted(b.persisted);
+  };
+  for (const MatchedBlock& b : r->blocks) add_info(b, response->add_blocks());
+  for (const GroupLoad& load : r->groups) {
+    v1::GroupLoad* out = response->add_groups();
+    out->set_group(load.group);
+    out->set_first_key(load.first_key);
+    for (const MatchedBlock& b : load.blocks) add_info(b, out->add_blocks());
   }
-  if (std::optional<costmodel::CutPlan> plan =
-          deps_.planner->Plan(req->ns, r->blocks, request->prompt_tokens());
+  // A hybrid's cut is priced whole: per key, the bytes of every group there.
+  const std::vector<MatchedBlock> cut =
+      r->groups.empty() ? std::vector<MatchedBlock>{} : CutBlocks(*r);
+  const bool hybrid = !r->groups.empty();
+  if (std::optional<costmodel::CutPlan> plan = deps_.planner->Plan(
+          req->ns, hybrid ? absl::MakeConstSpan(cut) : absl::MakeConstSpan(r->blocks),
+          request->prompt_tokens(), hybrid);
       plan.has_value()) {
     v1::FetchPlan* p = response->mutable_plan();
     p->set_fetch_blocks(plan->cut_blocks);
@@ -136,7 +169,7 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context, const Identity&
   while (reader->Read(&chunk)) {
     watch->Touch();
     if (absl::Status s = put.Add({chunk.namespace_id(), chunk.key(), chunk.parent_key(),
-                                  chunk.block_bytes(), chunk.data()});
+                                  chunk.block_bytes(), chunk.data(), chunk.group()});
         !s.ok()) {
       return s;
     }
@@ -148,6 +181,7 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context, const Identity&
   response->set_blocks_stored(r.blocks_stored);
   response->set_blocks_already_cached(r.blocks_already_cached);
   response->set_bytes_stored(r.bytes_stored);
+  response->set_blocks_unusable(r.blocks_unusable);
   return absl::OkStatus();
 }
 
@@ -171,7 +205,7 @@ grpc::Status KvCacheService::Get(grpc::ServerContext* context, const v1::GetRequ
           ? deps_.get_chunk_bytes
           : std::min<uint64_t>(request->max_chunk_bytes(), deps_.max_chunk_bytes);
   absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles =
-      deps_.cache->Read(req->ns, req->keys);
+      deps_.cache->Read(req->ns, req->keys, /*verify=*/true, request->group());
   if (!handles.ok()) return Finish("Get", handles.status());
   const std::shared_ptr<BlockTransform> transform = deps_.transforms->Find(req->ns);
   std::vector<uint8_t> decoded(transform != nullptr ? transform->plain_bytes() : 0);
@@ -341,7 +375,7 @@ grpc::Status KvCacheService::RegionTransfer(
       return Finish(rpc, absl::InvalidArgumentError(
                              absl::StrCat("blocks[", i, "].", parent.status().message())));
     }
-    RegionBlock block{*key, *parent, r.offset(), r.size_bytes(), {}};
+    RegionBlock block{*key, *parent, r.offset(), r.size_bytes(), {}, r.group()};
     if (r.segments_size() > 0) {
       if (r.offset() != 0 || r.size_bytes() != 0) {
         return Finish(rpc, absl::InvalidArgumentError(absl::StrCat(

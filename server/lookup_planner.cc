@@ -71,8 +71,20 @@ LookupPlanner::LookupPlanner(const PlannerOptions& options, std::optional<costmo
                              std::string note, BlockCache* cache)
     : options_(options), gpu_(std::move(gpu)), note_(std::move(note)), cache_(cache) {}
 
-absl::Status LookupPlanner::CheckLayout(const KvLayout& layout, const costmodel::Deployment& d) {
+absl::Status LookupPlanner::CheckLayout(const NamespaceSpec& spec, const costmodel::Deployment& d) {
+  const KvLayout& layout = spec.layout;
   const costmodel::ModelSpec& m = d.model;
+  // With layer groups, num_layers counts every layer; the attention layers
+  // are those of the attention groups (none: nothing to compare).
+  uint32_t attention_layers = layout.num_layers;
+  if (spec.hybrid()) {
+    attention_layers = 0;
+    for (const LayerGroup& g : spec.groups) {
+      if (g.kind != GroupKind::kRecurrent)
+        attention_layers += static_cast<uint32_t>(g.layers.size());
+    }
+    if (attention_layers == 0) return absl::OkStatus();
+  }
   uint32_t heads = 0, dim = 0;
   if (m.mla.has_value()) {
     heads = 1;  // one latent per token and layer, on every rank
@@ -82,11 +94,11 @@ absl::Status LookupPlanner::CheckLayout(const KvLayout& layout, const costmodel:
     dim = m.head_dim;
   }
   const uint32_t layers = m.AttentionLayers();
-  if (layout.num_kv_heads != heads || layout.head_dim != dim || layout.num_layers > layers) {
+  if (layout.num_kv_heads != heads || layout.head_dim != dim || attention_layers > layers) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model %s does not match the layout: at TP %d a rank holds %d KV head(s) of dim %d in "
         "up to %d attention layers; the layout says %d head(s) of dim %d in %d layers",
-        m.name, d.tp, heads, dim, layers, layout.num_kv_heads, layout.head_dim, layout.num_layers));
+        m.name, d.tp, heads, dim, layers, layout.num_kv_heads, layout.head_dim, attention_layers));
   }
   return absl::OkStatus();
 }
@@ -117,7 +129,7 @@ absl::StatusOr<std::optional<PreparedModel>> LookupPlanner::Prepare(
   if (absl::Status s = d.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("model: ", s.message()));
   }
-  RETURN_IF_ERROR(CheckLayout(spec.layout, d));
+  RETURN_IF_ERROR(CheckLayout(spec, d));
   PreparedModel p{
       cost_model.empty() ? absl::StrCat("config:", spec.model_id) : std::string(cost_model),
       *std::move(model)};
@@ -143,7 +155,7 @@ NamespacePlanning LookupPlanner::Attach(const NamespaceId& ns, const NamespaceSp
         e.planning.plans_enabled = true;
         e.planning.note = absl::StrFormat("plans priced for %s on %s, TP %d, MFU %.2f", model->name,
                                           gpu_->name, e.deployment->tp, options_.mfu);
-        if (model->spec.LayersOf(costmodel::LayerKind::kRecurrent) > 0) {
+        if (model->spec.LayersOf(costmodel::LayerKind::kRecurrent) > 0 && !spec.hybrid()) {
           absl::StrAppend(&e.planning.note,
                           "; the model has recurrent layers and kvtier stores no state "
                           "checkpoints yet, so plans recompute from the first block");
@@ -213,7 +225,7 @@ void LookupPlanner::UpdateAdmission(const NamespaceId& ns, const costmodel::Depl
 
 std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
                                                       absl::Span<const MatchedBlock> matched,
-                                                      uint32_t prompt_tokens) {
+                                                      uint32_t prompt_tokens, bool whole_cut_only) {
   const TransferEstimate nvme_now = cache_->nvme_meter().Estimate();
   std::shared_ptr<const costmodel::Deployment> deployment;
   bool rejudge = false;
@@ -239,9 +251,12 @@ std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
   }
   const double matched_tokens = static_cast<double>(matched.size()) * d.block_tokens;
   const double tokens = std::max<double>(matched_tokens, prompt_tokens);
-  // No state checkpoints are stored: a recurrent model can only restart at 0.
-  std::optional<costmodel::CutPlan> plan =
-      costmodel::PlanCut(d, segments, tokens, costmodel::CutConstraintsFor(d, 0));
+  // Without layer groups no state checkpoints are stored: a recurrent model
+  // can only restart at 0. With them, the restorable cut priced whole.
+  const costmodel::CutConstraints constraints =
+      whole_cut_only ? costmodel::CutConstraints{static_cast<uint32_t>(matched.size()), 0}
+                     : costmodel::CutConstraintsFor(d, 0);
+  std::optional<costmodel::CutPlan> plan = costmodel::PlanCut(d, segments, tokens, constraints);
   if (plan.has_value() && !matched.empty()) {
     const auto fetch_tokens = static_cast<uint64_t>(plan->cut_blocks * d.block_tokens);
     MutexLock lock(&mu_);

@@ -113,9 +113,13 @@ class LookupPlanner {
 
   // The plan for a Lookup's match, or nullopt when the namespace has no
   // model or the planner is disabled. prompt_tokens 0 = matched tokens.
+  // `whole_cut_only`: the only cuts are 0 and all of `matched` (a hybrid
+  // namespace's restorable cut, each entry the bytes of every group at
+  // that key, snapshots included).
   std::optional<costmodel::CutPlan> Plan(const NamespaceId& ns,
                                          absl::Span<const MatchedBlock> matched,
-                                         uint32_t prompt_tokens) ABSL_LOCKS_EXCLUDED(mu_);
+                                         uint32_t prompt_tokens, bool whole_cut_only = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   std::optional<NamespacePlanning> Namespace(const NamespaceId& ns) const ABSL_LOCKS_EXCLUDED(mu_);
   PlannerSnapshot Snapshot() const;
@@ -141,7 +145,7 @@ class LookupPlanner {
   void UpdateAdmission(const NamespaceId& ns, const costmodel::Deployment* d)
       ABSL_LOCKS_EXCLUDED(mu_);
   // INVALID_ARGUMENT unless the layout is what one rank of the model holds.
-  static absl::Status CheckLayout(const KvLayout& layout, const costmodel::Deployment& d);
+  static absl::Status CheckLayout(const NamespaceSpec& spec, const costmodel::Deployment& d);
 
   const PlannerOptions options_;
   const std::optional<costmodel::GpuSpec> gpu_;

@@ -1,5 +1,7 @@
 #include "server/proto_convert.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "server/storage_encoding.h"
@@ -9,7 +11,35 @@ namespace kvtier {
 absl::StatusOr<NamespaceSpec> NamespaceSpecFromProto(const v1::OpenNamespaceRequest& request) {
   if (!request.has_layout()) return absl::InvalidArgumentError("layout is required");
   const v1::NamespaceLayout& l = request.layout();
-  DType dtype;
+  NamespaceSpec spec;
+  for (int i = 0; i < l.groups_size(); ++i) {
+    const v1::LayerGroup& g = l.groups(i);
+    LayerGroup group;
+    switch (g.kind()) {
+      case v1::LayerGroup::LAYER_GROUP_FULL_ATTENTION:
+        group.kind = GroupKind::kFullAttention;
+        break;
+      case v1::LayerGroup::LAYER_GROUP_SLIDING_WINDOW:
+        group.kind = GroupKind::kSlidingWindow;
+        break;
+      case v1::LayerGroup::LAYER_GROUP_RECURRENT:
+        group.kind = GroupKind::kRecurrent;
+        break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("layout.groups[", i, "].kind ", g.kind(), " is unknown"));
+    }
+    group.layers.assign(g.layers().begin(), g.layers().end());
+    group.window_tokens = g.window_tokens();
+    group.state_bytes = g.state_bytes();
+    group.checkpoint_tokens = g.checkpoint_tokens();
+    spec.groups.push_back(std::move(group));
+  }
+  const bool recurrent_only =
+      !spec.groups.empty() &&
+      std::all_of(spec.groups.begin(), spec.groups.end(),
+                  [](const auto& g) { return g.kind == GroupKind::kRecurrent; });
+  DType dtype = DType::kUnspecified;
   switch (l.dtype()) {
     case v1::DTYPE_BF16:
       dtype = DType::kBf16;
@@ -27,15 +57,23 @@ absl::StatusOr<NamespaceSpec> NamespaceSpecFromProto(const v1::OpenNamespaceRequ
       dtype = DType::kFp8E5m2;
       break;
     case v1::DTYPE_UNSPECIFIED:
+      // A model of recurrent layers alone has no KV dtype.
+      if (recurrent_only) break;
       return absl::InvalidArgumentError("layout.dtype must be set");
     default:
       return absl::InvalidArgumentError(absl::StrCat("layout.dtype ", l.dtype(), " is unknown"));
   }
-  NamespaceSpec spec;
   spec.model_id = request.model_id();
   spec.salt = request.salt();
   spec.layout = KvLayout{l.num_layers(),       l.num_kv_heads(), l.head_dim(), dtype,
                          l.tokens_per_block(), l.tp_rank(),      l.tp_size()};
+  if (spec.hybrid() && request.has_encoding() &&
+      request.encoding().kind() != v1::StorageEncoding::STORAGE_ENCODING_PLAIN) {
+    return absl::InvalidArgumentError(
+        "encoding: storage encodings are not supported with layer groups (layout.groups) yet");
+  }
+  if (!spec.hybrid()) spec.groups.clear();
+  if (spec.hybrid()) return spec;
   ASSIGN_OR_RETURN(std::string encoding, CanonicalEncoding(request.encoding(), spec.layout));
   spec.encoding = std::move(encoding);
   return spec;
@@ -49,6 +87,17 @@ void LayoutToProto(const KvLayout& layout, v1::NamespaceLayout* out) {
   out->set_tokens_per_block(layout.tokens_per_block);
   out->set_tp_rank(layout.tp_rank);
   out->set_tp_size(layout.tp_size);
+}
+
+void GroupsToProto(absl::Span<const LayerGroup> groups, v1::NamespaceLayout* out) {
+  for (const LayerGroup& g : groups) {
+    v1::LayerGroup* p = out->add_groups();
+    p->set_kind(static_cast<v1::LayerGroup::Kind>(g.kind));
+    for (uint32_t layer : g.layers) p->add_layers(layer);
+    p->set_window_tokens(g.window_tokens);
+    p->set_state_bytes(g.state_bytes);
+    p->set_checkpoint_tokens(g.checkpoint_tokens);
+  }
 }
 
 absl::StatusOr<NamespaceId> NamespaceIdFromProto(absl::string_view hex) {

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "base/grpc_status.h"
 #include "google/protobuf/repeated_field.h"
 #include "kvtier/v1/kvcache.pb.h"
@@ -25,6 +26,8 @@ namespace kvtier {
 
 absl::StatusOr<NamespaceSpec> NamespaceSpecFromProto(const v1::OpenNamespaceRequest& request);
 void LayoutToProto(const KvLayout& layout, v1::NamespaceLayout* out);
+// A hybrid namespace's groups into its layout's `groups`.
+void GroupsToProto(absl::Span<const LayerGroup> groups, v1::NamespaceLayout* out);
 
 absl::StatusOr<NamespaceId> NamespaceIdFromProto(absl::string_view hex);
 

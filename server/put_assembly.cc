@@ -72,12 +72,13 @@ absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
       RETURN_IF_ERROR(Flush());
       pending_ = Pending{key, parent, {}};
       pending_->data.reserve(transform_->plain_bytes());
-    } else if (absl::Status s = batch_->StartBlock(key, parent, chunk.block_bytes); !s.ok()) {
+    } else if (absl::Status s = batch_->StartBlock(key, parent, chunk.block_bytes, chunk.group);
+               !s.ok()) {
       return s;
     }
-  } else if (!chunk.parent_key.empty() || chunk.block_bytes != 0) {
+  } else if (!chunk.parent_key.empty() || chunk.block_bytes != 0 || chunk.group != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("chunk ", index_, " sets parent_key or block_bytes without a key"));
+        absl::StrCat("chunk ", index_, " sets parent_key, block_bytes or group without a key"));
   }
   if (transform_ == nullptr) return batch_->Append(Bytes(chunk.data));
   if (!pending_.has_value()) {

@@ -36,6 +36,7 @@ struct PutChunkFields {
   absl::string_view parent_key;
   uint64_t block_bytes = 0;
   absl::string_view data;
+  uint32_t group = 0;  // the layer group of a hybrid namespace's block
 };
 
 class PutAssembly {

@@ -152,12 +152,19 @@ TEST_F(PutAssemblyTest, BlockWithoutBlockBytesIsRefused) {
 TEST_F(PutAssemblyTest, ParentOrSizeWithoutKeyIsRefused) {
   PutAssembly put(cache_.get(), &transforms_, "");
   ASSERT_TRUE(put.Add({hex_, "k1", "", 8, "abcd"}).ok());
-  EXPECT_EQ(put.Add({"", "", "", 4, "efgh"}),
-            absl::InvalidArgumentError("chunk 1 sets parent_key or block_bytes without a key"));
+  EXPECT_EQ(
+      put.Add({"", "", "", 4, "efgh"}),
+      absl::InvalidArgumentError("chunk 1 sets parent_key, block_bytes or group without a key"));
   PutAssembly again(cache_.get(), &transforms_, "");
   ASSERT_TRUE(again.Add({hex_, "k1", "", 8, "abcd"}).ok());
-  EXPECT_EQ(again.Add({"", "", "k0", 0, "efgh"}),
-            absl::InvalidArgumentError("chunk 1 sets parent_key or block_bytes without a key"));
+  EXPECT_EQ(
+      again.Add({"", "", "k0", 0, "efgh"}),
+      absl::InvalidArgumentError("chunk 1 sets parent_key, block_bytes or group without a key"));
+  PutAssembly grouped(cache_.get(), &transforms_, "");
+  ASSERT_TRUE(grouped.Add({hex_, "k1", "", 8, "abcd"}).ok());
+  EXPECT_EQ(
+      grouped.Add({"", "", "", 0, "efgh", 1}),
+      absl::InvalidArgumentError("chunk 1 sets parent_key, block_bytes or group without a key"));
 }
 
 TEST_F(PutAssemblyTest, MalformedKeysNameTheirField) {

@@ -267,6 +267,24 @@ class BlockCache {
   // returned then. With verify = false the host copies are not checked here:
   // the caller must check every byte it uses against ReadHandle::checksum()
   // (e.g. while copying them) and call ReportChecksumMismatch on a mismatch.
+  // Holds back the stranding sweeps of hybrid namespace `ns` while it lives
+  // (GroupTable::Defer): a Save that commits in several batches is judged
+  // whole when it ends. A no-op for other namespaces. Destroy before the
+  // cache.
+  class DeferredSweep {
+   public:
+    ~DeferredSweep();
+    DeferredSweep(const DeferredSweep&) = delete;
+    DeferredSweep& operator=(const DeferredSweep&) = delete;
+
+   private:
+    friend class BlockCache;
+    DeferredSweep(BlockCache* cache, const NamespaceId& ns) : cache_(cache), ns_(ns) {}
+    BlockCache* const cache_;
+    const NamespaceId ns_;
+  };
+  std::unique_ptr<DeferredSweep> DeferSweeps(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);
+
   // `group`: which group's bytes of a hybrid namespace (0 otherwise).
   absl::StatusOr<std::vector<ReadHandle>> Read(const NamespaceId& ns,
                                                absl::Span<const BlockKey> keys, bool verify = true,

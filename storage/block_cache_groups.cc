@@ -131,4 +131,15 @@ bool BlockCache::HoldsForTesting(const NamespaceId& ns, uint32_t group, const Bl
   return index_.Find(storage, key) != nullptr;
 }
 
+std::unique_ptr<BlockCache::DeferredSweep> BlockCache::DeferSweeps(const NamespaceId& ns) {
+  MutexLock lock(&mu_);
+  groups_.Defer(ns);
+  return std::unique_ptr<DeferredSweep>(new DeferredSweep(this, ns));
+}
+
+BlockCache::DeferredSweep::~DeferredSweep() {
+  MutexLock lock(&cache_->mu_);
+  cache_->counters_.group_blocks_unusable += cache_->groups_.Undefer(ns_);
+}
+
 }  // namespace kvtier

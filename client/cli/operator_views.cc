@@ -286,6 +286,18 @@ int Namespaces(const Globals& g) {
                       : absl::StrCat("  stored as ", n.encoding(), ", ", n.fp8_clipped(), " of ",
                                      n.fp8_values(), " values clipped"))
               << "\n";
+    for (int i = 0; i < n.groups_size(); ++i) {
+      const v1::GroupStatus& gs = n.groups(i);
+      const v1::LayerGroup& spec = l.groups(i);
+      std::cout << "  group " << i << " " << v1::LayerGroup::Kind_Name(gs.kind()).substr(12)
+                << " layers=" << spec.layers_size()
+                << (spec.window_tokens() ? absl::StrCat(" window=", spec.window_tokens()) : "")
+                << (spec.state_bytes() ? absl::StrCat(" checkpoint=", spec.checkpoint_tokens())
+                                       : "")
+                << "  " << gs.blocks() << (spec.state_bytes() ? " snapshots, " : " blocks, ")
+                << HumanBytes(gs.bytes()) << " (" << gs.nvme_blocks() << " on nvme), stranded "
+                << HumanBytes(gs.stranded_bytes()) << "\n";
+    }
   }
   return 0;
 }

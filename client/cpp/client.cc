@@ -80,6 +80,7 @@ class Client::Impl {
       for (const RegionBlockRef& b : blocks) {
         v1::BlockRef* r = req.add_blocks();
         r->set_key(b.key);
+        r->set_group(b.group);
         if (save) r->set_parent_key(b.parent_key);
         r->set_offset(b.offset);
         r->set_size_bytes(b.size_bytes);
@@ -151,6 +152,25 @@ absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o)
   l->set_tokens_per_block(o.layout.tokens_per_block);
   l->set_tp_rank(o.layout.tp_rank);
   l->set_tp_size(o.layout.tp_size);
+  for (size_t i = 0; i < o.layout.groups.size(); ++i) {
+    const LayerGroupSpec& g = o.layout.groups[i];
+    v1::LayerGroup* p = l->add_groups();
+    if (g.kind == "full_attention") {
+      p->set_kind(v1::LayerGroup::LAYER_GROUP_FULL_ATTENTION);
+    } else if (g.kind == "sliding_window") {
+      p->set_kind(v1::LayerGroup::LAYER_GROUP_SLIDING_WINDOW);
+    } else if (g.kind == "recurrent") {
+      p->set_kind(v1::LayerGroup::LAYER_GROUP_RECURRENT);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layout.groups[", i, "].kind '", g.kind,
+                       "' is unknown (full_attention, sliding_window or recurrent)"));
+    }
+    for (uint32_t layer : g.layers) p->add_layers(layer);
+    p->set_window_tokens(g.window_tokens);
+    p->set_state_bytes(g.state_bytes);
+    p->set_checkpoint_tokens(g.checkpoint_tokens);
+  }
   if (o.encoding == "fp8") {
     req.mutable_encoding()->set_kind(v1::StorageEncoding::STORAGE_ENCODING_FP8_E4M3);
   } else if (!o.encoding.empty()) {
@@ -163,9 +183,16 @@ absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o)
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
   RETURN_IF_ERROR(FromGrpc(impl_->stub_->OpenNamespace(&ctx, req, &resp)));
-  return OpenedNamespace{resp.namespace_id(),      resp.block_bytes(), resp.created(),
-                         resp.plans_enabled(),     resp.plans_note(),  resp.encoding(),
-                         resp.stored_block_bytes()};
+  OpenedNamespace out{resp.namespace_id(),
+                      resp.block_bytes(),
+                      resp.created(),
+                      resp.plans_enabled(),
+                      resp.plans_note(),
+                      resp.encoding(),
+                      resp.stored_block_bytes(),
+                      {}};
+  for (const v1::GroupInfo& g : resp.groups()) out.group_block_bytes.push_back(g.block_bytes());
+  return out;
 }
 
 absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
@@ -189,6 +216,15 @@ absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
   for (const v1::BlockInfo& b : resp.blocks()) {
     r.tiers.push_back(TierName(b.tier()));
     r.persisted.push_back(b.persisted());
+  }
+  for (const v1::GroupLoad& g : resp.groups()) {
+    GroupLoad& load = r.groups.emplace_back();
+    load.group = g.group();
+    load.first_key = g.first_key();
+    for (const v1::BlockInfo& b : g.blocks()) {
+      load.sizes.push_back(b.size_bytes());
+      load.tiers.push_back(TierName(b.tier()));
+    }
   }
   r.lease_id = resp.lease_id();
   if (resp.has_plan()) {
@@ -278,48 +314,59 @@ absl::StatusOr<PutResult> Client::PutBlocks(const std::string& ns,
     return absl::InvalidArgumentError("Put needs one data entry per key, and at least one key");
   }
   if (options.chunk_bytes == 0) return absl::InvalidArgumentError("Put: chunk_bytes must be > 0");
+  if (!options.groups.empty() && options.groups.size() != keys.size()) {
+    return absl::InvalidArgumentError("Put: options.groups needs one group per key");
+  }
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
   v1::PutResponse resp;
   auto writer = impl_->stub_->Put(&ctx, &resp);
   const size_t chunk_bytes = static_cast<size_t>(options.chunk_bytes);
-  std::string parent = options.parent_key;
+  // Each group's previous key: the parent of its next block.
+  std::map<uint32_t, std::string> parents;
   bool open = true;
   for (size_t i = 0; open && i < keys.size(); ++i) {
+    const uint32_t group = options.groups.empty() ? 0 : options.groups[i];
+    auto parent = parents.try_emplace(group, options.parent_key).first;
     size_t at = 0;
     do {
       v1::PutChunk c;
       if (at == 0) {
         c.set_namespace_id(i == 0 ? ns : "");
         c.set_key(keys[i]);
-        c.set_parent_key(parent);
+        c.set_parent_key(parent->second);
         c.set_block_bytes(data[i].size());
+        c.set_group(group);
       }
       const size_t n = std::min(chunk_bytes, data[i].size() - at);
       c.set_data(data[i].data() + at, n);
       at += n;
       open = writer->Write(c);  // false: the daemon ended the call; Finish says why
     } while (open && at < data[i].size());
-    parent = keys[i];
+    parent->second = keys[i];
   }
   writer->WritesDone();
   RETURN_IF_ERROR(FromGrpc(writer->Finish()));
-  return PutResult{resp.blocks_stored(), resp.blocks_already_cached()};
+  return PutResult{resp.blocks_stored(), resp.blocks_already_cached(), resp.blocks_unusable()};
 }
 
 absl::StatusOr<std::vector<std::string>> Client::Get(const std::string& ns,
-                                                     absl::Span<const std::string> keys) {
+                                                     absl::Span<const std::string> keys,
+                                                     uint32_t group) {
   std::vector<std::string> blocks;
   bool out_of_order = false;
-  absl::Status s = GetChunks(ns, keys, [&](const GetChunkView& c) {
-    if (!c.key.empty()) blocks.emplace_back();
-    if (blocks.empty() || c.offset != blocks.back().size()) {
-      out_of_order = true;
-      return false;
-    }
-    blocks.back().append(c.data.data(), c.data.size());
-    return true;
-  });
+  absl::Status s = GetChunks(
+      ns, keys,
+      [&](const GetChunkView& c) {
+        if (!c.key.empty()) blocks.emplace_back();
+        if (blocks.empty() || c.offset != blocks.back().size()) {
+          out_of_order = true;
+          return false;
+        }
+        blocks.back().append(c.data.data(), c.data.size());
+        return true;
+      },
+      group);
   if (out_of_order) return absl::InternalError("Get: the daemon sent chunks out of order");
   if (!s.ok()) return s;
   if (blocks.size() != keys.size()) return absl::InternalError("Get: blocks missing in the reply");
@@ -327,9 +374,11 @@ absl::StatusOr<std::vector<std::string>> Client::Get(const std::string& ns,
 }
 
 absl::Status Client::GetChunks(const std::string& ns, absl::Span<const std::string> keys,
-                               const std::function<bool(const GetChunkView&)>& on_chunk) {
+                               const std::function<bool(const GetChunkView&)>& on_chunk,
+                               uint32_t group) {
   v1::GetRequest req;
   req.set_namespace_id(ns);
+  req.set_group(group);
   for (const std::string& k : keys) req.add_keys(k);
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);

@@ -37,6 +37,16 @@ struct ClientOptions {
   Credentials credentials;  // TLS and token; none by default
 };
 
+// A layer group of a hybrid model; see LayerGroup in
+// proto/kvtier/v1/types.proto.
+struct LayerGroupSpec {
+  std::string kind = "full_attention";  // full_attention, sliding_window, recurrent
+  std::vector<uint32_t> layers;         // the model's layer indices
+  uint32_t window_tokens = 0;           // sliding_window
+  uint64_t state_bytes = 0;             // recurrent: one snapshot on this rank
+  uint32_t checkpoint_tokens = 0;       // recurrent: a multiple of tokens_per_block
+};
+
 // One rank's KV layout; see NamespaceLayout in proto/kvtier/v1/types.proto.
 struct KvLayoutSpec {
   uint32_t num_layers = 0;
@@ -46,6 +56,8 @@ struct KvLayoutSpec {
   uint32_t tokens_per_block = 16;
   uint32_t tp_rank = 0;
   uint32_t tp_size = 1;
+  // Hybrid models: the layer groups (empty: every layer full attention).
+  std::vector<LayerGroupSpec> groups = {};
 };
 
 struct NamespaceOptions {
@@ -68,8 +80,9 @@ struct OpenedNamespace {
   bool created = false;
   bool plans_enabled = false;
   std::string plans_note;
-  std::string encoding;             // in words; "" when stored as given
-  uint64_t stored_block_bytes = 0;  // what a block takes in the tiers
+  std::string encoding;                          // in words; "" when stored as given
+  uint64_t stored_block_bytes = 0;               // what a block takes in the tiers
+  std::vector<uint64_t> group_block_bytes = {};  // a hybrid's, per group
 };
 
 struct LookupOptions {
@@ -85,12 +98,24 @@ struct FetchPlan {
   double total_seconds = 0;
 };
 
+// What one group of a hybrid namespace loads for the cut: the blocks of
+// keys [first_key, first_key + sizes.size()).
+struct GroupLoad {
+  uint32_t group = 0;
+  uint32_t first_key = 0;
+  std::vector<uint64_t> sizes;
+  std::vector<std::string> tiers;
+};
+
 struct LookupResult {
+  // Matched keys; for a hybrid namespace the longest cut every group can
+  // restore (tiers and persisted are then empty: see groups).
   uint32_t matched = 0;
   std::vector<std::string> tiers;  // per matched block: "host", "nvme", ...
   std::vector<bool> persisted;     // per matched block: survives a daemon crash
   std::string lease_id;            // empty without a lease
   std::optional<FetchPlan> plan;
+  std::vector<GroupLoad> groups = {};  // a hybrid's, one per group
 };
 
 // A block's place in a registered region.
@@ -102,6 +127,7 @@ struct RegionBlockRef {
   // Instead of offset/size_bytes: the block's pieces in order (offset, size),
   // e.g. one per layer for engines that keep a tensor per layer.
   std::vector<std::pair<uint64_t, uint64_t>> segments;
+  uint32_t group = 0;  // hybrid namespaces: the block's layer group
 };
 
 struct BlockCompletion {
@@ -128,11 +154,17 @@ struct PutOptions {
   // first chunk names it), so a block as large as the daemon's message limit
   // still fits. Must be positive.
   uint64_t chunk_bytes = uint64_t{4} << 20;
+  // Hybrid namespaces: the layer group of each block (empty: all group 0).
+  // A block's parent is the previous block of the same group (the first
+  // one's: parent_key). One Put is judged whole: put a prefix's attention
+  // blocks and the snapshot that makes them restorable together.
+  std::vector<uint32_t> groups = {};
 };
 
 struct PutResult {
   uint32_t blocks_stored = 0;          // new on the daemon
   uint32_t blocks_already_cached = 0;  // there before this call
+  uint32_t blocks_unusable = 0;        // hybrid: stored, then dropped (no cut uses them)
 };
 
 // One message of a Get stream. The first chunk of each block names it (key
@@ -190,14 +222,17 @@ class Client {
   absl::StatusOr<TransferResult> Transfer(const std::string& ns, absl::Span<const std::string> keys,
                                           const std::string& peer, TransferDirection direction,
                                           absl::Duration timeout = absl::ZeroDuration());
+  // `group`: the layer group of a hybrid namespace whose blocks to fetch.
   absl::StatusOr<std::vector<std::string>> Get(const std::string& ns,
-                                               absl::Span<const std::string> keys);
+                                               absl::Span<const std::string> keys,
+                                               uint32_t group = 0);
   // Get without holding the blocks: on_chunk sees each message as it
   // arrives, unchecked (the caller checks order and sizes). When on_chunk
   // returns false the call is cancelled and the result is CANCELLED;
   // otherwise it is the call's status.
   absl::Status GetChunks(const std::string& ns, absl::Span<const std::string> keys,
-                         const std::function<bool(const GetChunkView&)>& on_chunk);
+                         const std::function<bool(const GetChunkView&)>& on_chunk,
+                         uint32_t group = 0);
 
   // A shared-memory file the caller created (mode 0600, owned by the
   // daemon's user); returns the region id. The region is tied to

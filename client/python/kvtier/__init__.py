@@ -13,10 +13,10 @@ by the CMake build into build/python, or by `pip install client/python`
 """
 
 from kvtier.chained_hash import chained_block_key, chained_block_keys
-from kvtier.client import (BlockRef, Client, Completion, KvtierError, LookupResult,
+from kvtier.client import (BlockRef, Client, Completion, GroupLoad, KvtierError, LookupResult,
                            Namespace, SharedRegion)
-from kvtier.namespace_options import KvLayoutSpec, NamespaceOptions
+from kvtier.namespace_options import KvLayoutSpec, LayerGroupSpec, NamespaceOptions
 
-__all__ = ["BlockRef", "Client", "Completion", "KvLayoutSpec", "KvtierError", "LookupResult",
-           "Namespace", "NamespaceOptions", "SharedRegion", "chained_block_key",
-           "chained_block_keys"]
+__all__ = ["BlockRef", "Client", "Completion", "GroupLoad", "KvLayoutSpec", "KvtierError",
+           "LayerGroupSpec", "LookupResult", "Namespace", "NamespaceOptions", "SharedRegion",
+           "chained_block_key", "chained_block_keys"]

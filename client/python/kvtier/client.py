@@ -13,7 +13,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type, Union
 
 import grpc
 
@@ -23,6 +23,11 @@ from kvtier.v1 import kvcache_pb2, kvcache_pb2_grpc, types_pb2
 _DTYPES = {
     "bf16": types_pb2.DTYPE_BF16, "fp16": types_pb2.DTYPE_FP16, "fp32": types_pb2.DTYPE_FP32,
     "fp8_e4m3": types_pb2.DTYPE_FP8_E4M3, "fp8_e5m2": types_pb2.DTYPE_FP8_E5M2,
+}
+_GROUP_KINDS = {
+    "full_attention": types_pb2.LayerGroup.LAYER_GROUP_FULL_ATTENTION,
+    "sliding_window": types_pb2.LayerGroup.LAYER_GROUP_SLIDING_WINDOW,
+    "recurrent": types_pb2.LayerGroup.LAYER_GROUP_RECURRENT,
 }
 _TIERS = {types_pb2.TIER_KIND_GPU: "gpu", types_pb2.TIER_KIND_HOST: "host",
           types_pb2.TIER_KIND_NVME: "nvme", types_pb2.TIER_KIND_PEER: "peer"}
@@ -46,6 +51,17 @@ class Namespace:
     plans_note: str
     encoding: str = ""  # in words; "" when blocks are stored as given
     stored_block_bytes: int = 0
+    group_block_bytes: List[int] = field(default_factory=list)  # a hybrid's, per group
+
+
+@dataclass
+class GroupLoad:
+    """What one group of a hybrid namespace loads for the Lookup's cut: the
+    blocks of keys[first_key:first_key + len(sizes)]."""
+    group: int
+    first_key: int
+    sizes: List[int]
+    tiers: List[str]
 
 
 @dataclass
@@ -56,6 +72,9 @@ class LookupResult:
     fetch_blocks: Optional[int]  # the plan's cut; None without a plan
     plan: Optional[kvcache_pb2.FetchPlan] = None
     persisted: List[bool] = field(default_factory=list)  # per block: survives a daemon crash
+    # Hybrid namespaces: `matched` is the longest cut every group can
+    # restore, and this says per group what to load for it.
+    groups: List[GroupLoad] = field(default_factory=list)
 
 
 @dataclass
@@ -67,6 +86,7 @@ class BlockRef:
     # Instead of offset/size: the block's pieces in order, [(offset, size)...],
     # e.g. one per layer for an engine that keeps a tensor per layer.
     segments: Optional[List[Tuple[int, int]]] = None
+    group: int = 0  # hybrid namespaces: the block's layer group
 
 
 @dataclass
@@ -234,6 +254,14 @@ class Client:
             num_layers=lo.num_layers, num_kv_heads=lo.num_kv_heads, head_dim=lo.head_dim,
             dtype=_DTYPES[lo.dtype], tokens_per_block=lo.tokens_per_block, tp_rank=lo.tp_rank,
             tp_size=lo.tp_size)
+        for i, g in enumerate(lo.groups):
+            if g.kind not in _GROUP_KINDS:
+                raise KvtierError(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"layout.groups[{i}].kind {g.kind!r} is not one of "
+                                  f"{', '.join(_GROUP_KINDS)}")
+            layout.groups.append(types_pb2.LayerGroup(
+                kind=_GROUP_KINDS[g.kind], layers=list(g.layers), window_tokens=g.window_tokens,
+                state_bytes=g.state_bytes, checkpoint_tokens=g.checkpoint_tokens))
         kinds = {"": kvcache_pb2.StorageEncoding.STORAGE_ENCODING_PLAIN,
                  "fp8": kvcache_pb2.StorageEncoding.STORAGE_ENCODING_FP8_E4M3}
         if o.encoding not in kinds:
@@ -246,7 +274,7 @@ class Client:
                                                  engine_layout=o.engine_layout,
                                                  k_group_tokens=o.k_group_tokens)))
         return Namespace(r.namespace_id, r.block_bytes, r.created, r.plans_enabled, r.plans_note,
-                         r.encoding, r.stored_block_bytes)
+                         r.encoding, r.stored_block_bytes, [g.block_bytes for g in r.groups])
 
     def lookup(self, namespace_id: str, keys: Sequence[bytes], take_lease: bool = False,
                lease_ttl_ms: int = 0, prompt_tokens: int = 0) -> LookupResult:
@@ -256,7 +284,10 @@ class Client:
         has_plan = r.HasField("plan")
         return LookupResult(r.matched, [_TIERS.get(b.tier, "unknown") for b in r.blocks],
                             r.lease_id, r.plan.fetch_blocks if has_plan else None,
-                            r.plan if has_plan else None, [b.persisted for b in r.blocks])
+                            r.plan if has_plan else None, [b.persisted for b in r.blocks],
+                            [GroupLoad(g.group, g.first_key, [b.size_bytes for b in g.blocks],
+                                       [_TIERS.get(b.tier, "unknown") for b in g.blocks])
+                             for g in r.groups])
 
     def release(self, lease_id: str) -> int:
         return self._call(self._stub.Release,
@@ -273,28 +304,36 @@ class Client:
         return r.leases_released, r.blocks_dropped, r.blocks_kept
 
     def put(self, namespace_id: str, keys: Sequence[bytes], blocks: Sequence[bytes],
-            parent_key: bytes = b"") -> int:
+            parent_key: bytes = b"", groups: Optional[Sequence[int]] = None) -> int:
+        """Stores blocks; all or nothing. Hybrid namespaces: groups[i] is the
+        layer group of blocks[i], whose parent is the previous key of the
+        same group; one put is judged whole (attention blocks and the
+        snapshot that makes them restorable belong together)."""
         if len(keys) != len(blocks) or not keys:
             raise KvtierError(grpc.StatusCode.INVALID_ARGUMENT,
                               "put needs one block per key, and at least one key")
+        if groups is not None and len(groups) != len(keys):
+            raise KvtierError(grpc.StatusCode.INVALID_ARGUMENT, "put needs one group per key")
 
         def chunks():
-            parent = parent_key
+            parents: Dict[int, bytes] = {}
             for i, (k, data) in enumerate(zip(keys, blocks)):
+                g = groups[i] if groups is not None else 0
                 yield kvcache_pb2.PutChunk(namespace_id=namespace_id if i == 0 else "", key=k,
-                                           parent_key=parent, block_bytes=len(data), data=data)
-                parent = k
+                                           parent_key=parents.get(g, parent_key),
+                                           block_bytes=len(data), data=data, group=g)
+                parents[g] = k
 
         try:
             return self._stub.Put(chunks(), timeout=self._timeout).blocks_stored
         except grpc.RpcError as e:
             raise KvtierError(e.code(), e.details()) from None
 
-    def get(self, namespace_id: str, keys: Sequence[bytes]) -> List[bytes]:
+    def get(self, namespace_id: str, keys: Sequence[bytes], group: int = 0) -> List[bytes]:
         out: List[bytearray] = []
         try:
             for c in self._stub.Get(kvcache_pb2.GetRequest(namespace_id=namespace_id,
-                                                          keys=list(keys)),
+                                                          keys=list(keys), group=group),
                                     timeout=self._timeout):
                 if c.key:
                     out.append(bytearray())
@@ -341,7 +380,7 @@ class Client:
                   on_block: Optional[Callable[[Completion], None]]) -> List[Completion]:
         refs = [kvcache_pb2.BlockRef(
             key=b.key, parent_key=b.parent_key if save else b"", offset=b.offset,
-            size_bytes=b.size,
+            size_bytes=b.size, group=b.group,
             segments=[kvcache_pb2.RegionSegment(offset=o, size_bytes=n)
                       for o, n in (b.segments or [])]) for b in blocks]
         if save:

@@ -5,6 +5,22 @@ proto/kvtier/v1/types.proto).
 """
 
 from dataclasses import dataclass, field
+from typing import List
+
+
+@dataclass
+class LayerGroupSpec:
+    """A layer group of a hybrid model (LayerGroup in types.proto).
+
+    kind: "full_attention", "sliding_window" (window_tokens > 0) or
+    "recurrent" (state_bytes of one snapshot on this rank, and
+    checkpoint_tokens, a multiple of tokens_per_block).
+    """
+    kind: str = "full_attention"
+    layers: List[int] = field(default_factory=list)
+    window_tokens: int = 0
+    state_bytes: int = 0
+    checkpoint_tokens: int = 0
 
 
 @dataclass
@@ -17,6 +33,8 @@ class KvLayoutSpec:
     tokens_per_block: int = 16
     tp_rank: int = 0
     tp_size: int = 1
+    # Hybrid models: the layer groups (empty: every layer full attention).
+    groups: List[LayerGroupSpec] = field(default_factory=list)
 
 
 @dataclass
