@@ -224,6 +224,7 @@ absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
     for (const v1::BlockInfo& b : g.blocks()) {
       load.sizes.push_back(b.size_bytes());
       load.tiers.push_back(TierName(b.tier()));
+      load.persisted.push_back(b.persisted());
     }
   }
   r.lease_id = resp.lease_id();

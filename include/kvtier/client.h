@@ -105,6 +105,7 @@ struct GroupLoad {
   uint32_t first_key = 0;
   std::vector<uint64_t> sizes;
   std::vector<std::string> tiers;
+  std::vector<bool> persisted;  // survives a daemon crash
 };
 
 struct LookupResult {
