@@ -21,8 +21,8 @@ sys.path.insert(0, PYTHONPATH)
 
 import grpc  # noqa: E402
 
-from kvtier import (BlockRef, Client, KvtierError, SharedRegion,  # noqa: E402
-                    chained_block_key, chained_block_keys)
+from kvtier import (BlockRef, Client, KvLayoutSpec, KvtierError, LayerGroupSpec,  # noqa: E402
+                    NamespaceOptions, SharedRegion, chained_block_key, chained_block_keys)
 from kvtier.connector import KvtierConnector, Request, ScheduledRequest  # noqa: E402
 from kvtier.v1 import admin_pb2, admin_pb2_grpc  # noqa: E402
 
@@ -227,6 +227,43 @@ class PythonClientTest(unittest.TestCase):
             with self.assertRaises(KvtierError) as e:
                 self.client.register_memory(region.path, region.size, owner_pid=2**31 - 2)
             self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_hybrid_namespace_groups(self):
+        # Full attention (layer 1) and a recurrent layer (layer 0) with a
+        # 4 KiB snapshot every 2 blocks: cuts only where a snapshot is.
+        spec = NamespaceOptions("py-hybrid", KvLayoutSpec(
+            2, 1, 128, tokens_per_block=BLOCK_TOKENS,
+            groups=[LayerGroupSpec("full_attention", [1]),
+                    LayerGroupSpec("recurrent", [0], state_bytes=4096,
+                                   checkpoint_tokens=2 * BLOCK_TOKENS)]))
+        ns = self.client.open_namespace(spec)
+        self.assertEqual(ns.group_block_bytes, [BLOCK_BYTES, 4096])
+        keys = [b"h0", b"h1", b"h2"]
+        attention = [bytes([i]) * BLOCK_BYTES for i in range(3)]
+        state = b"s" * 4096
+        # One put: three attention blocks and the snapshot after block 2;
+        # block 3's attention has no snapshot and serves no cut.
+        self.assertEqual(self.client.put(ns.id, keys + [b"h1"], attention + [state],
+                                         groups=[0, 0, 0, 1]), 4)
+        hit = self.client.lookup(ns.id, keys)
+        self.assertEqual(hit.matched, 2)
+        self.assertEqual([(g.group, g.first_key, g.sizes) for g in hit.groups],
+                         [(0, 0, [BLOCK_BYTES, BLOCK_BYTES]), (1, 1, [4096])])
+        self.assertEqual(self.client.get(ns.id, [b"h1"], group=1), [state])
+        self.assertEqual(self.client.get(ns.id, keys[:2], group=0), attention[:2])
+        with self.assertRaises(KvtierError) as e:
+            self.client.get(ns.id, [b"h2"], group=0)  # dropped: no cut used it
+        self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+        with self.assertRaises(KvtierError) as e:
+            self.client.get(ns.id, [b"h1"], group=2)
+        self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        bad = NamespaceOptions("py-hybrid", KvLayoutSpec(
+            2, 1, 128, groups=[LayerGroupSpec("recurrent", [0, 1], state_bytes=4096,
+                                              checkpoint_tokens=24)]))
+        with self.assertRaises(KvtierError) as e:
+            self.client.open_namespace(bad)
+        self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("groups[0].checkpoint_tokens", e.exception.message)
 
     def test_save_and_load_async_through_shared_memory(self):
         with SharedRegion(8 * BLOCK_BYTES) as region:
