@@ -102,8 +102,13 @@ HybridMatch GroupTable::Match(const HybridGroups& h, absl::Span<const BlockKey> 
     index_->MatchChain(h.storage[g], keys, &m.records[g]);
     full_run = std::min(full_run, m.records[g].size());
   }
-  m.cut = LongestRestorableCut(h.rules, n, full_run, [&](size_t g, size_t i) {
-    return index_->Find(h.storage[g], keys[i]) != nullptr;
+  // The other groups' records by key, as the cut search finds them (it
+  // probes each key at most once).
+  m.cut = LongestRestorableCut(h.rules, std::min(n, full_run), full_run, [&](size_t g, size_t i) {
+    std::vector<BlockRecord*>& found = m.records[g];
+    if (found.empty()) found.assign(std::min(n, full_run), nullptr);
+    found[i] = index_->Find(h.storage[g], keys[i]);
+    return found[i] != nullptr;
   });
   for (size_t g = 0; g < groups; ++g) {
     m.ranges[g] = LoadRange(h.rules[g], m.cut);
@@ -112,10 +117,9 @@ HybridMatch GroupTable::Match(const HybridGroups& h, absl::Span<const BlockKey> 
       recs.resize(m.cut);
       continue;
     }
-    recs.clear();
-    for (size_t i = m.ranges[g].begin; i < m.ranges[g].end; ++i) {
-      recs.push_back(index_->Find(h.storage[g], keys[i]));  // held: the cut is restorable
-    }
+    // Held, each probed: the cut is restorable.
+    recs.erase(recs.begin() + static_cast<ptrdiff_t>(m.ranges[g].end), recs.end());
+    recs.erase(recs.begin(), recs.begin() + static_cast<ptrdiff_t>(m.ranges[g].begin));
   }
   return m;
 }

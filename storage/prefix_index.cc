@@ -146,9 +146,26 @@ std::vector<BlockRecord*> PrefixIndex::SubtreePostOrder(BlockRecord* root) const
 
 void PrefixIndex::RefileTouched(BlockRecord* record) {
   const uint8_t was = record->candidate_of;
-  SetCandidates(record, 0);
-  record->last_access = ++clock_;
-  SetCandidates(record, was);
+  const uint64_t old = record->last_access;
+  const uint64_t now = ++clock_;
+  if (record->slot.size_class != record->candidate_class) {  // residency changed: refile anew
+    SetCandidates(record, 0);
+    record->last_access = now;
+    SetCandidates(record, was);
+    return;
+  }
+  // The new tick is the largest key of every set: move each node to the end
+  // (no allocation, amortized O(1) insertion at the hint).
+  auto move_to_end = [&](CandidateSet& set) {
+    set.erase(old);
+    set.emplace_hint(set.end(), now, record);
+  };
+  for (int k = 0; k < kNumCandidates; ++k) {
+    if (((was >> k) & 1) == 0) continue;
+    move_to_end(sets_[k]);
+    move_to_end(by_class_[k][record->candidate_class]);
+  }
+  record->last_access = now;
 }
 
 void PrefixIndex::AddRef(BlockRecord* record) {

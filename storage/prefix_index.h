@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -251,8 +252,11 @@ class PrefixIndex {
   size_t size_ = 0;
   // Per candidate kind: last_access -> record (last_access values are unique,
   // a counter), and for the host kinds the same per host size class.
-  std::map<uint64_t, BlockRecord*> sets_[kNumCandidates];
-  std::vector<std::map<uint64_t, BlockRecord*>> by_class_[kNumCandidates];
+  // B-trees: a Touch moves a record to the end of each set it is in, which
+  // costs a node allocation and a rebalance in a red-black tree.
+  using CandidateSet = absl::btree_map<uint64_t, BlockRecord*>;
+  CandidateSet sets_[kNumCandidates];
+  std::vector<CandidateSet> by_class_[kNumCandidates];
   uint64_t clock_ = 0;
 };
 
