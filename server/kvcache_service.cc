@@ -442,6 +442,11 @@ grpc::Status KvCacheService::Transfer(grpc::ServerContext* context,
   if (request->timeout_ms() > 600'000) {
     return ToGrpc(absl::InvalidArgumentError("timeout_ms must be at most 600000"));
   }
+  if (deps_.cache->IsHybrid(nk->ns)) {
+    return Finish("Transfer", absl::UnimplementedError(
+                                  "Transfer of a namespace with layer groups is not supported yet; "
+                                  "save the groups on the peer with Save"));
+  }
   const absl::Duration timeout = absl::Milliseconds(request->timeout_ms());
   absl::StatusOr<TransferOutcome> outcome;
   switch (request->direction()) {

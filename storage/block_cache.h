@@ -367,6 +367,8 @@ class BlockCache {
   TransferMeter& host_meter() { return host_meter_; }
   TransferMeter& nvme_meter() { return nvme_meter_; }
 
+  // Whether `ns` is open with layer groups (NamespaceSpec::hybrid).
+  bool IsHybrid(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether `group` of `ns` holds `key` (any tier), without touching it.
   bool HoldsForTesting(const NamespaceId& ns, uint32_t group, const BlockKey& key)
       ABSL_LOCKS_EXCLUDED(mu_);

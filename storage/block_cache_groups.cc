@@ -142,4 +142,10 @@ BlockCache::DeferredSweep::~DeferredSweep() {
   cache_->counters_.group_blocks_unusable += cache_->groups_.Undefer(ns_);
 }
 
+bool BlockCache::IsHybrid(const NamespaceId& ns) {
+  MutexLock lock(&mu_);
+  absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns);
+  return entry.ok() && (*entry)->spec.hybrid();
+}
+
 }  // namespace kvtier
