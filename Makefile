@@ -35,6 +35,7 @@ bench: configure
 	./$(BUILD_DIR)/bench/host_put_get
 	./$(BUILD_DIR)/bench/nvme_store --dir $(BUILD_DIR)/nvme-bench
 	./$(BUILD_DIR)/bench/lookup_plan
+	./$(BUILD_DIR)/bench/hybrid_groups
 	./$(BUILD_DIR)/bench/scale --dir $(BUILD_DIR)/scale-bench
 	./$(BUILD_DIR)/bench/lookup_rpc
 	./$(BUILD_DIR)/bench/secure_rpc
