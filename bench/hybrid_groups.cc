@@ -64,7 +64,7 @@ void Store(BlockCache& cache, const NamespaceId& ns, const std::string& tag,
   std::vector<uint8_t> bytes;
   const auto whole = cache.DeferSweeps(ns);
   for (size_t at = 0; at < blocks.size();) {
-    auto batch = *cache.BeginPut(ns);
+    auto batch = *cache.BeginPut(ns, whole.get());
     for (size_t end = std::min(blocks.size(), at + 256); at < end; ++at) {
       const auto& [group, i, size] = blocks[at];
       bytes.assign(size, static_cast<uint8_t>(i));

@@ -85,7 +85,7 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
         }
       }
     }
-    absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> batch = cache.BeginPut(ns);
+    absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> batch = cache.BeginPut(ns, whole.get());
     if (group.ok() && !batch.ok()) {
       group = batch.status();
       failed_at = next;

@@ -142,9 +142,8 @@ void AdminService::TiersView(v1::ListTiersResponse* response) {
   }
 }
 
-void AdminService::NamespacesView(v1::ListNamespacesResponse* response) {
-  // The stranded scan covers hybrid namespaces only: O(their blocks).
-  for (const NamespaceSnapshot& ns : deps_.cache->Namespaces(/*scan_for_stranded=*/true)) {
+void AdminService::NamespacesView(v1::ListNamespacesResponse* response, bool scan_groups) {
+  for (const NamespaceSnapshot& ns : deps_.cache->Namespaces(scan_groups)) {
     v1::NamespaceStatus* out = response->add_namespaces();
     out->set_namespace_id(ns.id.ToHex());
     out->set_model_id(ns.spec.model_id);
@@ -259,7 +258,7 @@ grpc::Status AdminService::ListNamespaces(grpc::ServerContext* context,
                                           v1::ListNamespacesResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "ListNamespaces")); !s.ok())
     return s;
-  NamespacesView(response);
+  NamespacesView(response, /*scan_groups=*/true);
   return grpc::Status::OK;
 }
 

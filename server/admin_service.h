@@ -59,7 +59,10 @@ class AdminService final : public v1::Admin::Service {
   void StatusView(v1::GetStatusResponse* response, bool scan_for_stranded = true)
       ABSL_LOCKS_EXCLUDED(mu_);
   void TiersView(v1::ListTiersResponse* response);
-  void NamespacesView(v1::ListNamespacesResponse* response);
+  // `scan_groups`: also each hybrid group's NVMe and stranded counts, an
+  // O(its blocks) scan under the cache lock (ListNamespaces asks for it, a
+  // metrics scrape does not).
+  void NamespacesView(v1::ListNamespacesResponse* response, bool scan_groups = false);
   void WearView(v1::GetWearResponse* response);  // reads SMART logs (I/O)
   void PeersView(v1::ListPeersResponse* response);
 

@@ -5,7 +5,10 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -137,12 +140,13 @@ class AdminViewCollector final : public prometheus::Collectable {
              {"io_uring", kBuiltWithUring ? "yes" : "no"}},
             1);
     v1::GetStatusResponse status;
+    bool scan = false;
     {
       // The stranded-block self-check scans the whole index under the
       // cache's lock: once a minute at most, not at every scrape.
       MutexLock lock(&stranded_mu_);
       const absl::Time now = absl::Now();
-      const bool scan = now - last_stranded_scan_ >= absl::Minutes(1);
+      scan = now - last_stranded_scan_ >= absl::Minutes(1);
       admin_->StatusView(&status, scan);
       if (scan) {
         last_stranded_scan_ = now;
@@ -173,7 +177,7 @@ class AdminViewCollector final : public prometheus::Collectable {
       out.Add("kvtier_tier_blocks", prometheus::MetricType::Gauge, "", {{"tier", "gpu"}},
               static_cast<double>(status.gpu().tier_resident_blocks()));
     }
-    AddNamespaces(&out);
+    AddNamespaces(&out, scan);
     v1::GetWearResponse wear;
     admin_->WearView(&wear);
     out.AddMessage(wear, "wear_", {});
@@ -192,9 +196,35 @@ class AdminViewCollector final : public prometheus::Collectable {
     return absl::AsciiStrToLower(absl::StripPrefix(v1::TierKind_Name(kind), "TIER_KIND_"));
   }
 
-  void AddNamespaces(MetricFamilies* out) const {
+  // `scan`: this scrape runs the minute's self-check, which also counts each
+  // hybrid group's NVMe and stranded blocks; other scrapes repeat the last.
+  void AddNamespaces(MetricFamilies* out, bool scan) const {
     v1::ListNamespacesResponse list;
-    admin_->NamespacesView(&list);
+    admin_->NamespacesView(&list, scan);
+    {
+      MutexLock lock(&stranded_mu_);
+      for (v1::NamespaceStatus& ns : *list.mutable_namespaces()) {
+        for (int g = 0; g < ns.groups_size(); ++g) {
+          v1::GroupStatus* gs = ns.mutable_groups(g);
+          const std::pair<std::string, int> id = {ns.namespace_id(), g};
+          if (scan) {
+            group_scan_[id] = *gs;
+          } else if (auto it = group_scan_.find(id); it != group_scan_.end()) {
+            gs->set_nvme_blocks(it->second.nvme_blocks());
+            gs->set_stranded_blocks(it->second.stranded_blocks());
+            gs->set_stranded_bytes(it->second.stranded_bytes());
+          }
+        }
+      }
+      if (scan) {  // forget namespaces gone since the last scan
+        for (auto it = group_scan_.begin(); it != group_scan_.end();) {
+          const bool open =
+              std::any_of(list.namespaces().begin(), list.namespaces().end(),
+                          [&](const auto& n) { return n.namespace_id() == it->first.first; });
+          it = open ? std::next(it) : group_scan_.erase(it);
+        }
+      }
+    }
     std::vector<const v1::NamespaceStatus*> all;
     struct TenantTotals {
       double namespaces = 0, blocks = 0, bytes = 0;
@@ -243,6 +273,9 @@ class AdminViewCollector final : public prometheus::Collectable {
   const uint32_t max_namespaces_;
   mutable Mutex stranded_mu_;
   mutable absl::Time last_stranded_scan_ ABSL_GUARDED_BY(stranded_mu_) = absl::InfinitePast();
+  // Each hybrid group's counts from the last scan, by (namespace, group).
+  mutable std::map<std::pair<std::string, int>, v1::GroupStatus> group_scan_
+      ABSL_GUARDED_BY(stranded_mu_);
   mutable uint64_t stranded_blocks_ ABSL_GUARDED_BY(stranded_mu_) = 0;
   mutable uint64_t stranded_bytes_ ABSL_GUARDED_BY(stranded_mu_) = 0;
 };

@@ -68,7 +68,8 @@ absl::StatusOr<NamespaceSpec> NamespaceSpecFromProto(const v1::OpenNamespaceRequ
   spec.layout = KvLayout{l.num_layers(),       l.num_kv_heads(), l.head_dim(), dtype,
                          l.tokens_per_block(), l.tp_rank(),      l.tp_size()};
   if (spec.hybrid() && request.has_encoding() &&
-      request.encoding().kind() != v1::StorageEncoding::STORAGE_ENCODING_PLAIN) {
+      (request.encoding().kind() != v1::StorageEncoding::STORAGE_ENCODING_PLAIN ||
+       !request.encoding().engine_layout().empty() || request.encoding().k_group_tokens() != 0)) {
     return absl::InvalidArgumentError(
         "encoding: storage encodings are not supported with layer groups (layout.groups) yet");
   }

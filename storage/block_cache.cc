@@ -385,9 +385,13 @@ absl::StatusOr<std::pair<std::vector<BlockView>, uint64_t>> BlockCache::TopBlock
     return entry.status();
   }
   std::vector<const BlockRecord*> all;
-  index_.ForEach([&](const BlockRecord& r) {
-    if (r.ns == ns) all.push_back(&r);
-  });
+  if (const HybridGroups* h = groups_.Find(ns); h != nullptr) {  // its groups' blocks
+    for (const NamespaceId& storage : h->storage) {
+      index_.ForEachIn(storage, [&](const BlockRecord& r) { all.push_back(&r); });
+    }
+  } else {
+    index_.ForEachIn(ns, [&](const BlockRecord& r) { all.push_back(&r); });
+  }
   const size_t n = std::min(top, all.size());
   std::partial_sort(all.begin(), all.begin() + static_cast<ptrdiff_t>(n), all.end(),
                     [](const BlockRecord* a, const BlockRecord* b) {
@@ -517,9 +521,9 @@ std::vector<NamespaceSnapshot> BlockCache::Namespaces(bool scan_for_stranded) {
           gs.blocks = ge->blocks;
           gs.bytes = ge->bytes;
         }
-        index_.ForEachIn(h->storage[g],
-                         [&](const BlockRecord& r) { gs.on_nvme_blocks += r.on_nvme; });
         if (scan_for_stranded) {
+          index_.ForEachIn(h->storage[g],
+                           [&](const BlockRecord& r) { gs.on_nvme_blocks += r.on_nvme; });
           gs.stranded_blocks = stranded[g].blocks;
           gs.stranded_bytes = stranded[g].bytes;
         }

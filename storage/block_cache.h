@@ -199,9 +199,9 @@ struct GroupSnapshot {
   uint64_t block_bytes = 0;
   uint64_t blocks = 0;
   uint64_t bytes = 0;
+  // Filled only by a scan (Namespaces(true)): blocks on NVMe, and bytes no
+  // restorable cut can use (always 0 unless a sweep was missed).
   uint64_t on_nvme_blocks = 0;
-  // Bytes no restorable cut can use (always 0 unless a sweep was missed);
-  // filled only by a scan (Namespaces(true)).
   uint64_t stranded_blocks = 0;
   uint64_t stranded_bytes = 0;
 };
@@ -219,6 +219,7 @@ class BlockCache {
  public:
   class PutBatch;
   class ReadHandle;
+  class DeferredSweep;
 
   // INVALID_ARGUMENT for inconsistent options (e.g. max_block_bytes larger
   // than a slab), RESOURCE_EXHAUSTED if the arena cannot be mapped.
@@ -260,17 +261,22 @@ class BlockCache {
   // Starts an all-or-nothing batch of block writes. NOT_FOUND for an unknown
   // namespace. A batch of a hybrid namespace may carry blocks of all its
   // groups; they commit together, and then what no cut can use is dropped.
-  absl::StatusOr<std::unique_ptr<PutBatch>> BeginPut(const NamespaceId& ns);
+  // `judged_with` (optional, of `ns`): see DeferredSweep; it must outlive
+  // the batch.
+  absl::StatusOr<std::unique_ptr<PutBatch>> BeginPut(const NamespaceId& ns,
+                                                     DeferredSweep* judged_with = nullptr);
 
   // Pins and verifies the blocks of `keys`, in order. NOT_FOUND if one is
   // not cached or fails its checksum (that block is dropped); nothing is
   // returned then. With verify = false the host copies are not checked here:
   // the caller must check every byte it uses against ReadHandle::checksum()
   // (e.g. while copying them) and call ReportChecksumMismatch on a mismatch.
-  // Holds back the stranding sweeps of hybrid namespace `ns` while it lives
-  // (GroupTable::Defer): a Save that commits in several batches is judged
-  // whole when it ends. A no-op for other namespaces. Destroy before the
-  // cache.
+  // One request's Put batches of hybrid namespace `ns`, judged whole: the
+  // batches begun with it (BeginPut's `judged_with`) leave what they commit
+  // unswept until it is destroyed, when the stranding sweep looks at all of
+  // it at once. One Save may commit attention blocks in one batch and the
+  // snapshot that makes them usable in a later one. Sweeps after removals
+  // go on meanwhile. Harmless for other namespaces. Destroy before the cache.
   class DeferredSweep {
    public:
     ~DeferredSweep();
@@ -282,8 +288,9 @@ class BlockCache {
     DeferredSweep(BlockCache* cache, const NamespaceId& ns) : cache_(cache), ns_(ns) {}
     BlockCache* const cache_;
     const NamespaceId ns_;
+    std::vector<BlockKey> committed_;  // guarded by cache_->mu_
   };
-  std::unique_ptr<DeferredSweep> DeferSweeps(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);
+  std::unique_ptr<DeferredSweep> DeferSweeps(const NamespaceId& ns);
 
   // `group`: which group's bytes of a hybrid namespace (0 otherwise).
   absl::StatusOr<std::vector<ReadHandle>> Read(const NamespaceId& ns,
@@ -336,8 +343,9 @@ class BlockCache {
   // Counters and sizes. `scan_for_stranded` also counts stranded blocks, an
   // O(blocks) self-check under the lock (always 0 unless the index is broken).
   CacheSnapshot Snapshot(bool scan_for_stranded = false);
-  // `scan_for_stranded`: also the stranded bytes of each hybrid's groups
-  // (an O(blocks) self-check under the lock, always 0 unless broken).
+  // `scan_for_stranded`: also each hybrid group's NVMe blocks and stranded
+  // bytes (an O(its blocks) scan under the lock; stranded is always 0
+  // unless broken).
   std::vector<NamespaceSnapshot> Namespaces(bool scan_for_stranded = false);
   const BlockCacheOptions& options() const { return options_; }
 
@@ -553,13 +561,14 @@ class BlockCache::PutBatch {
     bool verified = false;  // landing: checked by KeepVerifiedPrefix
   };
   PutBatch(BlockCache* cache, const NamespaceId& ns, uint64_t block_bytes, std::string tenant,
-           std::vector<Target> targets, bool hybrid)
+           std::vector<Target> targets, bool hybrid, DeferredSweep* judged_with)
       : cache_(cache),
         ns_(ns),
         block_bytes_(block_bytes),
         tenant_(std::move(tenant)),
         targets_(std::move(targets)),
-        hybrid_(hybrid) {}
+        hybrid_(hybrid),
+        judged_with_(judged_with) {}
   absl::Status Fail(absl::Status status);
   // StartBlock's work, without ending the batch on error.
   absl::Status Reserve(const BlockKey& key, const BlockKey& parent, uint64_t size, uint32_t group);
@@ -571,7 +580,15 @@ class BlockCache::PutBatch {
   const std::string tenant_;           // charged for the slots this batch reserves
   const std::vector<Target> targets_;  // per group; one for a namespace without
   const bool hybrid_;
-  uint64_t reserved_bytes_ = 0;  // charged to tenant_ until the batch ends
+  // The first full-attention group, whose chain the others follow.
+  const uint32_t spine_ = [this] {
+    for (uint32_t g = 0; g < targets_.size(); ++g) {
+      if (targets_[g].chained) return g;
+    }
+    return uint32_t{0};
+  }();
+  DeferredSweep* const judged_with_;  // may be null
+  uint64_t reserved_bytes_ = 0;       // charged to tenant_ until the batch ends
   std::vector<Staged> staged_;
   absl::flat_hash_map<std::pair<uint32_t, BlockKey>, size_t> staged_index_;  // (group, key)
   // Cached blocks this batch depends on (parents, already-cached keys),

@@ -132,14 +132,14 @@ bool BlockCache::HoldsForTesting(const NamespaceId& ns, uint32_t group, const Bl
 }
 
 std::unique_ptr<BlockCache::DeferredSweep> BlockCache::DeferSweeps(const NamespaceId& ns) {
-  MutexLock lock(&mu_);
-  groups_.Defer(ns);
   return std::unique_ptr<DeferredSweep>(new DeferredSweep(this, ns));
 }
 
 BlockCache::DeferredSweep::~DeferredSweep() {
   MutexLock lock(&cache_->mu_);
-  cache_->counters_.group_blocks_unusable += cache_->groups_.Undefer(ns_);
+  if (committed_.empty()) return;
+  cache_->counters_.group_blocks_unusable += cache_->groups_.AfterCommit(ns_, committed_);
+  cache_->SweepGroupsLocked();
 }
 
 bool BlockCache::IsHybrid(const NamespaceId& ns) {

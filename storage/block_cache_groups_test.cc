@@ -230,6 +230,91 @@ TEST_F(HybridCacheTest, DeleteAndCloseTakeEveryGroup) {
   EXPECT_EQ(cache_->Snapshot().blocks, 0u);
 }
 
+TEST_F(HybridCacheTest, OneRequestsBatchesAreJudgedWhole) {
+  const auto chain = Chain("w", 2);
+  // Two batches: the attention blocks, then the window and the snapshot.
+  auto two_batches = [&](BlockCache::DeferredSweep* whole) {
+    auto first = cache_->BeginPut(ns_, whole);
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_TRUE((*first)
+                      ->StartBlock(Key(chain[i]), i ? Key(chain[i - 1]) : BlockKey(),
+                                   kAttentionBytes, kFull)
+                      .ok());
+      ASSERT_TRUE((*first)->Append(Content(kFull, chain[i])).ok());
+    }
+    ASSERT_TRUE((*first)->Commit().ok());
+    auto second = cache_->BeginPut(ns_, whole);
+    for (uint32_t g : {kWindow, kState}) {
+      for (size_t i = g == kState ? 1 : 0; i < 2; ++i) {
+        ASSERT_TRUE((*second)->StartBlock(Key(chain[i]), BlockKey(), SizeOf(g), g).ok());
+        ASSERT_TRUE((*second)->Append(Content(g, chain[i])).ok());
+      }
+    }
+    auto r = (*second)->Commit();
+    ASSERT_TRUE(r.ok()) << r.status();
+  };
+  // Alone, the first batch serves no cut and goes at once; the second then
+  // has nothing to restore with.
+  two_batches(nullptr);
+  EXPECT_FALSE(cache_->HoldsForTesting(ns_, kFull, Key(chain[0])));
+  EXPECT_EQ(cache_->Lookup(ns_, Keys(chain, 2), false, absl::ZeroDuration())->matched, 0u);
+  // Judged whole, the two make cut 2.
+  {
+    auto whole = cache_->DeferSweeps(ns_);
+    two_batches(whole.get());
+    EXPECT_TRUE(cache_->HoldsForTesting(ns_, kFull, Key(chain[0])));
+  }
+  EXPECT_EQ(cache_->Lookup(ns_, Keys(chain, 2), false, absl::ZeroDuration())->matched, 2u);
+  ExpectNothingStranded("judged whole");
+}
+
+TEST_F(HybridCacheTest, NvmeAdmissionOfTheNamespaceHoldsForItsGroups) {
+  ASSERT_TRUE(cache_->SetNvmeAdmission(ns_, false).ok());
+  const auto chain = Chain("n", 4);
+  ASSERT_TRUE(Save(chain, 4, 0, true).ok());
+  cache_->DrainWrites(absl::Now() + absl::Seconds(5));
+  for (const NamespaceSnapshot& n : cache_->Namespaces(/*scan_for_stranded=*/true)) {
+    for (const GroupSnapshot& g : n.groups) EXPECT_EQ(g.on_nvme_blocks, 0u);
+  }
+  ASSERT_TRUE(cache_->SetNvmeAdmission(ns_, true).ok());
+  cache_->DrainWrites(absl::Now() + absl::Seconds(5));
+  uint64_t on_nvme = 0;
+  for (const NamespaceSnapshot& n : cache_->Namespaces(/*scan_for_stranded=*/true)) {
+    for (const GroupSnapshot& g : n.groups) on_nvme += g.on_nvme_blocks;
+  }
+  EXPECT_GT(on_nvme, 0u);
+}
+
+TEST(HybridCacheSpineTest, ASecondFullAttentionGroupFollowsTheFirstsChain) {
+  FakeClock clock;
+  BlockCacheOptions o;
+  o.host_bytes = 1 * kMiB;
+  o.slab_bytes = 256 * kKiB;
+  o.max_block_bytes = 64 * kKiB;
+  auto cache = *BlockCache::Create(o, &clock);
+  NamespaceSpec s;
+  s.model_id = "two-full";
+  s.layout = KvLayout{2, 1, 64, DType::kBf16, 16, 0, 1};
+  s.groups = {{GroupKind::kFullAttention, {0}, 0, 0, 0}, {GroupKind::kFullAttention, {1}, 0, 0, 0}};
+  const NamespaceId ns = cache->OpenNamespace(s)->id;
+  const std::vector<uint8_t> bytes(4096, 7);
+  auto batch = *cache->BeginPut(ns);
+  // Group 1 before group 0 has the key: refused, naming what to do.
+  absl::Status st = batch->StartBlock(Key("a"), BlockKey(), 4096, 1);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  batch = *cache->BeginPut(ns);
+  ASSERT_TRUE(batch->StartBlock(Key("a"), BlockKey(), 4096, 0).ok());
+  ASSERT_TRUE(batch->Append(bytes).ok());
+  ASSERT_TRUE(batch->StartBlock(Key("b"), Key("a"), 4096, 0).ok());
+  ASSERT_TRUE(batch->Append(bytes).ok());
+  ASSERT_TRUE(batch->StartBlock(Key("a"), BlockKey(), 4096, 1).ok());
+  ASSERT_TRUE(batch->Append(bytes).ok());
+  // Another parent than group 0's for "b": refused.
+  st = batch->StartBlock(Key("b"), Key("x"), 4096, 1);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("group 0 has"), std::string::npos) << st;
+}
+
 TEST_F(HybridCacheTest, RandomSavesLookupsLoadsEvictionsAndRestartsKeepInvariant9) {
   std::mt19937 rng(1818);
   std::vector<std::vector<std::string>> chains;

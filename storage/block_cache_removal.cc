@@ -58,6 +58,13 @@ absl::StatusOr<CloseResult> BlockCache::CloseNamespace(const NamespaceId& ns, bo
     const NamespaceEntry* left = namespaces_.FindAny(id);
     result.blocks_kept += left == nullptr ? 0 : left->blocks;
   }
+  // A closed hybrid that holds nothing any more: its groups go too (a
+  // re-open registers them again). One that keeps blocks stays known, so
+  // their removals are still swept.
+  if (result.blocks_kept == 0 && !(storage.size() == 1 && storage[0] == ns) &&
+      namespaces_.FindAny(ns) == nullptr) {
+    groups_.Forget(ns);
+  }
   return result;
 }
 
@@ -221,13 +228,11 @@ EvictResult BlockCache::Evict(const std::optional<NamespaceId>& ns, size_t max_b
     }
     if (result.blocks_evicted >= max_blocks) break;
   }
+  result.blocks_left = in_scope - result.blocks_evicted;
   counters_.blocks_deleted += result.blocks_evicted;
-  // Group bytes that only the evicted blocks' cuts used go too.
-  const uint64_t before = counters_.group_blocks_unusable;
+  // Group bytes that only the evicted blocks' cuts used go too (counted as
+  // group_blocks_unusable; a later call sees what is left).
   SweepGroupsLocked();
-  const uint64_t swept = counters_.group_blocks_unusable - before;
-  result.blocks_evicted += swept;
-  result.blocks_left = in_scope - std::min(in_scope, result.blocks_evicted);
   return result;
 }
 

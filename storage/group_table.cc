@@ -127,34 +127,15 @@ HybridMatch GroupTable::Match(const HybridGroups& h, absl::Span<const BlockKey> 
 uint64_t GroupTable::AfterCommit(const NamespaceId& id, absl::Span<const BlockKey> keys) {
   auto it = hybrids_.find(id);
   if (it == hybrids_.end() || keys.empty()) return 0;
-  HybridGroups* h = it->second.get();
-  if (h->deferrals > 0) {
-    h->deferred.insert(h->deferred.end(), keys.begin(), keys.end());
-    return 0;
-  }
-  return Run(h, keys, /*removed=*/false);
+  return Run(it->second.get(), keys, /*removed=*/false);
 }
 
-void GroupTable::Defer(const NamespaceId& id) {
+void GroupTable::Forget(const NamespaceId& id) {
   auto it = hybrids_.find(id);
-  if (it != hybrids_.end()) ++it->second->deferrals;
-}
-
-uint64_t GroupTable::Undefer(const NamespaceId& id) {
-  auto it = hybrids_.find(id);
-  if (it == hybrids_.end() || it->second->deferrals == 0) return 0;
-  HybridGroups* h = it->second.get();
-  if (--h->deferrals > 0) return 0;
-  std::vector<BlockKey> keys = std::move(h->deferred);
-  h->deferred.clear();
-  uint64_t dropped = keys.empty() ? 0 : Run(h, keys, /*removed=*/false);
-  if (!h->pending.empty()) {
-    std::vector<BlockKey> removed = std::move(h->pending);
-    h->pending.clear();
-    --pending_hybrids_;
-    dropped += Run(h, removed, /*removed=*/true);
-  }
-  return dropped;
+  if (it == hybrids_.end()) return;
+  if (!it->second->pending.empty()) --pending_hybrids_;
+  for (const NamespaceId& storage : it->second->storage) by_storage_.erase(storage);
+  hybrids_.erase(it);
 }
 
 void GroupTable::NoteRemoved(const BlockRecord& record) {
@@ -173,7 +154,7 @@ uint64_t GroupTable::SweepPending() {
   if (pending_hybrids_ == 0) return 0;
   uint64_t dropped = 0;
   for (auto& [id, h] : hybrids_) {
-    if (h->pending.empty() || h->deferrals > 0) continue;
+    if (h->pending.empty()) continue;
     std::vector<BlockKey> keys = std::move(h->pending);
     h->pending.clear();
     --pending_hybrids_;

@@ -46,10 +46,6 @@ struct HybridGroups {
   std::optional<size_t> spine;  // the first full-attention group
   std::unique_ptr<StrandingSweep> sweep;
   std::vector<BlockKey> pending;  // keys whose group bytes were removed
-  // While > 0 (a Save in progress, GroupTable::Defer) nothing of this
-  // hybrid is swept; its commits collect in `deferred`.
-  uint32_t deferrals = 0;
-  std::vector<BlockKey> deferred;
 };
 
 // What a Lookup of a hybrid namespace matched.
@@ -92,12 +88,9 @@ class GroupTable {
   uint64_t SweepPending();
   bool has_pending() const { return pending_hybrids_ > 0; }
 
-  // Holds back every sweep of hybrid `id` until as many Undefer calls: one
-  // Save may commit attention blocks in one batch and the snapshot that
-  // makes them usable in a later one, so it is judged whole. Undefer
-  // sweeps what was committed meanwhile and returns the blocks dropped.
-  void Defer(const NamespaceId& id);
-  uint64_t Undefer(const NamespaceId& id);
+  // Forgets hybrid `id` (closed, its groups hold no blocks): sweeps of it
+  // end, and a re-open registers it anew.
+  void Forget(const NamespaceId& id);
 
   // Exact per-group stranded bytes of `h` (O(its blocks * widest window)).
   std::vector<GroupStranded> CountStranded(const HybridGroups& h) const;

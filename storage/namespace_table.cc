@@ -45,11 +45,13 @@ absl::StatusOr<OpenedNamespace> NamespaceTable::Open(const NamespaceId& id, Name
 
 void NamespaceTable::OpenGroups(const NamespaceId& id, const NamespaceSpec& spec,
                                 const std::vector<uint64_t>& block_bytes) {
+  const bool admit = AdmitsNvme(id);
   for (uint32_t g = 0; g < block_bytes.size(); ++g) {
     NamespaceEntry& e = entries_[NamespaceId::OfGroup(id, g)];
     e.spec = spec;
     e.block_bytes = block_bytes[g];
     e.opened = true;
+    e.nvme_admit = admit;
     e.group_of = GroupOf{id, g};
   }
 }
@@ -91,6 +93,13 @@ absl::Status NamespaceTable::SetNvmeAdmission(const NamespaceId& id, bool admit)
     return absl::NotFoundError(absl::StrCat("namespace ", id.ToHex(), " is not open"));
   }
   it->second.nvme_admit = admit;
+  // A hybrid's blocks are its groups': they follow it.
+  if (it->second.spec.hybrid()) {
+    for (uint32_t g = 0; g < it->second.spec.groups.size(); ++g) {
+      auto group = entries_.find(NamespaceId::OfGroup(id, g));
+      if (group != entries_.end()) group->second.nvme_admit = admit;
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -17,7 +17,8 @@
 
 namespace kvtier {
 
-absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> BlockCache::BeginPut(const NamespaceId& ns) {
+absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> BlockCache::BeginPut(
+    const NamespaceId& ns, DeferredSweep* judged_with) {
   MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto* entry, namespaces_.FindOpen(ns));
   std::vector<PutBatch::Target> targets;
@@ -33,7 +34,8 @@ absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> BlockCache::BeginPut(const
     }
   }
   return std::unique_ptr<PutBatch>(
-      new PutBatch(this, ns, entry->block_bytes, entry->spec.tenant, std::move(targets), hybrid));
+      new PutBatch(this, ns, entry->block_bytes, entry->spec.tenant, std::move(targets), hybrid,
+                   judged_with != nullptr && judged_with->ns_ == ns ? judged_with : nullptr));
 }
 
 BlockCache::PutBatch::~PutBatch() {
@@ -104,6 +106,27 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
     index.AddRef(rec);
     pinned_.push_back(rec);
   };
+  // A second full-attention group follows the first one's chain: its
+  // block under a key must have that group's parent for the key.
+  if (hybrid_ && target.chained && group != spine_) {
+    const BlockKey* spine_parent = nullptr;
+    if (auto it = staged_index_.find({spine_, key}); it != staged_index_.end()) {
+      spine_parent = &staged_[it->second].parent;
+    } else if (BlockRecord* s = index.Find(targets_[spine_].storage, key); s != nullptr) {
+      spine_parent = &s->parent_key;
+    }
+    if (spine_parent == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "block ", key.ToHex(), " of group ", group, ": store group ", spine_,
+          "'s block of this key first (or earlier in this Put); the full-attention groups share "
+          "its chain"));
+    }
+    if (!(*spine_parent == parent)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "block ", key.ToHex(), " of group ", group, " names parent '", parent.ToHex(),
+          "', but group ", spine_, " has '", spine_parent->ToHex(), "' for this key"));
+    }
+  }
   if (!parent.empty() && !staged_index_.contains({group, parent})) {
     BlockRecord* p = index.Find(target.storage, parent);
     if (p == nullptr) {
@@ -299,7 +322,11 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
   cache_->counters_.blocks_put += result.blocks_stored;
   cache_->counters_.bytes_put += result.bytes_stored;
   ReleaseLocked();
-  if (hybrid_) {
+  if (hybrid_ && judged_with_ != nullptr) {
+    // Judged with the rest of its request, when that ends.
+    judged_with_->committed_.insert(judged_with_->committed_.end(), committed.begin(),
+                                    committed.end());
+  } else if (hybrid_) {
     // What the batch stored that no cut can use goes now (its pins are gone).
     result.blocks_unusable = static_cast<uint32_t>(cache_->groups_.AfterCommit(ns_, committed));
     cache_->SweepGroupsLocked();

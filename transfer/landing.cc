@@ -10,6 +10,11 @@ namespace kvtier {
 absl::StatusOr<Landing> PrepareLanding(BlockCache& cache, const NamespaceId& ns,
                                        absl::Span<const PeerBlockInfo> blocks) {
   Landing landing;
+  if (cache.IsHybrid(ns)) {
+    return absl::UnimplementedError(
+        "the receiving daemon cannot land blocks of a namespace with layer groups (not supported "
+        "yet)");
+  }
   absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> batch = cache.BeginPut(ns);
   if (!batch.ok()) {
     return Annotate(batch.status(), "the receiving daemon cannot store this namespace: ");

@@ -1,5 +1,7 @@
 #include "storage/groups/layer_group.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
@@ -47,7 +49,8 @@ absl::StatusOr<uint64_t> GroupBlockBytes(const GroupGeometry& g, const LayerGrou
 
 uint32_t WindowBlocks(const LayerGroup& group, uint32_t tokens_per_block) {
   if (group.kind != GroupKind::kSlidingWindow || tokens_per_block == 0) return 0;
-  return (group.window_tokens + tokens_per_block - 1) / tokens_per_block;
+  const uint64_t blocks = (uint64_t{group.window_tokens} + tokens_per_block - 1) / tokens_per_block;
+  return static_cast<uint32_t>(std::min<uint64_t>(blocks, kMaxWindowBlocks + 1));
 }
 
 absl::Status ValidateLayerGroups(absl::Span<const LayerGroup> groups, const GroupGeometry& geometry,
@@ -85,6 +88,11 @@ absl::Status ValidateLayerGroups(absl::Span<const LayerGroup> groups, const Grou
         break;
       case GroupKind::kSlidingWindow:
         if (g.window_tokens == 0) return GroupError(i, "window_tokens", "must be > 0");
+        if (WindowBlocks(g, geometry.tokens_per_block) > kMaxWindowBlocks) {
+          return GroupError(i, "window_tokens",
+                            absl::StrCat("is ", g.window_tokens, "; at most ", kMaxWindowBlocks,
+                                         " blocks of tokens_per_block are supported"));
+        }
         if (g.state_bytes != 0 || g.checkpoint_tokens != 0) {
           return GroupError(i, "state_bytes", "is for recurrent groups");
         }

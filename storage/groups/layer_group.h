@@ -62,6 +62,8 @@ struct LayerGroup {
 };
 
 inline constexpr size_t kMaxLayerGroups = 16;
+// The widest sliding window, in blocks: it bounds the sweep's walks.
+inline constexpr uint32_t kMaxWindowBlocks = 4096;
 
 // The per-block quantities of a layout that groups need (a subset of
 // KvLayout, so that this header does not depend on namespace_spec.h).
@@ -84,7 +86,8 @@ uint32_t WindowBlocks(const LayerGroup& group, uint32_t tokens_per_block);
 
 // INVALID_ARGUMENT naming the offending group and field ("groups[1].window_tokens
 // ..."), or OK. Valid groups: 1..16 of them; each with 1+ layers as above;
-// only its own kind's fields set; a sliding window > 0; a recurrent state
+// only its own kind's fields set; a sliding window > 0 of at most
+// kMaxWindowBlocks blocks; a recurrent state
 // of 1+ bytes with a checkpoint interval that is a positive multiple of
 // tokens_per_block; each group's block at most `max_block_bytes`; and a
 // sliding-window group only beside a full-attention group (its blocks are

@@ -47,7 +47,8 @@ bool StrandingSweep::Restorable(GroupStore* store, const BlockKey& key) const {
 
 namespace {
 
-// Restorable, memoized for one sweep (the set of cuts is fixed during it).
+// Restorable, memoized for one sweep (the set of cuts is fixed during it),
+// and the distance down the spine to the nearest restorable cut.
 class Cuts {
  public:
   Cuts(const StrandingSweep* sweep, GroupStore* store) : sweep_(sweep), store_(store) {}
@@ -57,28 +58,31 @@ class Cuts {
     return it->second;
   }
 
+  // The spine steps from `key` down to the nearest restorable cut at or
+  // below it, or cap + 1 when none lies within cap steps. Memoized with the
+  // cap it was computed under, so a window block's check costs O(1) after
+  // the first in its neighbourhood (never a walk per block).
+  uint32_t NearestBelow(const BlockKey& key, uint32_t cap) {
+    if (auto it = nearest_.find(key); it != nearest_.end()) {
+      const auto [dist, under] = it->second;
+      if (dist <= under || under >= cap) return std::min(dist, cap + 1);
+    }
+    uint32_t dist = At(key) ? 0 : cap + 1;
+    if (dist > 0 && cap > 0) {
+      std::vector<BlockKey> children;
+      store_->SpineChildren(key, &children);
+      for (const BlockKey& c : children) dist = std::min(dist, 1 + NearestBelow(c, cap - 1));
+    }
+    nearest_[key] = {dist, cap};
+    return dist;
+  }
+
  private:
   const StrandingSweep* sweep_;
   GroupStore* store_;
   RestorableMemo memo_;
+  absl::flat_hash_map<BlockKey, std::pair<uint32_t, uint32_t>> nearest_;  // distance, cap
 };
-
-// Whether a restorable cut lies at `key` or below it, less than `depth`
-// spine steps down.
-bool CutWithin(GroupStore* store, Cuts* cuts, const BlockKey& key, uint32_t depth) {
-  std::vector<std::pair<BlockKey, uint32_t>> stack = {{key, 0}};
-  std::vector<BlockKey> children;
-  while (!stack.empty()) {
-    auto [at, d] = std::move(stack.back());
-    stack.pop_back();
-    if (cuts->At(at)) return true;
-    if (d + 1 >= depth) continue;
-    children.clear();
-    store->SpineChildren(at, &children);
-    for (BlockKey& c : children) stack.emplace_back(std::move(c), d + 1);
-  }
-  return false;
-}
 
 bool UsefulWith(const std::vector<GroupRule>& rules, std::optional<size_t> spine, GroupStore* store,
                 Cuts* cuts, size_t g, const BlockKey& key) {
@@ -89,7 +93,7 @@ bool UsefulWith(const std::vector<GroupRule>& rules, std::optional<size_t> spine
       return cuts->At(key);
     case GroupKind::kSlidingWindow:
       return spine && store->Holds(*spine, key) &&
-             CutWithin(store, cuts, key, rules[g].window_blocks);
+             cuts->NearestBelow(key, rules[g].window_blocks - 1) < rules[g].window_blocks;
   }
   return false;
 }

@@ -62,6 +62,7 @@ class GroupLoad:
     first_key: int
     sizes: List[int]
     tiers: List[str]
+    persisted: List[bool] = field(default_factory=list)  # per block: survives a daemon crash
 
 
 @dataclass
@@ -286,7 +287,8 @@ class Client:
                             r.lease_id, r.plan.fetch_blocks if has_plan else None,
                             r.plan if has_plan else None, [b.persisted for b in r.blocks],
                             [GroupLoad(g.group, g.first_key, [b.size_bytes for b in g.blocks],
-                                       [_TIERS.get(b.tier, "unknown") for b in g.blocks])
+                                       [_TIERS.get(b.tier, "unknown") for b in g.blocks],
+                                       [b.persisted for b in g.blocks])
                              for g in r.groups])
 
     def release(self, lease_id: str) -> int:
