@@ -107,6 +107,7 @@ void AdminService::StatusView(v1::GetStatusResponse* response, bool scan_for_str
   out->set_nvme_read_failures(c.nvme_read_failures);
   out->set_recovered_blocks(c.recovered_blocks);
   out->set_recovery_dropped(c.recovery_dropped);
+  out->set_group_blocks_unusable(c.group_blocks_unusable);
   v1::NvmeStatus* nvme = response->mutable_nvme();
   nvme->set_enabled(snap.nvme.enabled);
   nvme->set_io_engine(snap.nvme.io_engine);
@@ -158,6 +159,7 @@ void AdminService::NamespacesView(v1::ListNamespacesResponse* response, bool sca
       gs->set_nvme_blocks(g.on_nvme_blocks);
       gs->set_stranded_blocks(g.stranded_blocks);
       gs->set_stranded_bytes(g.stranded_bytes);
+      gs->set_evictions(g.evictions);
     }
     out->set_block_bytes(ns.block_bytes);
     out->set_blocks(ns.blocks);

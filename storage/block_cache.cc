@@ -520,6 +520,7 @@ std::vector<NamespaceSnapshot> BlockCache::Namespaces(bool scan_for_stranded) {
           gs.block_bytes = ge->block_bytes;
           gs.blocks = ge->blocks;
           gs.bytes = ge->bytes;
+          gs.evictions = ge->evictions;
         }
         if (scan_for_stranded) {
           index_.ForEachIn(h->storage[g],

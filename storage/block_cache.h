@@ -199,6 +199,7 @@ struct GroupSnapshot {
   uint64_t block_bytes = 0;
   uint64_t blocks = 0;
   uint64_t bytes = 0;
+  uint64_t evictions = 0;  // blocks the tiers evicted while it was known
   // Filled only by a scan (Namespaces(true)): blocks on NVMe, and bytes no
   // restorable cut can use (always 0 unless a sweep was missed).
   uint64_t on_nvme_blocks = 0;

@@ -285,6 +285,24 @@ TEST_F(HybridCacheTest, NvmeAdmissionOfTheNamespaceHoldsForItsGroups) {
   EXPECT_GT(on_nvme, 0u);
 }
 
+TEST_F(HybridCacheTest, EvictionsAreCountedPerGroup) {
+  // Two long prompts overflow the 1 MiB host tier (no mover runs here, so
+  // nothing has an NVMe copy): the first one's blocks are evicted.
+  for (const char* tag : {"e1", "e2"}) {
+    const auto chain = Chain(tag, 60);
+    auto put = Save(chain, 60, 60 - kWindowBlocks, true);
+    ASSERT_TRUE(put.ok()) << put.status();
+  }
+  uint64_t per_group = 0;
+  for (const NamespaceSnapshot& n : cache_->Namespaces()) {
+    for (const GroupSnapshot& g : n.groups) per_group += g.evictions;
+  }
+  const CacheSnapshot snap = cache_->Snapshot();
+  EXPECT_GT(per_group, 0u);
+  EXPECT_EQ(per_group, snap.counters.evictions + snap.counters.nvme_evictions);
+  ExpectNothingStranded("after evictions");
+}
+
 TEST(HybridCacheSpineTest, ASecondFullAttentionGroupFollowsTheFirstsChain) {
   FakeClock clock;
   BlockCacheOptions o;

@@ -33,7 +33,7 @@ absl::StatusOr<HostTier::Slot> HostTier::Allocate(uint64_t size) {
     return *allocator_->Allocate(cls);
   }
   if (BlockRecord* victim = index_->ColdestEvictable(cls); victim != nullptr) {
-    Remove(victim);
+    Evict(victim);
     ++counters_->evictions;
     return *allocator_->Allocate(cls);
   }
@@ -47,7 +47,7 @@ absl::StatusOr<HostTier::Slot> HostTier::Allocate(uint64_t size) {
     });
     for (BlockRecord* rec : copies) DropHostCopy(rec);
     for (BlockRecord* rec : victims) {
-      Remove(rec);
+      Evict(rec);
       ++counters_->evictions;
     }
     return *allocator_->Allocate(cls);
@@ -100,6 +100,11 @@ void HostTier::AddHostCopy(BlockRecord* record) {
 void HostTier::AddBlocks(uint64_t blocks, uint64_t bytes) {
   stored_bytes_ += bytes;
   blocks_ += blocks;
+}
+
+void HostTier::Evict(BlockRecord* record) {
+  namespaces_->CountEviction(record->ns);
+  Remove(record);
 }
 
 void HostTier::Remove(BlockRecord* record) {

@@ -71,6 +71,9 @@ class HostTier {
   // Un-indexes a leaf and drops it from every tier now, or at its last
   // unpin if pinned.
   void Remove(BlockRecord* record);
+  // Remove for a block the tiers evict: counted in its namespace's
+  // (a hybrid group's) evictions as well.
+  void Evict(BlockRecord* record);
   // Removes `root` and its cached descendants, children first, counting the
   // descendants as dropped.
   void DropSubtree(BlockRecord* root);

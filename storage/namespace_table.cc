@@ -120,6 +120,10 @@ void NamespaceTable::AddRecoveredBlock(const NamespaceId& id, uint64_t bytes) {
   AddBlocks(&entry, 1, bytes);
 }
 
+void NamespaceTable::CountEviction(const NamespaceId& id) {
+  if (auto it = entries_.find(id); it != entries_.end()) ++it->second.evictions;
+}
+
 void NamespaceTable::RemoveBlock(const NamespaceId& id, uint64_t bytes) {
   auto it = entries_.find(id);
   NamespaceEntry& entry = it->second;

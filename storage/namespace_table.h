@@ -45,6 +45,7 @@ struct NamespaceEntry {
   bool opened = true;
   bool nvme_admit = true;           // see BlockCache::SetNvmeAdmission
   std::optional<GroupOf> group_of;  // set for a group entry
+  uint64_t evictions = 0;           // blocks the tiers evicted (host or NVMe)
 };
 
 struct OpenedNamespace {
@@ -87,6 +88,8 @@ class NamespaceTable {
   void AddBlocks(NamespaceEntry* entry, uint64_t blocks, uint64_t bytes);
   void AddRecoveredBlock(const NamespaceId& id, uint64_t bytes);
   void RemoveBlock(const NamespaceId& id, uint64_t bytes);
+  // Before an evicted block's RemoveBlock: counts it in its namespace.
+  void CountEviction(const NamespaceId& id);
 
   size_t open_count() const;  // the namespaces an engine opened (not group entries)
   uint64_t total_bytes() const { return total_bytes_; }  // over all entries

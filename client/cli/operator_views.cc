@@ -295,8 +295,9 @@ int Namespaces(const Globals& g) {
                 << (spec.state_bytes() ? absl::StrCat(" checkpoint=", spec.checkpoint_tokens())
                                        : "")
                 << "  " << gs.blocks() << (spec.state_bytes() ? " snapshots, " : " blocks, ")
-                << HumanBytes(gs.bytes()) << " (" << gs.nvme_blocks() << " on nvme), stranded "
-                << HumanBytes(gs.stranded_bytes()) << "\n";
+                << HumanBytes(gs.bytes()) << " (" << gs.nvme_blocks() << " on nvme), "
+                << gs.evictions() << " evicted, stranded " << HumanBytes(gs.stranded_bytes())
+                << "\n";
     }
   }
   return 0;

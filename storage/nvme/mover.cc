@@ -62,7 +62,7 @@ Mover::Pass Mover::Select() {
            ++tries) {
         BlockRecord* victim = index_->Coldest(PrefixIndex::kNvmeOnlyLeaf, std::nullopt);
         if (victim == nullptr) break;
-        host_->Remove(victim);
+        host_->Evict(victim);
         ++counters_->nvme_evictions;
         slot = store.Allocate(r->size);
       }
@@ -169,7 +169,7 @@ void Mover::Balance() {
     while (static_cast<double>(store.used_bytes()) > o.nvme_low_watermark * nvme_capacity) {
       BlockRecord* victim = index_->Coldest(PrefixIndex::kNvmeOnlyLeaf, std::nullopt);
       if (victim == nullptr) break;
-      host_->Remove(victim);
+      host_->Evict(victim);
       ++counters_->nvme_evictions;
     }
   }
