@@ -142,10 +142,8 @@ struct PutResult {
   uint32_t blocks_stored = 0;
   uint32_t blocks_already_cached = 0;
   uint64_t bytes_stored = 0;
-  // Hybrid namespaces: group blocks stored and then dropped at once because
-  // no restorable cut can use them (e.g. attention blocks past the last
-  // snapshot, window blocks behind every cut), and blocks of other keys
-  // that only those kept.
+  // Hybrid namespaces: group blocks stored and dropped at once, no
+  // restorable cut using them (e.g. attention past the last snapshot).
   uint32_t blocks_unusable = 0;
 };
 
@@ -192,20 +190,7 @@ struct CacheSnapshot {
   NvmeSnapshot nvme;
 };
 
-// One group of a hybrid namespace, as an operator sees it.
-struct GroupSnapshot {
-  GroupKind kind = GroupKind::kFullAttention;
-  NamespaceId storage_id;  // NamespaceId::OfGroup
-  uint64_t block_bytes = 0;
-  uint64_t blocks = 0;
-  uint64_t bytes = 0;
-  uint64_t evictions = 0;  // blocks the tiers evicted while it was known
-  // Filled only by a scan (Namespaces(true)): blocks on NVMe, and bytes no
-  // restorable cut can use (always 0 unless a sweep was missed).
-  uint64_t on_nvme_blocks = 0;
-  uint64_t stranded_blocks = 0;
-  uint64_t stranded_bytes = 0;
-};
+// GroupSnapshot: see storage/cache_stats.h.
 
 struct NamespaceSnapshot {
   NamespaceId id;
@@ -267,32 +252,14 @@ class BlockCache {
   absl::StatusOr<std::unique_ptr<PutBatch>> BeginPut(const NamespaceId& ns,
                                                      DeferredSweep* judged_with = nullptr);
 
+  // Judges one request's Put batches of hybrid `ns` whole (DeferredSweep).
+  std::unique_ptr<DeferredSweep> DeferSweeps(const NamespaceId& ns);
+
   // Pins and verifies the blocks of `keys`, in order. NOT_FOUND if one is
   // not cached or fails its checksum (that block is dropped); nothing is
   // returned then. With verify = false the host copies are not checked here:
   // the caller must check every byte it uses against ReadHandle::checksum()
   // (e.g. while copying them) and call ReportChecksumMismatch on a mismatch.
-  // One request's Put batches of hybrid namespace `ns`, judged whole: the
-  // batches begun with it (BeginPut's `judged_with`) leave what they commit
-  // unswept until it is destroyed, when the stranding sweep looks at all of
-  // it at once. One Save may commit attention blocks in one batch and the
-  // snapshot that makes them usable in a later one. Sweeps after removals
-  // go on meanwhile. Harmless for other namespaces. Destroy before the cache.
-  class DeferredSweep {
-   public:
-    ~DeferredSweep();
-    DeferredSweep(const DeferredSweep&) = delete;
-    DeferredSweep& operator=(const DeferredSweep&) = delete;
-
-   private:
-    friend class BlockCache;
-    DeferredSweep(BlockCache* cache, const NamespaceId& ns) : cache_(cache), ns_(ns) {}
-    BlockCache* const cache_;
-    const NamespaceId ns_;
-    std::vector<BlockKey> committed_;  // guarded by cache_->mu_
-  };
-  std::unique_ptr<DeferredSweep> DeferSweeps(const NamespaceId& ns);
-
   // `group`: which group's bytes of a hybrid namespace (0 otherwise).
   absl::StatusOr<std::vector<ReadHandle>> Read(const NamespaceId& ns,
                                                absl::Span<const BlockKey> keys, bool verify = true,
@@ -484,6 +451,26 @@ class BlockCache::ReadHandle {
   ReadHandle(BlockCache* cache, BlockRecord* record) : cache_(cache), record_(record) {}
   BlockCache* cache_;
   BlockRecord* record_;
+};
+
+// One request's Put batches of a hybrid namespace, judged whole: the batches
+// begun with it (BeginPut's `judged_with`) leave what they commit unswept
+// until it is destroyed, when the stranding sweep looks at all of it at
+// once (one Save may commit attention blocks in one batch and the snapshot
+// that makes them usable in a later one). Sweeps after removals go on
+// meanwhile. Harmless for other namespaces. Destroy before the cache.
+class BlockCache::DeferredSweep {
+ public:
+  ~DeferredSweep();
+  DeferredSweep(const DeferredSweep&) = delete;
+  DeferredSweep& operator=(const DeferredSweep&) = delete;
+
+ private:
+  friend class BlockCache;
+  DeferredSweep(BlockCache* cache, const NamespaceId& ns) : cache_(cache), ns_(ns) {}
+  BlockCache* const cache_;
+  const NamespaceId ns_;
+  std::vector<BlockKey> committed_;  // guarded by cache_->mu_
 };
 
 // Collects the blocks of one Put. StartBlock names a block (and reserves its

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "storage/namespace_spec.h"
 #include "storage/nvme/nvme_store.h"
 #include "storage/nvme/smart_log.h"
 #include "storage/nvme/wear_budget.h"
@@ -48,6 +49,21 @@ struct CacheCounters {
   // Hybrid namespaces: group blocks dropped because no restorable cut could
   // use them any more (invariant 9), after a Put or a removal.
   uint64_t group_blocks_unusable = 0;
+};
+
+// One group of a hybrid namespace, as an operator sees it.
+struct GroupSnapshot {
+  GroupKind kind = GroupKind::kFullAttention;
+  NamespaceId storage_id;  // NamespaceId::OfGroup
+  uint64_t block_bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t bytes = 0;
+  uint64_t evictions = 0;  // blocks the tiers evicted while it was known
+  // Filled only by a scan (Namespaces(true)): blocks on NVMe, and bytes no
+  // restorable cut can use (always 0 unless a sweep was missed).
+  uint64_t on_nvme_blocks = 0;
+  uint64_t stranded_blocks = 0;
+  uint64_t stranded_bytes = 0;
 };
 
 struct TierSnapshot {
