@@ -144,28 +144,33 @@ std::vector<BlockRecord*> PrefixIndex::SubtreePostOrder(BlockRecord* root) const
   return out;
 }
 
-void PrefixIndex::RefileTouched(BlockRecord* record) {
-  const uint8_t was = record->candidate_of;
-  const uint64_t old = record->last_access;
-  const uint64_t now = ++clock_;
-  if (record->slot.size_class != record->candidate_class) {  // residency changed: refile anew
-    SetCandidates(record, 0);
-    record->last_access = now;
-    SetCandidates(record, was);
-    return;
-  }
-  // The new tick is the largest key of every set: move each node to the end
-  // (no allocation, amortized O(1) insertion at the hint).
-  auto move_to_end = [&](CandidateSet& set) {
+void PrefixIndex::RefilePending() const {
+  if (pending_refiles_.empty()) return;
+  // Oldest touch first: each refiled tick is then the largest of its sets
+  // unless a block was filed after the touch, and the end hint is right.
+  std::sort(
+      pending_refiles_.begin(), pending_refiles_.end(),
+      [](const BlockRecord* a, const BlockRecord* b) { return a->last_access < b->last_access; });
+  for (BlockRecord* rec : pending_refiles_) Refile(rec);
+  pending_refiles_.clear();
+}
+
+void PrefixIndex::Refile(BlockRecord* record) const {
+  // Queued blocks stay in the same sets and host class (any change of
+  // either goes through SetCandidates, which refiles first).
+  const uint64_t old = record->filed_at;
+  const uint64_t now = record->last_access;
+  auto move = [&](CandidateSet& set) {
     set.erase(old);
     set.emplace_hint(set.end(), now, record);
   };
   for (int k = 0; k < kNumCandidates; ++k) {
-    if (((was >> k) & 1) == 0) continue;
-    move_to_end(sets_[k]);
-    move_to_end(by_class_[k][record->candidate_class]);
+    if (((record->candidate_of >> k) & 1) == 0) continue;
+    move(sets_[k]);
+    move(by_class_[k][record->candidate_class]);
   }
-  record->last_access = now;
+  record->filed_at = now;
+  record->refile_pending = false;
 }
 
 void PrefixIndex::AddRef(BlockRecord* record) {
@@ -191,6 +196,7 @@ void PrefixIndex::DropLease(BlockRecord* record) {
 }
 
 BlockRecord* PrefixIndex::Coldest(Candidate kind, std::optional<uint32_t> host_class) const {
+  RefilePending();
   if (host_class.has_value() && kind != kNvmeOnlyLeaf) {  // NVMe-only blocks have no host class
     const auto& per_class = by_class_[kind];
     if (*host_class >= per_class.size()) return nullptr;
@@ -226,12 +232,16 @@ void PrefixIndex::UpdateEvictable(BlockRecord* record) {
 }
 
 void PrefixIndex::SetCandidates(BlockRecord* record, uint8_t want) {
+  // A queued block may be leaving the sets for good (and then be freed):
+  // empty the queue first, which also keeps the queue's blocks in the sets
+  // they were queued in.
+  if (record->refile_pending) RefilePending();
   // Leave every set under the class the record was filed with, then join the
   // wanted ones under its current class.
   for (int k = 0; k < kNumCandidates; ++k) {
     if ((record->candidate_of >> k) & 1) {
-      sets_[k].erase(record->last_access);
-      by_class_[k][record->candidate_class].erase(record->last_access);
+      sets_[k].erase(record->filed_at);
+      by_class_[k][record->candidate_class].erase(record->filed_at);
     }
   }
   const uint32_t cls = record->slot.size_class;
@@ -244,6 +254,7 @@ void PrefixIndex::SetCandidates(BlockRecord* record, uint8_t want) {
   }
   record->candidate_of = want;
   record->candidate_class = cls;
+  record->filed_at = record->last_access;
 }
 
 }  // namespace kvtier

@@ -79,6 +79,7 @@ struct BlockRecord {
   bool on_nvme = false;
   bool indexed = false;           // maintained by PrefixIndex
   uint8_t candidate_of = 0;       // bit per PrefixIndex::Candidate it is in
+  bool refile_pending = false;    // touched since filed: see PrefixIndex::Touch
   BlockRecord* parent = nullptr;  // maintained by PrefixIndex
   uint64_t size = 0;
   uint64_t last_access = 0;  // maintained by PrefixIndex
@@ -102,6 +103,7 @@ struct BlockRecord {
   uint32_t refs = 0;             // in-flight readers, writers and movers
   uint32_t leases = 0;           // Lookup leases holding this block
   uint32_t candidate_class = 0;  // host size class it is filed under
+  uint64_t filed_at = 0;         // the last_access it is filed under
 
   bool pinned() const { return refs > 0 || leases > 0; }
 };
@@ -151,13 +153,16 @@ class PrefixIndex {
   // order in which they can be removed.
   std::vector<BlockRecord*> SubtreePostOrder(BlockRecord* root) const;
 
-  // Marks a block as just used. Inline for a block in no candidate set (the
-  // inner blocks of every chain): nothing to refile.
+  // Marks a block as just used: O(1). A block in candidate sets is not moved
+  // at once but queued; the queue is refiled, each block once however often
+  // it was touched meanwhile, before the sets are next read in order or the
+  // block's sets change. Readers see exact recency order; a Lookup under no
+  // memory pressure pays no set update.
   void Touch(BlockRecord* record) {
-    if (record->candidate_of == 0) {
-      record->last_access = ++clock_;
-    } else {
-      RefileTouched(record);
+    record->last_access = ++clock_;
+    if (record->candidate_of != 0 && !record->refile_pending) {
+      record->refile_pending = true;
+      pending_refiles_.push_back(record);
     }
   }
 
@@ -181,6 +186,7 @@ class PrefixIndex {
   // see from here (it checks the lambdas where they are written).
   template <typename Fn>
   void ForEachCandidate(Candidate kind, Fn&& fn) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    RefilePending();
     for (const auto& [tick, rec] : sets_[kind]) fn(rec);
   }
   size_t candidate_count(Candidate kind) const { return sets_[kind].size(); }
@@ -189,6 +195,7 @@ class PrefixIndex {
   template <typename Keep>
   std::vector<BlockRecord*> ColdestCandidates(Candidate kind, size_t max,
                                               Keep&& keep) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    RefilePending();
     std::vector<BlockRecord*> out;
     for (auto it = sets_[kind].begin(); it != sets_[kind].end() && out.size() < max; ++it) {
       if (keep(*it->second)) out.push_back(it->second);
@@ -242,7 +249,10 @@ class PrefixIndex {
     absl::flat_hash_set<BlockRecord*> roots;  // see Roots
   };
 
-  void RefileTouched(BlockRecord* record);
+  // Refiles every queued touched block (see Touch). Logically const: the
+  // order it settles is the one the sets already stand for.
+  void RefilePending() const;
+  void Refile(BlockRecord* record) const;
   void UpdateEvictable(BlockRecord* record);
   void SetCandidates(BlockRecord* record, uint8_t want);
 
@@ -255,8 +265,10 @@ class PrefixIndex {
   // B-trees: a Touch moves a record to the end of each set it is in, which
   // costs a node allocation and a rebalance in a red-black tree.
   using CandidateSet = absl::btree_map<uint64_t, BlockRecord*>;
-  CandidateSet sets_[kNumCandidates];
-  std::vector<CandidateSet> by_class_[kNumCandidates];
+  mutable CandidateSet sets_[kNumCandidates];
+  mutable std::vector<CandidateSet> by_class_[kNumCandidates];
+  // Blocks touched since they were filed, each once (refile_pending).
+  mutable std::vector<BlockRecord*> pending_refiles_;
   uint64_t clock_ = 0;
 };
 

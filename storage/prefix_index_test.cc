@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -223,6 +224,14 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
       ASSERT_TRUE(victim->on_nvme && victim->in_host && !victim->pinned());
       victim->in_host = false;
       index.Reclassify(victim);
+    } else if (rng() % 3 == 0) {
+      // A leaf removed straight away, not found through the candidate sets:
+      // it may have been touched since it was filed (a queued refile).
+      BlockRecord* rec = index.Find(ns, Key(live[rng() % live.size()]));
+      if (!rec->children().empty() || rec->pinned()) continue;
+      std::string key(rec->key.bytes());
+      index.Remove(rec);
+      live.erase(std::find(live.begin(), live.end(), key));
     } else {
       std::optional<uint32_t> cls;
       if (rng() % 2) cls = static_cast<uint32_t>(rng() % 3);
@@ -248,6 +257,40 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
                     (!r.in_host && r.on_nvme && leaf);
     });
     ASSERT_EQ(index.evictable_count(), candidates) << "step " << step;
+    if (step % 7 == 0) {
+      // Exact recency order, whatever refiles Touch left queued: each set
+      // lists its blocks by last access, oldest first, and the coldest of a
+      // host class is the oldest of that class.
+      std::vector<const BlockRecord*> want[PrefixIndex::kNumCandidates];
+      index.ForEach([&](const BlockRecord& r) {
+        if (r.pinned()) return;
+        const bool leaf = r.children().empty();
+        if (r.in_host && !r.on_nvme && leaf) want[PrefixIndex::kHostOnlyLeaf].push_back(&r);
+        if (r.in_host && r.on_nvme) want[PrefixIndex::kHostCopy].push_back(&r);
+        if (!r.in_host && r.on_nvme && leaf) want[PrefixIndex::kNvmeOnlyLeaf].push_back(&r);
+      });
+      for (int k = 0; k < PrefixIndex::kNumCandidates; ++k) {
+        const auto kind = static_cast<PrefixIndex::Candidate>(k);
+        std::sort(want[k].begin(), want[k].end(), [](const BlockRecord* a, const BlockRecord* b) {
+          return a->last_access < b->last_access;
+        });
+        if (kind != PrefixIndex::kNvmeOnlyLeaf) {
+          for (uint32_t cls = 0; cls < 3; ++cls) {
+            const BlockRecord* oldest = nullptr;
+            for (const BlockRecord* r : want[k]) {
+              if (r->slot.size_class == cls) {
+                oldest = r;
+                break;
+              }
+            }
+            ASSERT_EQ(index.Coldest(kind, cls), oldest) << "kind " << k << " step " << step;
+          }
+        }
+        std::vector<const BlockRecord*> got;
+        index.ForEachCandidate(kind, [&](BlockRecord* r) { got.push_back(r); });
+        ASSERT_EQ(got, want[k]) << "kind " << k << " step " << step;
+      }
+    }
     if (step % 50 == 0) {
       // The intrusive child lists hold exactly the blocks whose parent is
       // the block, each once.

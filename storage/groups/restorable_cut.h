@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
@@ -50,6 +51,12 @@ using HoldsFn = absl::FunctionRef<bool(size_t group, size_t key_index)>;
 // matches those chains itself; pass n when there are none). O(n) probes.
 size_t LongestRestorableCut(absl::Span<const GroupRule> rules, size_t n, size_t full_run,
                             HoldsFn holds);
+
+// The restorable cuts in the same range, descending from the longest: up to
+// `max_cuts` of them other than 0, then 0 (always restorable). Each key is
+// probed at most once per group: O(n) probes.
+std::vector<size_t> RestorableCuts(absl::Span<const GroupRule> rules, size_t n, size_t full_run,
+                                   size_t max_cuts, HoldsFn holds);
 
 }  // namespace kvtier
 

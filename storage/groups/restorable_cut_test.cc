@@ -112,5 +112,36 @@ TEST(RestorableCutTest, RandomPresenceMatchesTheOracleAndProbesEachKeyOnce) {
   }
 }
 
+TEST(RestorableCutTest, EveryRestorableCutIsListedDescendingEachKeyProbedOnce) {
+  std::mt19937 rng(21);
+  for (int round = 0; round < 3000; ++round) {
+    const size_t n = 1 + rng() % 24;
+    std::vector<GroupRule> rules = {kFull, Window(1 + rng() % 4)};
+    if (rng() % 2) rules.push_back(kRec);
+    std::vector<std::vector<bool>> held(rules.size(), std::vector<bool>(n));
+    std::bernoulli_distribution coin(0.6 + 0.4 * (rng() % 100) / 100.0);
+    for (auto& h : held) {
+      for (size_t i = 0; i < n; ++i) h[i] = coin(rng);
+    }
+    std::vector<std::vector<int>> probes(rules.size(), std::vector<int>(n));
+    auto holds = [&](size_t g, size_t i) {
+      ++probes[g][i];
+      return bool(held[g][i]);
+    };
+    const size_t run = FullRun(rules, held, n);
+    const size_t max_cuts = 1 + rng() % 30;
+    const std::vector<size_t> cuts = RestorableCuts(rules, n, run, max_cuts, holds);
+    std::vector<size_t> expect;
+    for (size_t c = std::min(n, run); c > 0 && expect.size() < max_cuts; --c) {
+      if (Oracle(rules, held, c)) expect.push_back(c);
+    }
+    expect.push_back(0);
+    ASSERT_EQ(cuts, expect) << "round " << round;
+    for (const auto& per : probes) {
+      for (int count : per) ASSERT_LE(count, 1);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvtier
