@@ -125,4 +125,37 @@ CutPlan PlanCut(const Deployment& d, absl::Span<const Segment> segments, double 
   return best;
 }
 
+CutPlan PlanAmongCuts(const Deployment& d, absl::Span<const TierLink> tiers,
+                      absl::Span<const CutOption> options, double tokens) {
+  const PrefillCost cost(d.model);
+  const double group_flops = d.GroupFlops();
+  CutPlan best;
+  best.tokens = tokens;
+  best.recompute_all_seconds = cost.Flops(0, tokens) / group_flops;
+  best.total_seconds = best.recompute_all_seconds;
+  best.recompute_seconds = best.recompute_all_seconds;
+  best.fetch_all_seconds = best.recompute_all_seconds;
+  const double b = d.block_tokens;
+  uint32_t largest = 0;
+  for (const CutOption& o : options) {
+    if (o.cut_blocks == 0 || o.bytes.size() != tiers.size() || o.cut_blocks * b > tokens) continue;
+    double fetch = 0;
+    for (size_t t = 0; t < tiers.size(); ++t) fetch += FetchSeconds(tiers[t], o.bytes[t]);
+    const double recompute = cost.Flops(o.cut_blocks * b, tokens) / group_flops;
+    const double total = fetch + recompute;
+    if (o.cut_blocks > largest) {
+      largest = o.cut_blocks;
+      best.fetch_all_seconds = total;
+    }
+    if (total < best.total_seconds ||
+        (total == best.total_seconds && o.cut_blocks < best.cut_blocks)) {
+      best.cut_blocks = o.cut_blocks;
+      best.fetch_seconds = fetch;
+      best.recompute_seconds = recompute;
+      best.total_seconds = total;
+    }
+  }
+  return best;
+}
+
 }  // namespace kvtier::costmodel

@@ -99,6 +99,23 @@ CutConstraints CutConstraintsFor(const Deployment& d, uint64_t checkpoint_interv
 CutPlan PlanCut(const Deployment& d, absl::Span<const Segment> segments, double tokens,
                 const CutConstraints& constraints = {});
 
+// A cut a prefix can be restored at, when the cuts are not the prefixes of
+// one chain (a hybrid model: each cut fetches its own sliding-window blocks
+// and state snapshot besides the shared full-attention prefix). bytes[i] is
+// what restoring at the cut fetches from tiers[i] (per GPU).
+struct CutOption {
+  uint32_t cut_blocks = 0;
+  std::vector<double> bytes;
+};
+
+// The option minimising fetch + recompute of [cut * B, tokens); cut 0
+// (recompute everything) is always an option. Fetches from different tiers
+// are serialised, one latency per tier fetched from. Ties go to the smaller
+// cut; fetch_all is the largest option. Options past tokens / B or with a
+// bytes size other than tiers' are ignored.
+CutPlan PlanAmongCuts(const Deployment& d, absl::Span<const TierLink> tiers,
+                      absl::Span<const CutOption> options, double tokens);
+
 }  // namespace kvtier::costmodel
 
 #endif  // KVTIER_COSTMODEL_FETCH_PLAN_H_

@@ -126,5 +126,39 @@ TEST(FetchPlanTest, CutNeverPassesTheTokensCovered) {
   EXPECT_EQ(PlanCut(d, {}, 1000).cut_blocks, 0u);
 }
 
+TEST(FetchPlanTest, AmongCutsEachPricedWithItsOwnBytesPerTier) {
+  // gpt-oss-120b at TP 8 (full and 128-token sliding layers): a cut fetches
+  // the full-attention prefix and its own window. Cuts 4 (all on the host)
+  // and 12 (its last 8 blocks on a slow NVMe), and a snapshot-like extra.
+  const Deployment d = Catalog("gpt-oss-120b", "h100-sxm");
+  const TierLink tiers[] = {{"host", 20e9, 10e-6}, {"nvme", 1e7, 100e-6}};
+  const double block = ComputeKvFootprint(d).bytes_per_block_per_gpu;
+  std::vector<CutOption> options = {{4, {4 * block + 1e5, 0}}, {12, {4 * block, 8 * block + 1e5}}};
+  const double tokens = 16 * 16;
+  CutPlan p = PlanAmongCuts(d, tiers, options, tokens);
+  const double at4 = FetchSeconds(tiers[0], 4 * block + 1e5) + RecomputeSeconds(d, 64, tokens);
+  const double at12 = FetchSeconds(tiers[0], 4 * block) + FetchSeconds(tiers[1], 8 * block + 1e5) +
+                      RecomputeSeconds(d, 192, tokens);
+  ASSERT_LT(at4, at12);  // the slow NVMe makes the longer cut lose
+  ASSERT_LT(at4, RecomputeSeconds(d, 0, tokens));
+  EXPECT_EQ(p.cut_blocks, 4u);
+  EXPECT_NEAR(p.total_seconds, at4, 1e-15);
+  EXPECT_NEAR(p.fetch_all_seconds, at12, 1e-15);
+  EXPECT_NEAR(p.recompute_all_seconds, RecomputeSeconds(d, 0, tokens), 1e-15);
+  // A fast NVMe: the longest cut.
+  const TierLink fast[] = {tiers[0], {"nvme", 20e9, 10e-6}};
+  EXPECT_EQ(PlanAmongCuts(d, fast, options, tokens).cut_blocks, 12u);
+  // Slow everywhere: recompute.
+  const TierLink slow[] = {{"host", 1e6, 0}, {"nvme", 1e6, 0}};
+  p = PlanAmongCuts(d, slow, options, tokens);
+  EXPECT_EQ(p.cut_blocks, 0u);
+  EXPECT_DOUBLE_EQ(p.total_seconds, p.recompute_all_seconds);
+  // Options past the tokens covered, or with bytes for other tiers, are ignored.
+  options.push_back({17, {0, 0}});
+  options.push_back({13, {0}});
+  EXPECT_EQ(PlanAmongCuts(d, fast, options, tokens).cut_blocks, 12u);
+  EXPECT_EQ(PlanAmongCuts(d, fast, {}, tokens).cut_blocks, 0u);
+}
+
 }  // namespace
 }  // namespace kvtier::costmodel

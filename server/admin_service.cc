@@ -157,6 +157,7 @@ void AdminService::NamespacesView(v1::ListNamespacesResponse* response, bool sca
       gs->set_blocks(g.blocks);
       gs->set_bytes(g.bytes);
       gs->set_nvme_blocks(g.on_nvme_blocks);
+      gs->set_host_blocks(g.in_host_blocks);
       gs->set_stranded_blocks(g.stranded_blocks);
       gs->set_stranded_bytes(g.stranded_bytes);
       gs->set_evictions(g.evictions);

@@ -211,6 +211,7 @@ class AdminViewCollector final : public prometheus::Collectable {
             group_scan_[id] = *gs;
           } else if (auto it = group_scan_.find(id); it != group_scan_.end()) {
             gs->set_nvme_blocks(it->second.nvme_blocks());
+            gs->set_host_blocks(it->second.host_blocks());
             gs->set_stranded_blocks(it->second.stranded_blocks());
             gs->set_stranded_bytes(it->second.stranded_bytes());
           }

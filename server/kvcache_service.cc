@@ -22,23 +22,6 @@
 namespace kvtier {
 namespace {
 
-// A hybrid Lookup's cut as one block per key: the bytes every group loads
-// at that key (window blocks and the snapshot included), on the host only
-// when all of them are.
-std::vector<MatchedBlock> CutBlocks(const LookupResult& r) {
-  std::vector<MatchedBlock> out(r.matched);
-  for (MatchedBlock& b : out) b.persisted = true;
-  for (const GroupLoad& load : r.groups) {
-    for (size_t i = 0; i < load.blocks.size(); ++i) {
-      MatchedBlock& b = out[load.first_key + i];
-      b.size += load.blocks[i].size;
-      b.on_host = b.on_host && load.blocks[i].on_host;
-      b.persisted = b.persisted && load.blocks[i].persisted;
-    }
-  }
-  return out;
-}
-
 grpc::Status Finish(const char* rpc, const absl::Status& status) {
   if (!status.ok()) spdlog::debug("{}: {}", rpc, status.ToString());
   return ToGrpc(status);
@@ -119,8 +102,13 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::Look
   if (absl::Status s = deps_.cache->CheckTenant(req->ns, who->tenant); !s.ok()) {
     return Finish("Lookup", s);
   }
-  absl::StatusOr<LookupResult> r = deps_.cache->Lookup(req->ns, req->keys, request->take_lease(),
-                                                       absl::Milliseconds(request->lease_ttl_ms()));
+  // A hybrid with a model is planned inside its Lookup, among its
+  // restorable cuts.
+  std::unique_ptr<HybridCutPlanner> hybrid_plan =
+      deps_.planner->PlanHybrid(req->ns, request->prompt_tokens());
+  absl::StatusOr<LookupResult> r =
+      deps_.cache->Lookup(req->ns, req->keys, request->take_lease(),
+                          absl::Milliseconds(request->lease_ttl_ms()), hybrid_plan.get());
   if (!r.ok()) return Finish("Lookup", r.status());
   response->set_matched(r->matched);
   auto add_info = [](const MatchedBlock& b, v1::BlockInfo* info) {
@@ -129,21 +117,26 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::Look
     info->set_tier(b.on_host ? v1::TIER_KIND_HOST : v1::TIER_KIND_NVME);
     info->set_persisted(b.persisted);
   };
+  auto add_loads = [&](const std::vector<GroupLoad>& loads,
+                       google::protobuf::RepeatedPtrField<v1::GroupLoad>* out) {
+    for (const GroupLoad& load : loads) {
+      v1::GroupLoad* g = out->Add();
+      g->set_group(load.group);
+      g->set_first_key(load.first_key);
+      for (const MatchedBlock& b : load.blocks) add_info(b, g->add_blocks());
+    }
+  };
   for (const MatchedBlock& b : r->blocks) add_info(b, response->add_blocks());
-  for (const GroupLoad& load : r->groups) {
-    v1::GroupLoad* out = response->add_groups();
-    out->set_group(load.group);
-    out->set_first_key(load.first_key);
-    for (const MatchedBlock& b : load.blocks) add_info(b, out->add_blocks());
+  add_loads(r->groups, response->mutable_groups());
+  std::optional<costmodel::CutPlan> plan;
+  if (hybrid_plan != nullptr && hybrid_plan->plan().has_value()) {
+    deps_.planner->Record(*hybrid_plan, r->matched);
+    plan = hybrid_plan->plan();
+  } else {
+    // Nothing matched of a hybrid (its plan: recompute), or no groups.
+    plan = deps_.planner->Plan(req->ns, r->blocks, request->prompt_tokens());
   }
-  // A hybrid's cut is priced whole: per key, the bytes of every group there.
-  const std::vector<MatchedBlock> cut =
-      r->groups.empty() ? std::vector<MatchedBlock>{} : CutBlocks(*r);
-  const bool hybrid = !r->groups.empty();
-  if (std::optional<costmodel::CutPlan> plan = deps_.planner->Plan(
-          req->ns, hybrid ? absl::MakeConstSpan(cut) : absl::MakeConstSpan(r->blocks),
-          request->prompt_tokens(), hybrid);
-      plan.has_value()) {
+  if (plan.has_value()) {
     v1::FetchPlan* p = response->mutable_plan();
     p->set_fetch_blocks(plan->cut_blocks);
     p->set_fetch_seconds(plan->fetch_seconds);
@@ -152,6 +145,7 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::Look
     p->set_fetch_all_seconds(plan->fetch_all_seconds);
     p->set_recompute_all_seconds(plan->recompute_all_seconds);
     p->set_prompt_tokens(static_cast<uint32_t>(plan->tokens));
+    add_loads(r->chosen_groups, p->mutable_groups());
   }
   if (!r->lease_id.empty()) {
     response->set_lease_id(r->lease_id);

@@ -147,6 +147,7 @@ NamespacePlanning LookupPlanner::Attach(const NamespaceId& ns, const NamespaceSp
   {
     MutexLock lock(&mu_);
     Entry& e = entries_[ns];
+    e.hybrid = spec.hybrid();
     if (model.has_value()) {
       e.planning.cost_model = model->name;
       if (gpu_.has_value()) {
@@ -223,21 +224,36 @@ void LookupPlanner::UpdateAdmission(const NamespaceId& ns, const costmodel::Depl
                admit ? "on" : "off", p.nvme_value_seconds_per_token, p.cost_model);
 }
 
-std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
-                                                      absl::Span<const MatchedBlock> matched,
-                                                      uint32_t prompt_tokens, bool whole_cut_only) {
+std::shared_ptr<const costmodel::Deployment> LookupPlanner::DeploymentOf(const NamespaceId& ns,
+                                                                         bool hybrid_only) {
   const TransferEstimate nvme_now = cache_->nvme_meter().Estimate();
   std::shared_ptr<const costmodel::Deployment> deployment;
   bool rejudge = false;
   {
     MutexLock lock(&mu_);
     auto it = entries_.find(ns);
-    if (it == entries_.end() || it->second.deployment == nullptr) return std::nullopt;
+    if (it == entries_.end() || (hybrid_only && !it->second.hybrid)) return nullptr;
     deployment = it->second.deployment;
+    if (deployment == nullptr) return nullptr;
     rejudge = it->second.judged_nvme_bytes_per_s != nvme_now.bytes_per_s ||
               it->second.judged_nvme_latency_s != nvme_now.latency_s;
   }
   if (rejudge) UpdateAdmission(ns, deployment.get());
+  return deployment;
+}
+
+std::unique_ptr<HybridCutPlanner> LookupPlanner::PlanHybrid(const NamespaceId& ns,
+                                                            uint32_t prompt_tokens) {
+  std::shared_ptr<const costmodel::Deployment> d = DeploymentOf(ns, /*hybrid_only=*/true);
+  if (d == nullptr) return nullptr;
+  return std::make_unique<HybridCutPlanner>(std::move(d), HostLink(), NvmeLink(), prompt_tokens);
+}
+
+std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
+                                                      absl::Span<const MatchedBlock> matched,
+                                                      uint32_t prompt_tokens) {
+  std::shared_ptr<const costmodel::Deployment> deployment = DeploymentOf(ns, false);
+  if (deployment == nullptr) return std::nullopt;
   const costmodel::Deployment& d = *deployment;
   const costmodel::TierLink host = HostLink(), nvme = NvmeLink();
   std::vector<costmodel::Segment> segments;
@@ -252,27 +268,30 @@ std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
   const double matched_tokens = static_cast<double>(matched.size()) * d.block_tokens;
   const double tokens = std::max<double>(matched_tokens, prompt_tokens);
   // Without layer groups no state checkpoints are stored: a recurrent model
-  // can only restart at 0. With them, the restorable cut priced whole.
-  const costmodel::CutConstraints constraints =
-      whole_cut_only ? costmodel::CutConstraints{static_cast<uint32_t>(matched.size()), 0}
-                     : costmodel::CutConstraintsFor(d, 0);
-  std::optional<costmodel::CutPlan> plan = costmodel::PlanCut(d, segments, tokens, constraints);
-  if (plan.has_value() && !matched.empty()) {
-    const auto fetch_tokens = static_cast<uint64_t>(plan->cut_blocks * d.block_tokens);
-    MutexLock lock(&mu_);
-    if (plan->cut_blocks == 0) {
-      ++decisions_.recompute;
-    } else if (plan->cut_blocks == matched.size()) {
-      ++decisions_.fetch;
-    } else {
-      ++decisions_.partial;
-    }
-    decisions_.fetch_tokens += fetch_tokens;
-    decisions_.recompute_tokens +=
-        static_cast<uint64_t>(std::max(0.0, plan->tokens - static_cast<double>(fetch_tokens)));
-    decisions_.seconds_saved += std::max(0.0, plan->recompute_all_seconds - plan->total_seconds);
-  }
+  // can only restart at 0 (hybrids are planned by PlanHybrid).
+  costmodel::CutPlan plan =
+      costmodel::PlanCut(d, segments, tokens, costmodel::CutConstraintsFor(d, 0));
+  if (!matched.empty()) Count(plan, matched.size(), d.block_tokens);
   return plan;
+}
+
+void LookupPlanner::Record(const HybridCutPlanner& planned, size_t matched) {
+  if (planned.plan().has_value()) Count(*planned.plan(), matched, planned.block_tokens());
+}
+
+void LookupPlanner::Count(const costmodel::CutPlan& plan, size_t matched, uint32_t block_tokens) {
+  const double fetch_tokens = static_cast<double>(plan.cut_blocks) * block_tokens;
+  MutexLock lock(&mu_);
+  if (plan.cut_blocks == 0) {
+    ++decisions_.recompute;
+  } else if (plan.cut_blocks == matched) {
+    ++decisions_.fetch;
+  } else {
+    ++decisions_.partial;
+  }
+  decisions_.fetch_tokens += static_cast<uint64_t>(fetch_tokens);
+  decisions_.recompute_tokens += static_cast<uint64_t>(std::max(0.0, plan.tokens - fetch_tokens));
+  decisions_.seconds_saved += std::max(0.0, plan.recompute_all_seconds - plan.total_seconds);
 }
 
 std::optional<NamespacePlanning> LookupPlanner::Namespace(const NamespaceId& ns) const {

@@ -12,8 +12,10 @@
 //    when the value exceeds 5% of the recompute time per token). With NVMe
 //    unmeasured (probe off or failed) admission stays on while plans price
 //    NVMe as unusable.
-//  - A model with recurrent layers restores only at a state checkpoint,
-//    which kvtier does not store yet: its plans recompute from block 0.
+//  - A hybrid namespace (layer groups) is planned among its restorable
+//    cuts (PlanHybrid, server/hybrid_cut_planner.h). A model with recurrent
+//    layers opened without groups has no state checkpoints stored: its plans
+//    recompute from block 0.
 //
 // Thread-safety: thread-safe. Lock order: LookupPlanner::mu_ before the
 // BlockCache's lock (the cache never calls back).
@@ -34,6 +36,7 @@
 #include "costmodel/deployment.h"
 #include "costmodel/fetch_plan.h"
 #include "gpu/gpu_probe.h"
+#include "server/hybrid_cut_planner.h"
 #include "storage/block_cache.h"
 
 namespace kvtier {
@@ -113,13 +116,16 @@ class LookupPlanner {
 
   // The plan for a Lookup's match, or nullopt when the namespace has no
   // model or the planner is disabled. prompt_tokens 0 = matched tokens.
-  // `whole_cut_only`: the only cuts are 0 and all of `matched` (a hybrid
-  // namespace's restorable cut, each entry the bytes of every group at
-  // that key, snapshots included).
   std::optional<costmodel::CutPlan> Plan(const NamespaceId& ns,
                                          absl::Span<const MatchedBlock> matched,
-                                         uint32_t prompt_tokens, bool whole_cut_only = false)
+                                         uint32_t prompt_tokens) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // For a hybrid namespace with a model: the chooser to pass to its Lookup,
+  // priced with the tiers as measured now; else null. Once the Lookup ran,
+  // Record counts its plan among the decisions (if Choose made one).
+  std::unique_ptr<HybridCutPlanner> PlanHybrid(const NamespaceId& ns, uint32_t prompt_tokens)
       ABSL_LOCKS_EXCLUDED(mu_);
+  void Record(const HybridCutPlanner& planned, size_t matched) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::optional<NamespacePlanning> Namespace(const NamespaceId& ns) const ABSL_LOCKS_EXCLUDED(mu_);
   PlannerSnapshot Snapshot() const;
@@ -133,7 +139,17 @@ class LookupPlanner {
     // when it changed, not on every Lookup.
     double judged_nvme_bytes_per_s = -1;
     double judged_nvme_latency_s = -1;
+    bool hybrid = false;  // layer groups: planned with PlanHybrid
   };
+
+  // Counts a plan of `matched` blocks among the decisions.
+  void Count(const costmodel::CutPlan& plan, size_t matched, uint32_t block_tokens)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The namespace's deployment (null without one), NVMe admission re-judged
+  // first when the measured NVMe link changed. With `hybrid_only`, null for
+  // a namespace without groups.
+  std::shared_ptr<const costmodel::Deployment> DeploymentOf(const NamespaceId& ns, bool hybrid_only)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   LookupPlanner(const PlannerOptions& options, std::optional<costmodel::GpuSpec> gpu,
                 std::string note, BlockCache* cache);

@@ -195,7 +195,7 @@ absl::Status BlockCache::CheckKeyCount(size_t n) const {
 
 absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
                                                 absl::Span<const BlockKey> keys, bool take_lease,
-                                                absl::Duration lease_ttl) {
+                                                absl::Duration lease_ttl, CutChooser* chooser) {
   RETURN_IF_ERROR(CheckKeyCount(keys.size()));
   if (lease_ttl < absl::ZeroDuration() || lease_ttl > options_.max_lease_ttl) {
     return absl::InvalidArgumentError(absl::StrCat("lease TTL ", absl::FormatDuration(lease_ttl),
@@ -209,7 +209,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(const NamespaceId& ns,
   ExpireLeasesLocked();
   ASSIGN_OR_RETURN(auto* entry, namespaces_.FindOpen(ns));
   if (entry->spec.hybrid()) {
-    return LookupHybridLocked(ns, *entry, keys, take_lease, lease_ttl);
+    return LookupHybridLocked(ns, *entry, keys, take_lease, lease_ttl, chooser);
   }
   std::vector<BlockRecord*> matched;
   matched.reserve(keys.size());
@@ -523,8 +523,10 @@ std::vector<NamespaceSnapshot> BlockCache::Namespaces(bool scan_for_stranded) {
           gs.evictions = ge->evictions;
         }
         if (scan_for_stranded) {
-          index_.ForEachIn(h->storage[g],
-                           [&](const BlockRecord& r) { gs.on_nvme_blocks += r.on_nvme; });
+          index_.ForEachIn(h->storage[g], [&](const BlockRecord& r) {
+            gs.in_host_blocks += r.in_host;
+            gs.on_nvme_blocks += r.on_nvme;
+          });
           gs.stranded_blocks = stranded[g].blocks;
           gs.stranded_bytes = stranded[g].bytes;
         }

@@ -64,6 +64,7 @@
 #include "storage/host_arena.h"
 #include "storage/host_tier.h"
 #include "storage/lease_table.h"
+#include "storage/lookup_result.h"
 #include "storage/namespace_spec.h"
 #include "storage/namespace_table.h"
 #include "storage/nvme/io_engine.h"
@@ -112,31 +113,7 @@ struct OpenNamespaceResult {
   std::vector<uint64_t> group_block_bytes;
 };
 
-struct MatchedBlock {
-  BlockKey key;
-  uint64_t size = 0;
-  bool on_host = true;  // false: held only on NVMe (a read promotes it)
-  // On NVMe with its catalog record committed: survives a daemon crash.
-  bool persisted = false;
-};
-
-// What one group of a hybrid namespace loads for a Lookup's cut: the blocks
-// (or snapshot) of keys [first_key, first_key + blocks.size()).
-struct GroupLoad {
-  uint32_t group = 0;
-  uint32_t first_key = 0;
-  std::vector<MatchedBlock> blocks;
-};
-
-struct LookupResult {
-  // keys[0, matched) hit: the longest cached prefix, or for a hybrid
-  // namespace the longest cut every group can restore.
-  uint32_t matched = 0;
-  std::vector<MatchedBlock> blocks;  // one per matched key; empty for a hybrid
-  std::vector<GroupLoad> groups;     // a hybrid's, one per group; else empty
-  std::string lease_id;              // empty when no lease was taken
-  absl::Time lease_expiry = absl::InfinitePast();
-};
+// MatchedBlock, GroupLoad, LookupResult: see storage/lookup_result.h.
 
 struct PutResult {
   uint32_t blocks_stored = 0;
@@ -238,11 +215,14 @@ class BlockCache {
   // pins the matched blocks until Release or expiry (ttl 0 = default).
   // For a hybrid namespace: the longest cut every group can restore, and
   // per group what to load for it (LookupResult::groups); the lease pins
-  // exactly those blocks.
+  // exactly those blocks. A `chooser` (hybrids only; ignored otherwise)
+  // picks among every restorable cut the one to plan for; a lease pins its
+  // blocks too (LookupResult::chosen_groups).
   // NOT_FOUND for an unknown namespace; INVALID_ARGUMENT for 0 or too many
   // keys or a ttl above the maximum; RESOURCE_EXHAUSTED past max_leases.
   absl::StatusOr<LookupResult> Lookup(const NamespaceId& ns, absl::Span<const BlockKey> keys,
-                                      bool take_lease, absl::Duration lease_ttl);
+                                      bool take_lease, absl::Duration lease_ttl,
+                                      CutChooser* chooser = nullptr);
 
   // Starts an all-or-nothing batch of block writes. NOT_FOUND for an unknown
   // namespace. A batch of a hybrid namespace may carry blocks of all its
@@ -373,7 +353,7 @@ class BlockCache {
   absl::StatusOr<LookupResult> LookupHybridLocked(const NamespaceId& ns,
                                                   const NamespaceEntry& entry,
                                                   absl::Span<const BlockKey> keys, bool take_lease,
-                                                  absl::Duration lease_ttl)
+                                                  absl::Duration lease_ttl, CutChooser* chooser)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A Delete of a hybrid namespace, checked and planned (block_cache_groups.cc):
   // the keys named and (recursive) their descendants leave every group.

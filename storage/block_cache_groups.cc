@@ -1,6 +1,7 @@
 // BlockCache's Lookup of a hybrid namespace: the longest cut every layer
 // group can restore (storage/group_table.h), per group what to load for it,
 // and a lease over exactly those blocks.
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -11,18 +12,36 @@
 
 namespace kvtier {
 
-absl::StatusOr<LookupResult> BlockCache::LookupHybridLocked(const NamespaceId& ns,
-                                                            const NamespaceEntry& entry,
-                                                            absl::Span<const BlockKey> keys,
-                                                            bool take_lease,
-                                                            absl::Duration lease_ttl) {
+absl::StatusOr<LookupResult> BlockCache::LookupHybridLocked(
+    const NamespaceId& ns, const NamespaceEntry& entry, absl::Span<const BlockKey> keys,
+    bool take_lease, absl::Duration lease_ttl, CutChooser* chooser) {
   const HybridGroups* h = groups_.Find(ns);
   if (h == nullptr) {  // unreachable: opening a hybrid registers its groups
     return absl::InternalError(absl::StrCat("hybrid namespace ", ns.ToHex(), " has no groups"));
   }
-  HybridMatch m = groups_.Match(*h, keys);
+  HybridMatch m = groups_.Match(*h, keys, /*all_cuts=*/chooser != nullptr);
+  size_t chosen = m.cut;
+  if (chooser != nullptr && m.cut > 0) {
+    chosen = chooser->Choose(groups_.Fetches(*h, m));
+    if (std::find(m.cuts.begin(), m.cuts.end(), chosen) == m.cuts.end()) chosen = m.cut;
+  }
+  const size_t groups = h->rules.size();
+  // Per group, what the longest cut loads and what the chosen one loads
+  // besides: the lease pins both.
+  std::vector<absl::Span<BlockRecord* const>> longest(groups);
+  std::vector<std::vector<BlockRecord*>> extra(groups);
   size_t pinned = 0;
-  for (const auto& recs : m.records) pinned += recs.size();
+  for (size_t g = 0; g < groups; ++g) {
+    longest[g] = m.Load(g, h->rules[g], m.cut);
+    pinned += longest[g].size();
+    if (chosen == m.cut || chosen == 0) continue;
+    const KeyRange at_longest = LoadRange(h->rules[g], m.cut);
+    const KeyRange at_chosen = LoadRange(h->rules[g], chosen);
+    for (size_t i = at_chosen.begin; i < at_chosen.end; ++i) {
+      if (i < at_longest.begin || i >= at_longest.end) extra[g].push_back(m.by_key[g][i]);
+    }
+    pinned += extra[g].size();
+  }
   const bool lease = take_lease && m.cut > 0;
   if (lease) {
     if (leases_.size() >= options_.max_leases) {
@@ -33,19 +52,38 @@ absl::StatusOr<LookupResult> BlockCache::LookupHybridLocked(const NamespaceId& n
   }
   LookupResult result;
   result.matched = static_cast<uint32_t>(m.cut);
-  result.groups.resize(m.records.size());
+  result.chosen_cut = static_cast<uint32_t>(chosen);
   std::vector<BlockRecord*> leased;
   if (lease) leased.reserve(pinned);
-  for (size_t g = 0; g < m.records.size(); ++g) {
+  auto view = [](const BlockRecord* rec) {
+    return MatchedBlock{rec->key, rec->size, rec->in_host, rec->on_nvme};
+  };
+  result.groups.resize(groups);
+  for (size_t g = 0; g < groups; ++g) {
     GroupLoad& load = result.groups[g];
     load.group = static_cast<uint32_t>(g);
-    load.first_key = static_cast<uint32_t>(m.ranges[g].begin);
-    load.blocks.reserve(m.records[g].size());
-    for (BlockRecord* rec : m.records[g]) {
+    load.first_key = static_cast<uint32_t>(LoadRange(h->rules[g], m.cut).begin);
+    load.blocks.reserve(longest[g].size());
+    for (BlockRecord* rec : longest[g]) {
       index_.Touch(rec);
       ++rec->uses;
-      load.blocks.push_back(MatchedBlock{rec->key, rec->size, rec->in_host, rec->on_nvme});
+      load.blocks.push_back(view(rec));
       if (lease) leased.push_back(rec);
+    }
+    for (BlockRecord* rec : extra[g]) {
+      index_.Touch(rec);
+      ++rec->uses;
+      if (lease) leased.push_back(rec);
+    }
+  }
+  if (chosen != m.cut && chosen != 0) {
+    result.chosen_groups.resize(groups);
+    for (size_t g = 0; g < groups; ++g) {
+      GroupLoad& load = result.chosen_groups[g];
+      load.group = static_cast<uint32_t>(g);
+      load.first_key = static_cast<uint32_t>(LoadRange(h->rules[g], chosen).begin);
+      for (const BlockRecord* rec : m.Load(g, h->rules[g], chosen))
+        load.blocks.push_back(view(rec));
     }
   }
   counters_.lookup_keys += keys.size();

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -138,6 +140,21 @@ class HybridCacheTest : public ::testing::Test {
   NamespaceId ns_;
 };
 
+// Picks the cut at `pick` in the list it is given (clamped to the last),
+// and keeps the list.
+class RecordingChooser final : public CutChooser {
+ public:
+  explicit RecordingChooser(size_t pick) : pick_(pick) {}
+  size_t Choose(absl::Span<const CutFetch> cuts) override {
+    seen.assign(cuts.begin(), cuts.end());
+    return cuts[std::min(pick_, cuts.size() - 1)].cut;
+  }
+  std::vector<CutFetch> seen;
+
+ private:
+  size_t pick_;
+};
+
 std::vector<std::string> Chain(const std::string& tag, size_t n) {
   std::vector<std::string> keys;
   for (size_t i = 0; i < n; ++i) keys.push_back(absl::StrCat(tag, "-", i));
@@ -176,6 +193,52 @@ TEST_F(HybridCacheTest, LookupReturnsTheLongestRestorableCutAndWhatEachGroupLoad
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->matched, 0u);
   ExpectNothingStranded("after one save");
+}
+
+TEST_F(HybridCacheTest, AChooserPicksAmongEveryRestorableCutAndItsBlocksAreLeased) {
+  const auto chain = Chain("c", 8);
+  // Every window block and a snapshot at each second block: cuts 2, 4, 6, 8.
+  ASSERT_TRUE(Save(chain, 8, 0, /*final_state=*/false).ok());
+  RecordingChooser chooser(2);  // 8, 6, 4, 2, 0: picks 4
+  auto r = cache_->Lookup(ns_, Keys(chain, 8), /*take_lease=*/true, absl::ZeroDuration(), &chooser);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(chooser.seen.size(), 5u);
+  const size_t want_cuts[] = {8, 6, 4, 2, 0};
+  for (size_t i = 0; i < 5; ++i) {
+    const size_t k = want_cuts[i];
+    EXPECT_EQ(chooser.seen[i].cut, k);
+    // k full blocks, min(k, 2) window blocks, a snapshot: all on the host.
+    const uint64_t bytes =
+        k == 0 ? 0 : k * kAttentionBytes + std::min<size_t>(k, 2) * kAttentionBytes + kStateBytes;
+    EXPECT_EQ(chooser.seen[i].host_bytes, bytes) << "cut " << k;
+    EXPECT_EQ(chooser.seen[i].nvme_bytes, 0u) << "cut " << k;
+  }
+  EXPECT_EQ(r->matched, 8u);
+  EXPECT_EQ(r->chosen_cut, 4u);
+  ASSERT_EQ(r->chosen_groups.size(), 3u);
+  EXPECT_EQ(r->chosen_groups[kFull].first_key, 0u);
+  EXPECT_EQ(r->chosen_groups[kFull].blocks.size(), 4u);
+  EXPECT_EQ(r->chosen_groups[kWindow].first_key, 2u);
+  EXPECT_EQ(r->chosen_groups[kWindow].blocks.size(), 2u);
+  EXPECT_EQ(r->chosen_groups[kState].first_key, 3u);
+  ASSERT_EQ(r->chosen_groups[kState].blocks.size(), 1u);
+  EXPECT_EQ(r->chosen_groups[kState].blocks[0].key, Key(chain[3]));
+  // The lease: cut 8's 8 + 2 + 1 blocks and cut 4's window and snapshot.
+  auto released = cache_->Release(r->lease_id);
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ(*released, 14u);
+  // Choosing the longest cut or 0 lists nothing more.
+  RecordingChooser longest(0), none(9);
+  r = cache_->Lookup(ns_, Keys(chain, 8), true, absl::ZeroDuration(), &longest);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->chosen_cut, 8u);
+  EXPECT_TRUE(r->chosen_groups.empty());
+  EXPECT_EQ(*cache_->Release(r->lease_id), 11u);
+  r = cache_->Lookup(ns_, Keys(chain, 8), true, absl::ZeroDuration(), &none);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->chosen_cut, 0u);
+  EXPECT_TRUE(r->chosen_groups.empty());
+  EXPECT_EQ(*cache_->Release(r->lease_id), 11u);
 }
 
 TEST_F(HybridCacheTest, AttentionPastTheLastSnapshotIsNotKept) {
@@ -337,7 +400,8 @@ TEST_F(HybridCacheTest, RandomSavesLookupsLoadsEvictionsAndRestartsKeepInvariant
   std::mt19937 rng(1818);
   std::vector<std::vector<std::string>> chains;
   int next = 0;
-  int hits = 0, restarts = 0;
+  int hits = 0, restarts = 0, partial_plans = 0;
+  uint64_t removed = 0, unusable = 0;  // over every run of the cache
   for (int op = 0; op < 600; ++op) {
     const std::string where = absl::StrCat("op ", op);
     const int kind = static_cast<int>(rng() % 20);
@@ -350,7 +414,10 @@ TEST_F(HybridCacheTest, RandomSavesLookupsLoadsEvictionsAndRestartsKeepInvariant
       }
       const size_t len = chain.size() + 1 + rng() % 8;
       while (chain.size() < len) chain.push_back(absl::StrCat("k", next++));
-      const size_t window_from = len > kWindowBlocks ? len - kWindowBlocks - rng() % 3 : 0;
+      // The window's last blocks as an engine holds them, or (a third of
+      // the saves) every window block, which makes earlier cuts restorable.
+      size_t window_from = len > kWindowBlocks ? len - kWindowBlocks - rng() % 3 : 0;
+      if (rng() % 3 == 0) window_from = 0;
       auto put = Save(chain, len, window_from, rng() % 4 != 0);
       ASSERT_TRUE(put.ok()) << where << ": " << put.status();
       chains.push_back(std::move(chain));
@@ -362,10 +429,48 @@ TEST_F(HybridCacheTest, RandomSavesLookupsLoadsEvictionsAndRestartsKeepInvariant
       const size_t n = rng() % 2 ? chain.size() : 1 + rng() % chain.size();
       const std::vector<BlockKey> keys = Keys(chain, n);
       const size_t expect = OracleCut(keys);
-      auto r = cache_->Lookup(ns_, keys, /*take_lease=*/true, absl::ZeroDuration());
+      // Half the Lookups plan among every restorable cut, picking one at
+      // random: each cut listed must be restorable, and every one listed.
+      std::optional<RecordingChooser> chooser;
+      if (rng() % 2) chooser.emplace(1 + rng() % 3);  // a shorter cut if there is one
+      auto r = cache_->Lookup(ns_, keys, /*take_lease=*/true, absl::ZeroDuration(),
+                              chooser ? &*chooser : nullptr);
       ASSERT_TRUE(r.ok()) << where << ": " << r.status();
       ASSERT_EQ(r->matched, expect) << where;
       hits += r->matched > 0;
+      const bool planned = chooser.has_value() && r->matched > 0;
+      if (planned) {
+        std::vector<size_t> want;
+        for (size_t k = expect; k > 0; --k) {
+          if (OracleCut(Keys(chain, k)) == k) want.push_back(k);
+        }
+        want.push_back(0);
+        ASSERT_EQ(chooser->seen.size(), want.size()) << where;
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(chooser->seen[i].cut, want[i]) << where;
+          uint64_t bytes = 0;
+          for (uint32_t g = 0; g < 3; ++g)
+            bytes += LoadRange(Rules()[g], want[i]).size() * SizeOf(g);
+          ASSERT_EQ(chooser->seen[i].host_bytes + chooser->seen[i].nvme_bytes, bytes) << where;
+        }
+        partial_plans += r->chosen_cut > 0 && r->chosen_cut < r->matched;
+      }
+      // What the Lookup says to load: for the longest cut and, when the
+      // chooser took a shorter one, for that one too (leased alike).
+      const bool shorter = planned && r->chosen_cut > 0 && r->chosen_cut < r->matched;
+      for (uint32_t g = 0; g < 3 && shorter; ++g) {
+        const KeyRange range = LoadRange(Rules()[g], r->chosen_cut);
+        ASSERT_EQ(r->chosen_groups[g].first_key, range.begin) << where;
+        ASSERT_EQ(r->chosen_groups[g].blocks.size(), range.size()) << where;
+        std::vector<BlockKey> load(keys.begin() + range.begin, keys.begin() + range.end);
+        auto handles = cache_->Read(ns_, load, /*verify=*/true, g);
+        ASSERT_TRUE(handles.ok()) << where << " group " << g << ": " << handles.status();
+        for (size_t i = 0; i < handles->size(); ++i) {
+          const auto want = Content(g, chain[range.begin + i]);
+          const auto got = (*handles)[i].bytes();
+          ASSERT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end())) << where;
+        }
+      }
       for (uint32_t g = 0; g < 3; ++g) {
         const KeyRange range = LoadRange(Rules()[g], r->matched);
         ASSERT_EQ(r->groups[g].first_key, range.begin) << where;
@@ -391,6 +496,9 @@ TEST_F(HybridCacheTest, RandomSavesLookupsLoadsEvictionsAndRestartsKeepInvariant
       cache_->RunMoverOnce();
     } else {
       cache_->DrainWrites(absl::Now() + absl::Seconds(5));
+      const CacheCounters before = cache_->Snapshot().counters;
+      removed += before.evictions + before.blocks_deleted;
+      unusable += before.group_blocks_unusable;
       Open();  // a clean restart: what was persisted comes back from NVMe
       ++restarts;
       if (HasFatalFailure()) return;
@@ -401,9 +509,10 @@ TEST_F(HybridCacheTest, RandomSavesLookupsLoadsEvictionsAndRestartsKeepInvariant
   // The run did what it is for: hits, restarts, evictions and group sweeps.
   EXPECT_GT(hits, 50);
   EXPECT_GT(restarts, 5);
-  CacheSnapshot snap = cache_->Snapshot();
-  EXPECT_GT(snap.counters.evictions + snap.counters.blocks_deleted, 0u);
-  EXPECT_GT(snap.counters.group_blocks_unusable, 0u);
+  EXPECT_GT(partial_plans, 10);
+  const CacheCounters last = cache_->Snapshot().counters;
+  EXPECT_GT(removed + last.evictions + last.blocks_deleted, 0u);
+  EXPECT_GT(unusable + last.group_blocks_unusable, 0u);
 }
 
 }  // namespace

@@ -59,8 +59,10 @@ struct GroupSnapshot {
   uint64_t blocks = 0;
   uint64_t bytes = 0;
   uint64_t evictions = 0;  // blocks the tiers evicted while it was known
-  // Filled only by a scan (Namespaces(true)): blocks on NVMe, and bytes no
-  // restorable cut can use (always 0 unless a sweep was missed).
+  // Filled only by a scan (Namespaces(true)): blocks in host memory, on
+  // NVMe (a block may be in both), and bytes no restorable cut can use
+  // (always 0 unless a sweep was missed).
+  uint64_t in_host_blocks = 0;
   uint64_t on_nvme_blocks = 0;
   uint64_t stranded_blocks = 0;
   uint64_t stranded_bytes = 0;

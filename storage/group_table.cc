@@ -89,39 +89,60 @@ const HybridGroups* GroupTable::Find(const NamespaceId& id) const {
   return it == hybrids_.end() ? nullptr : it->second.get();
 }
 
-HybridMatch GroupTable::Match(const HybridGroups& h, absl::Span<const BlockKey> keys) const {
+HybridMatch GroupTable::Match(const HybridGroups& h, absl::Span<const BlockKey> keys,
+                              bool all_cuts) const {
   const size_t n = keys.size();
   const size_t groups = h.rules.size();
   HybridMatch m;
-  m.ranges.resize(groups);
-  m.records.resize(groups);
+  m.by_key.resize(groups);
   size_t full_run = n;
   for (size_t g = 0; g < groups; ++g) {
     if (h.rules[g].kind != GroupKind::kFullAttention) continue;
-    m.records[g].reserve(n);
-    index_->MatchChain(h.storage[g], keys, &m.records[g]);
-    full_run = std::min(full_run, m.records[g].size());
+    m.by_key[g].reserve(n);
+    index_->MatchChain(h.storage[g], keys, &m.by_key[g]);
+    full_run = std::min(full_run, m.by_key[g].size());
   }
+  const size_t span = std::min(n, full_run);
   // The other groups' records by key, as the cut search finds them (it
   // probes each key at most once).
-  m.cut = LongestRestorableCut(h.rules, std::min(n, full_run), full_run, [&](size_t g, size_t i) {
-    std::vector<BlockRecord*>& found = m.records[g];
-    if (found.empty()) found.assign(std::min(n, full_run), nullptr);
+  auto holds = [&](size_t g, size_t i) {
+    std::vector<BlockRecord*>& found = m.by_key[g];
+    if (found.empty()) found.assign(span, nullptr);
     found[i] = index_->Find(h.storage[g], keys[i]);
     return found[i] != nullptr;
-  });
-  for (size_t g = 0; g < groups; ++g) {
-    m.ranges[g] = LoadRange(h.rules[g], m.cut);
-    std::vector<BlockRecord*>& recs = m.records[g];
-    if (h.rules[g].kind == GroupKind::kFullAttention) {
-      recs.resize(m.cut);
-      continue;
-    }
-    // Held, each probed: the cut is restorable.
-    recs.erase(recs.begin() + static_cast<ptrdiff_t>(m.ranges[g].end), recs.end());
-    recs.erase(recs.begin(), recs.begin() + static_cast<ptrdiff_t>(m.ranges[g].begin));
+  };
+  if (all_cuts) {
+    m.cuts = RestorableCuts(h.rules, span, full_run, span, holds);
+    m.cut = m.cuts.front();
+  } else {
+    m.cut = LongestRestorableCut(h.rules, span, full_run, holds);
   }
   return m;
+}
+
+std::vector<CutFetch> GroupTable::Fetches(const HybridGroups& h, const HybridMatch& m) const {
+  // Per group, prefix sums of the bytes by tier over its records by key
+  // (absent ones count 0; a restorable cut's ranges hold no absent one).
+  std::vector<CutFetch> out(m.cuts.size());
+  for (size_t i = 0; i < m.cuts.size(); ++i) out[i].cut = m.cuts[i];
+  std::vector<uint64_t> host, nvme;
+  for (size_t g = 0; g < h.rules.size(); ++g) {
+    const std::vector<BlockRecord*>& recs = m.by_key[g];
+    host.assign(recs.size() + 1, 0);
+    nvme.assign(recs.size() + 1, 0);
+    for (size_t i = 0; i < recs.size(); ++i) {
+      const BlockRecord* r = recs[i];
+      host[i + 1] = host[i] + (r != nullptr && r->in_host ? r->size : 0);
+      nvme[i + 1] = nvme[i] + (r != nullptr && !r->in_host ? r->size : 0);
+    }
+    for (CutFetch& f : out) {
+      const KeyRange r = LoadRange(h.rules[g], f.cut);
+      if (r.size() == 0) continue;
+      f.host_bytes += host[r.end] - host[r.begin];
+      f.nvme_bytes += nvme[r.end] - nvme[r.begin];
+    }
+  }
+  return out;
 }
 
 uint64_t GroupTable::AfterCommit(const NamespaceId& id, absl::Span<const BlockKey> keys) {

@@ -27,6 +27,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
 #include "storage/block_key.h"
+#include "storage/groups/cut_chooser.h"
 #include "storage/groups/layer_group.h"
 #include "storage/groups/restorable_cut.h"
 #include "storage/groups/stranding_sweep.h"
@@ -50,10 +51,20 @@ struct HybridGroups {
 
 // What a Lookup of a hybrid namespace matched.
 struct HybridMatch {
-  size_t cut = 0;
-  // Per group: the records of its LoadRange at the cut, in key order.
-  std::vector<KeyRange> ranges;
-  std::vector<std::vector<BlockRecord*>> records;
+  size_t cut = 0;  // the longest restorable cut
+  // Every restorable cut, descending (`cut` first, 0 last), when Match was
+  // asked for them; else empty.
+  std::vector<size_t> cuts;
+  // Per group, by key index: full attention, its matched chain; the other
+  // groups, what the cut search found (nullptr where absent or not probed).
+  std::vector<std::vector<BlockRecord*>> by_key;
+
+  // Group g's records for a restore at k, one of the restorable cuts found
+  // (all held, in key order).
+  absl::Span<BlockRecord* const> Load(size_t g, const GroupRule& rule, size_t k) const {
+    const KeyRange r = LoadRange(rule, k);
+    return absl::MakeConstSpan(by_key[g]).subspan(r.begin, r.size());
+  }
 };
 
 // Per-group stranded bytes of one hybrid, from an exact scan.
@@ -75,8 +86,12 @@ class GroupTable {
   uint64_t Open(const NamespaceId& id, const NamespaceSpec& spec);
   const HybridGroups* Find(const NamespaceId& id) const;
 
-  // The longest restorable cut of `keys` and what each group loads for it.
-  HybridMatch Match(const HybridGroups& h, absl::Span<const BlockKey> keys) const;
+  // The longest restorable cut of `keys` and what each group loads for it;
+  // with `all_cuts`, every restorable cut as well.
+  HybridMatch Match(const HybridGroups& h, absl::Span<const BlockKey> keys,
+                    bool all_cuts = false) const;
+  // What restoring at each of m.cuts fetches, in that order.
+  std::vector<CutFetch> Fetches(const HybridGroups& h, const HybridMatch& m) const;
 
   // After a Put committed `keys` (of any of its groups) to hybrid `id`:
   // drops what no cut can use among them. Returns the blocks dropped.

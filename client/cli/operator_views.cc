@@ -346,10 +346,53 @@ int Tiers(const Globals& g) {
   std::vector<TierRow> rows;
   v1::GetStatusResponse status;
   if (int rc = ReadTiers(g, &rows, &status); rc != 0) return rc;
+  // The layer groups of hybrid namespaces, per tier (ListNamespaces scans).
+  Globals quiet = g;
+  quiet.json = false;
+  bool printed = false;
+  v1::ListNamespacesResponse list;
+  if (int rc =
+          CallAdmin(quiet, "ListNamespaces", &v1::Admin::Stub::ListNamespaces, &list, &printed);
+      rc != 0) {
+    return rc;
+  }
+  nlohmann::json groups = nlohmann::json::array();
+  for (const v1::NamespaceStatus& n : list.namespaces()) {
+    for (int i = 0; i < n.groups_size(); ++i) {
+      const v1::GroupStatus& gs = n.groups(i);
+      groups.push_back({{"namespace_id", n.namespace_id()},
+                        {"model_id", n.model_id()},
+                        {"group", i},
+                        {"kind", v1::LayerGroup::Kind_Name(gs.kind())},
+                        {"blocks", gs.blocks()},
+                        {"bytes", gs.bytes()},
+                        {"host_blocks", gs.host_blocks()},
+                        {"nvme_blocks", gs.nvme_blocks()},
+                        {"evictions", gs.evictions()},
+                        {"stranded_bytes", gs.stranded_bytes()}});
+    }
+  }
   if (g.json) {
-    std::cout << TierJson(rows, status).dump(2) << "\n";
-  } else {
-    PrintTierTable(rows, status);
+    nlohmann::json out = TierJson(rows, status);
+    out["groups"] = groups;
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  PrintTierTable(rows, status);
+  if (groups.empty()) return 0;
+  std::printf("\nlayer groups of hybrid namespaces (a block may be in both tiers):\n");
+  std::printf("%-16s %-24s %-3s %-15s %9s %9s %11s %9s %9s\n", "NAMESPACE", "MODEL", "G", "KIND",
+              "HOST", "NVME", "BYTES", "EVICTED", "STRANDED");
+  for (const nlohmann::json& r : groups) {
+    const std::string kind = r["kind"].get<std::string>().substr(12);  // drop "LAYER_GROUP_"
+    std::printf("%-16s %-24s %-3d %-15s %9llu %9llu %11s %9llu %9s\n",
+                r["namespace_id"].get<std::string>().substr(0, 16).c_str(),
+                r["model_id"].get<std::string>().substr(0, 24).c_str(), r["group"].get<int>(),
+                kind.c_str(), static_cast<unsigned long long>(r["host_blocks"].get<uint64_t>()),
+                static_cast<unsigned long long>(r["nvme_blocks"].get<uint64_t>()),
+                HumanBytes(r["bytes"].get<uint64_t>()).c_str(),
+                static_cast<unsigned long long>(r["evictions"].get<uint64_t>()),
+                HumanBytes(r["stranded_bytes"].get<uint64_t>()).c_str());
   }
   return 0;
 }

@@ -217,16 +217,20 @@ absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
     r.tiers.push_back(TierName(b.tier()));
     r.persisted.push_back(b.persisted());
   }
-  for (const v1::GroupLoad& g : resp.groups()) {
-    GroupLoad& load = r.groups.emplace_back();
-    load.group = g.group();
-    load.first_key = g.first_key();
-    for (const v1::BlockInfo& b : g.blocks()) {
-      load.sizes.push_back(b.size_bytes());
-      load.tiers.push_back(TierName(b.tier()));
-      load.persisted.push_back(b.persisted());
+  auto loads = [](const auto& from, std::vector<GroupLoad>* to) {
+    for (const v1::GroupLoad& g : from) {
+      GroupLoad& load = to->emplace_back();
+      load.group = g.group();
+      load.first_key = g.first_key();
+      for (const v1::BlockInfo& b : g.blocks()) {
+        load.sizes.push_back(b.size_bytes());
+        load.tiers.push_back(TierName(b.tier()));
+        load.persisted.push_back(b.persisted());
+      }
     }
-  }
+  };
+  loads(resp.groups(), &r.groups);
+  loads(resp.plan().groups(), &r.plan_groups);
   r.lease_id = resp.lease_id();
   if (resp.has_plan()) {
     r.plan = FetchPlan{resp.plan().fetch_blocks(), resp.plan().fetch_seconds(),

@@ -117,6 +117,9 @@ struct LookupResult {
   std::string lease_id;            // empty without a lease
   std::optional<FetchPlan> plan;
   std::vector<GroupLoad> groups = {};  // a hybrid's, one per group
+  // A hybrid's plan, when it chose a shorter restorable cut than `matched`
+  // (0 < plan->fetch_blocks < matched): what each group loads for it.
+  std::vector<GroupLoad> plan_groups = {};
 };
 
 // A block's place in a registered region.

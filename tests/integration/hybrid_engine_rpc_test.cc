@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,10 +25,14 @@
 #include "absl/strings/str_cat.h"
 #include "kvtier/client.h"
 #include "kvtier/shared_region.h"
+#include "nlohmann/json.hpp"
 #include "testing/test_bytes.h"
 
 #ifndef KVTIERD_BINARY
 #error "KVTIERD_BINARY must name the kvtierd executable"
+#endif
+#ifndef KVTIER_BINARY
+#error "KVTIER_BINARY must name the kvtier CLI executable"
 #endif
 
 namespace kvtier {
@@ -153,6 +158,21 @@ class HybridEngineRpcTest : public ::testing::TestWithParam<Shape> {
   void TearDown() override {
     daemon_.reset();
     std::filesystem::remove_all(dir_);
+  }
+
+  // The kvtier CLI's stdout for `args` against the daemon.
+  std::string RunCli(const std::string& args) {
+    const std::string cmd =
+        absl::StrCat(KVTIER_BINARY, " --addr ", daemon_->address(), " ", args, " 2>&1");
+    std::string out;
+    if (FILE* p = popen(cmd.c_str(), "r")) {
+      char buf[4096];
+      for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+      EXPECT_EQ(pclose(p), 0) << cmd << ": " << out;
+    } else {
+      ADD_FAILURE() << "popen " << cmd;
+    }
+    return out;
   }
 
   // Starts (or restarts) the daemon, opens the namespace, maps a region.
@@ -314,10 +334,23 @@ TEST_P(HybridEngineRpcTest, SaveLookupLoadThenKill9AndRestart) {
   client_.reset();
   Connect();
   if (HasFatalFailure()) return;
-  system(
-      absl::StrCat("/work/main/build/kvtier --addr ", daemon_->address(), " namespaces").c_str());
   EXPECT_EQ(LookupAndLoad(prompt, &persisted), 40u);
   EXPECT_TRUE(persisted);
+  // The operator's view: `kvtier tiers` breaks each group down by tier.
+  // Every block was written through to NVMe, and the load after the
+  // restart brought the cut back to the host.
+  const std::string out = RunCli("tiers --json");
+  const nlohmann::json tiers = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(tiers.is_discarded()) << out;
+  ASSERT_EQ(tiers["groups"].size(), GetParam().groups.size()) << out;
+  for (size_t g = 0; g < GetParam().groups.size(); ++g) {
+    const nlohmann::json& row = tiers["groups"][g];
+    EXPECT_EQ(row["group"], g) << out;
+    EXPECT_GT(row["nvme_blocks"].get<uint64_t>(), 0u) << out;
+    EXPECT_GT(row["host_blocks"].get<uint64_t>(), 0u) << out;
+    EXPECT_EQ(row["stranded_bytes"].get<uint64_t>(), 0u) << out;
+  }
+  EXPECT_NE(RunCli("tiers").find("layer groups of hybrid namespaces"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, HybridEngineRpcTest, ::testing::Values(GptOss(), MambaHybrid()),

@@ -249,6 +249,7 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(hit.matched, 2)
         self.assertEqual([(g.group, g.first_key, g.sizes) for g in hit.groups],
                          [(0, 0, [BLOCK_BYTES, BLOCK_BYTES]), (1, 1, [4096])])
+        self.assertEqual(hit.plan_groups, [])  # no model: no plan, no shorter cut
         self.assertEqual(self.client.get(ns.id, [b"h1"], group=1), [state])
         self.assertEqual(self.client.get(ns.id, keys[:2], group=0), attention[:2])
         with self.assertRaises(KvtierError) as e:

@@ -76,6 +76,9 @@ class LookupResult:
     # Hybrid namespaces: `matched` is the longest cut every group can
     # restore, and this says per group what to load for it.
     groups: List[GroupLoad] = field(default_factory=list)
+    # A hybrid's plan, when it chose a shorter restorable cut than `matched`
+    # (0 < fetch_blocks < matched): what each group loads for it.
+    plan_groups: List[GroupLoad] = field(default_factory=list)
 
 
 @dataclass
@@ -283,13 +286,16 @@ class Client:
             namespace_id=namespace_id, keys=list(keys), take_lease=take_lease,
             lease_ttl_ms=lease_ttl_ms, prompt_tokens=prompt_tokens))
         has_plan = r.HasField("plan")
+
+        def loads(groups: Sequence[kvcache_pb2.GroupLoad]) -> List[GroupLoad]:
+            return [GroupLoad(g.group, g.first_key, [b.size_bytes for b in g.blocks],
+                              [_TIERS.get(b.tier, "unknown") for b in g.blocks],
+                              [b.persisted for b in g.blocks])
+                    for g in groups]
         return LookupResult(r.matched, [_TIERS.get(b.tier, "unknown") for b in r.blocks],
                             r.lease_id, r.plan.fetch_blocks if has_plan else None,
                             r.plan if has_plan else None, [b.persisted for b in r.blocks],
-                            [GroupLoad(g.group, g.first_key, [b.size_bytes for b in g.blocks],
-                                       [_TIERS.get(b.tier, "unknown") for b in g.blocks],
-                                       [b.persisted for b in g.blocks])
-                             for g in r.groups])
+                            loads(r.groups), loads(r.plan.groups))
 
     def release(self, lease_id: str) -> int:
         return self._call(self._stub.Release,
