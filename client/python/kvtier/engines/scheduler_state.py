@@ -1,0 +1,198 @@
+"""The scheduler side of an engine connector: which blocks each step loads
+and saves. Engine-agnostic: the adapter passes request views and the step's
+scheduled requests, and ships the resulting StepPlan (picklable) to the
+workers.
+
+Rules:
+- A match counts whole kvtier blocks found now, starting where the engine's
+  own cache stopped (which must be a kvtier block boundary), and leaves at
+  least the prompt's last token to compute. It has no side effects: the
+  engine may ask again.
+- Loaded blocks are not saved again; computed blocks are saved once, when
+  every token of the kvtier block has been computed and its hash may be
+  published.
+- A block whose load failed is never saved before it is recomputed: the
+  worker drops the step's saves at and past the failure (their KV was
+  computed on a bad prefix), and when the engine reports the failed blocks
+  the save watermark moves back, so the recomputed blocks are saved in a
+  later step. The worker keeps dropping until a plan acknowledges it.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from kvtier.engines.block_keys import KvtierBlock, kvtier_blocks
+
+log = logging.getLogger("kvtier.engines")
+
+
+@dataclass
+class LoadOp:
+    req_id: str
+    first_index: int               # kvtier block index of keys[0]
+    keys: List[bytes]
+    engine_blocks: List[List[int]]  # per kvtier block, its engine block ids
+
+
+@dataclass
+class SaveOp:
+    req_id: str
+    first_index: int
+    keys: List[bytes]
+    parents: List[bytes]
+    engine_blocks: List[List[int]]
+
+
+@dataclass
+class StepPlan:
+    loads: List[LoadOp] = field(default_factory=list)
+    saves: List[SaveOp] = field(default_factory=list)
+    # Requests whose failed loads the scheduler has taken into account: the
+    # worker stops dropping their saves.
+    acknowledged: List[str] = field(default_factory=list)
+
+
+@dataclass
+class RequestView:
+    """What the scheduler side reads of an engine request."""
+    req_id: str
+    block_hashes: Sequence[bytes]
+    num_publishable: int  # hashes that may be published (<= len(block_hashes))
+    num_tokens: int       # prompt and output tokens so far
+
+
+@dataclass
+class ScheduledView:
+    """One request of a step: its new engine blocks (replacing the old ones
+    when `replace`, as for a resumed request) and its computed tokens before
+    the step and scheduled in it."""
+    req_id: str
+    new_block_ids: Sequence[int]
+    replace: bool
+    num_computed: int
+    num_scheduled: int
+
+
+@dataclass
+class _Tracked:
+    view: RequestView
+    block_ids: List[int] = field(default_factory=list)
+    saved: int = 0  # kvtier blocks [0, saved) are cached or being saved
+
+
+class SchedulerState:
+    """`lookup(keys)` returns how many leading keys the daemon holds (raising
+    on a daemon error, which counts as a miss)."""
+
+    def __init__(self, lookup: Callable[[List[bytes]], int], engine_block_tokens: int,
+                 ratio: int):
+        if engine_block_tokens < 1 or ratio < 1:
+            raise ValueError("engine_block_tokens and ratio must be >= 1")
+        self._lookup = lookup
+        self._bs = engine_block_tokens
+        self._ratio = ratio
+        self._kb_tokens = engine_block_tokens * ratio
+        self._tracked: Dict[str, _Tracked] = {}
+        self._loads: Dict[str, Tuple[int, int]] = {}  # req -> (first kvtier block, count)
+        self._acks: List[str] = []
+        self._local: Dict[str, int] = {}  # req -> the engine's own hit, from match
+        self.lookup_errors = 0
+
+    def _blocks(self, view: RequestView) -> List[KvtierBlock]:
+        return kvtier_blocks(view.block_hashes, self._ratio, view.num_publishable)
+
+    def match(self, view: RequestView, num_computed: int) -> int:
+        """External tokens the daemon can supply past `num_computed` (the
+        engine's own hit)."""
+        self._local[view.req_id] = num_computed
+        if num_computed % self._kb_tokens:
+            return 0  # the engine's own hit ends inside a kvtier block
+        blocks = self._blocks(view)
+        first = num_computed // self._kb_tokens
+        if first >= len(blocks):
+            return 0
+        try:
+            hit = self._lookup([b.key for b in blocks])
+        except Exception as e:  # a daemon error is a miss, never the engine's problem
+            self.lookup_errors += 1
+            log.warning("kvtier lookup failed, treating as a miss: %s", e)
+            return 0
+        # Leave at least one token to compute.
+        while hit > first and hit * self._kb_tokens >= view.num_tokens:
+            hit -= 1
+        return max(0, hit - first) * self._kb_tokens
+
+    def allocated(self, view: RequestView, block_ids: Sequence[int], num_external: int) -> None:
+        """The engine allocated `block_ids` (all of the request's) and will take
+        `num_external` tokens from the daemon past its own hit (the last match's)."""
+        num_computed = self._local.pop(view.req_id, 0)
+        t = self._tracked.setdefault(view.req_id, _Tracked(view))
+        t.view = view
+        t.block_ids = list(block_ids)
+        if num_external <= 0:
+            return
+        first = num_computed // self._kb_tokens
+        count = num_external // self._kb_tokens
+        self._loads[view.req_id] = (first, count)
+        t.saved = max(t.saved, first + count)  # loaded blocks are cached already
+
+    def build(self, scheduled: Sequence[ScheduledView],
+              views: Dict[str, RequestView]) -> StepPlan:
+        plan = StepPlan(acknowledged=self._acks)
+        self._acks = []
+        for s in scheduled:
+            t = self._tracked.get(s.req_id)
+            if t is None:
+                view = views.get(s.req_id)
+                if view is None:
+                    continue  # a request this side never saw: nothing to do
+                t = self._tracked[s.req_id] = _Tracked(view)
+            if s.req_id in views:
+                t.view = views[s.req_id]
+            if s.replace:
+                t.block_ids = list(s.new_block_ids)
+            else:
+                t.block_ids.extend(s.new_block_ids)
+            load = self._loads.pop(s.req_id, None)
+            if load is not None and load[1] > 0:
+                plan.loads.append(self._op(LoadOp, t, load[0], load[0] + load[1]))
+            done_tokens = s.num_computed + s.num_scheduled
+            upto = min(len(self._blocks(t.view)), done_tokens // self._kb_tokens,
+                       len(t.block_ids) // self._ratio)
+            if upto > t.saved:
+                plan.saves.append(self._op(SaveOp, t, t.saved, upto))
+                t.saved = upto
+        return plan
+
+    def _op(self, kind, t: _Tracked, begin: int, end: int):
+        blocks = self._blocks(t.view)[begin:end]
+        engine = [t.block_ids[b.index * self._ratio:(b.index + 1) * self._ratio] for b in blocks]
+        if kind is LoadOp:
+            return LoadOp(t.view.req_id, begin, [b.key for b in blocks], engine)
+        return SaveOp(t.view.req_id, begin, [b.key for b in blocks], [b.parent for b in blocks],
+                      engine)
+
+    def failed(self, engine_block_ids: Set[int]) -> None:
+        """The engine reports blocks whose load failed: the requests using them
+        save again from the first failed block once it is recomputed."""
+        if not engine_block_ids:
+            return
+        for req_id, t in self._tracked.items():
+            for i, b in enumerate(t.block_ids):
+                if b in engine_block_ids:
+                    t.saved = min(t.saved, i // self._ratio)
+                    self._acks.append(req_id)
+                    break
+
+    def finished(self, req_id: str) -> None:
+        self._tracked.pop(req_id, None)
+        self._loads.pop(req_id, None)
+        self._local.pop(req_id, None)
+
+    def tracked(self) -> int:
+        return len(self._tracked)
+
+    def saved_upto(self, req_id: str) -> Optional[int]:
+        t = self._tracked.get(req_id)
+        return None if t is None else t.saved

@@ -1,0 +1,327 @@
+"""KvtierConnectorV1 driven as vLLM drives it, against a real kvtierd.
+
+vLLM's types come from stand-ins (tests/engines/standins, checked against the
+recorded interface in vllm_interface.py); the engine is simulated here: a
+scheduler-side and a worker-side connector, the step's metadata pickled
+between them, KV tensors in host memory ((2, num_blocks, block_size, heads,
+head_dim) per layer, as vLLM's FlashAttention backend), KV a function of the
+prefix so a wrong block shows, vLLM's rollback of num_computed_tokens on
+blocks that failed to load. Covers misses, full and partial hits, chunked
+prefill, extra keys, a lost block between lookup and load, a load that
+fails while its blocks are cached (the poisoning case), and a daemon that
+goes away and comes back.
+
+Usage: python3 vllm_connector_test.py KVTIERD PYTHONPATH
+"""
+
+import ctypes
+import hashlib
+import inspect
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from types import SimpleNamespace
+
+KVTIERD, PYTHONPATH = sys.argv[1], sys.argv[2]
+sys.argv = sys.argv[:1]
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, PYTHONPATH)
+sys.path.insert(0, os.path.join(HERE, "standins"))
+sys.path.insert(0, HERE)
+
+import grpc  # noqa: E402
+import vllm_interface  # noqa: E402
+
+from kvtier import Client, KvtierError  # noqa: E402
+from kvtier.vllm import KvtierConnectorV1  # noqa: E402
+from kvtier.vllm.connector import _namespace_options  # noqa: E402
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorRole,  # noqa: E402
+                                                                supports_hma)
+
+BS, LAYERS, HEADS, DIM, NUM_BLOCKS = 16, 2, 1, 64, 64
+SPAN = BS * HEADS * DIM * 2  # bf16: one block of K (or V) of one layer
+
+
+def start_daemon(sock, log_path):
+    with open(log_path, "a") as log:
+        proc = subprocess.Popen(
+            [KVTIERD, "--listen", "unix:" + sock, "--host-tier-bytes", "64MiB",
+             "--set", "nvme.dirs=", "--set", "costmodel.probe_tiers=false",
+             "--set", "metrics.listen=off", "--set", "host_tier.slab_bytes=1MiB",
+             "--set", "limits.max_block_bytes=1MiB"],
+            stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(200):
+        if os.path.exists(sock):
+            return proc
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    with open(log_path) as f:
+        raise RuntimeError("kvtierd did not start: " + f.read()[-2000:])
+
+
+class HostTensor:
+    """A host tensor as the connector reads one (torch's methods)."""
+
+    def __init__(self, shape):
+        self.shape = shape
+        n = 1
+        for d in shape:
+            n *= d
+        self._buf = (ctypes.c_char * (n * 2))()
+        strides, acc = [], 1
+        for d in reversed(shape):
+            strides.insert(0, acc)
+            acc *= d
+        self._strides = tuple(strides)
+        self.is_cuda = False
+
+    def data_ptr(self):
+        return ctypes.addressof(self._buf)
+
+    def stride(self):
+        return self._strides
+
+    def element_size(self):
+        return 2
+
+    def span(self, kv, block):  # (2, num_blocks, ...): K or V of one block
+        return self.data_ptr() + (kv * self._strides[0] + block * self._strides[1]) * 2
+
+
+def block_hashes(tokens, extra=b""):
+    out, parent = [], b""
+    for i in range(len(tokens) // BS):
+        h = hashlib.sha256(parent + repr(tokens[i * BS:(i + 1) * BS]).encode() + extra).digest()
+        out.append(h)
+        parent = h
+    return out
+
+
+def kv(block_hash, layer, half):
+    seed = hashlib.sha256(block_hash + bytes([layer, half])).digest()
+    return (seed * (SPAN // len(seed) + 1))[:SPAN]
+
+
+class Request:
+    def __init__(self, req_id, tokens, extra=b""):
+        self.request_id = req_id
+        self.prompt_token_ids = tokens
+        self.num_tokens = len(tokens)
+        self.block_hashes = block_hashes(tokens, extra)
+        self.num_publishable_block_hashes = len(self.block_hashes)
+        self.num_computed_tokens = 0
+
+
+def vllm_config(address):
+    return SimpleNamespace(
+        kv_transfer_config=SimpleNamespace(kv_connector_extra_config={"kvtier_address": address,
+                                                                      "kvtier_timeout_s": 2}),
+        model_config=SimpleNamespace(model="sim/model"),
+        parallel_config=SimpleNamespace(tensor_parallel_size=1),
+        cache_config=SimpleNamespace(prefix_caching_hash_algo="sha256_cbor"))
+
+
+KV_CACHE_CONFIG = SimpleNamespace(
+    num_blocks=NUM_BLOCKS,
+    kv_cache_groups=[SimpleNamespace(
+        layer_names=[f"layer.{i}" for i in range(LAYERS)],
+        kv_cache_spec=SimpleNamespace(block_size=BS, num_kv_heads=HEADS, head_size=DIM,
+                                      dtype="torch.bfloat16"))])
+
+
+class Engine:
+    """vLLM's step loop, reduced to what the connector sees."""
+
+    def __init__(self, address):
+        self.scheduler = KvtierConnectorV1(vllm_config(address), KVConnectorRole.SCHEDULER,
+                                           KV_CACHE_CONFIG)
+        self.worker = KvtierConnectorV1(vllm_config(address), KVConnectorRole.WORKER,
+                                        KV_CACHE_CONFIG)
+        self.tensors = {f"layer.{i}": HostTensor((2, NUM_BLOCKS, BS, HEADS, DIM))
+                        for i in range(LAYERS)}
+        self.worker.register_kv_caches(self.tensors)
+        self.free = list(range(NUM_BLOCKS))
+        self.before_load = None  # a hook run between the lookup and the load
+
+    def write(self, block, data_of):
+        for layer, t in enumerate(self.tensors.values()):
+            for half in (0, 1):
+                ctypes.memmove(t.span(half, block), data_of(layer, half), SPAN)
+
+    def read(self, block):
+        return b"".join(ctypes.string_at(t.span(h, block), SPAN)
+                        for t in self.tensors.values() for h in (0, 1))
+
+    def serve(self, req, chunk=10_000):
+        """Prefills `req`; returns the tokens the connector supplied."""
+        ext, load_async = self.scheduler.get_num_new_matched_tokens(req, 0)
+        assert load_async is False
+        n_blocks = -(-req.num_tokens // BS)
+        blocks = [self.free.pop() for _ in range(n_blocks)]
+        for b in blocks:  # stale memory from an earlier user
+            self.write(b, lambda layer, half: b"\xee" * SPAN)
+        self.scheduler.update_state_after_alloc(
+            req, SimpleNamespace(get_block_ids=lambda: (list(blocks),)), ext)
+        req.num_computed_tokens = ext
+        if self.before_load is not None:
+            self.before_load(req)
+        first = True
+        while req.num_computed_tokens < req.num_tokens:
+            n = min(chunk, req.num_tokens - req.num_computed_tokens)
+            new = [SimpleNamespace(req_id=req.request_id, block_ids=(list(blocks),),
+                                   num_computed_tokens=req.num_computed_tokens)] if first else []
+            cached = SimpleNamespace(
+                req_ids=[] if first else [req.request_id], resumed_req_ids=set(),
+                new_block_ids=[] if first else [None],
+                num_computed_tokens=[] if first else [req.num_computed_tokens])
+            out = SimpleNamespace(scheduled_new_reqs=new, scheduled_cached_reqs=cached,
+                                  num_scheduled_tokens={req.request_id: n},
+                                  finished_req_ids=set())
+            meta = pickle.loads(pickle.dumps(self.scheduler.build_connector_meta(out)))
+            self.worker.bind_connector_metadata(meta)
+            self.worker.start_load_kv(SimpleNamespace())
+            for layer in self.tensors:
+                self.worker.wait_for_layer_load(layer)
+            # The forward pass: every block the step touches. On a bad prefix
+            # (a block whose load failed) the KV it computes is wrong.
+            begin, end = req.num_computed_tokens, req.num_computed_tokens + n
+            bad = self.worker._load_errors  # what the step's loads reported (peek)
+            first_bad = min((blocks.index(b) for b in bad if b in blocks), default=None)
+            for i in range(begin // BS, -(-end // BS)):
+                if i >= len(req.block_hashes):
+                    continue  # the partial tail: not a full block
+                h = req.block_hashes[i]
+                poisoned = first_bad is not None and i >= first_bad
+                self.write(blocks[i], lambda layer, half, h=h, p=poisoned:
+                           b"\x66" * SPAN if p else kv(h, layer, half))
+            self.worker.wait_for_save()
+            errors = self.worker.get_block_ids_with_load_errors()
+            self.worker.clear_connector_metadata()
+            self.scheduler.update_connector_output(SimpleNamespace(invalid_block_ids=errors))
+            if errors:  # vLLM's rollback: recompute from the first failed block
+                req.num_computed_tokens = min(blocks.index(b) for b in errors) * BS
+            else:
+                req.num_computed_tokens = end
+            first = False
+        for i, h in enumerate(req.block_hashes):
+            assert self.read(blocks[i]) == b"".join(kv(h, layer, half) for layer in range(LAYERS)
+                                                    for half in (0, 1)), f"block {i} is wrong"
+        self.scheduler.request_finished_all_groups(req, (list(blocks),))
+        self.free.extend(blocks)
+        return ext
+
+
+class VllmConnectorTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="kvtier-vllm-")
+        self.sock = os.path.join(self.dir, "kvtier.sock")
+        self.log = os.path.join(self.dir, "kvtierd.log")
+        self.proc = start_daemon(self.sock, self.log)
+        self.address = "unix:" + self.sock
+        self.engine = Engine(self.address)
+        self.assertEqual(self.engine.worker.disabled_reason, "")
+        self.client = Client(self.address, timeout=5)
+        self.ns = self.client.open_namespace_with(
+            _namespace_options(vllm_config(self.address), KV_CACHE_CONFIG, 0, 1)).id
+
+    def tearDown(self):
+        self.engine.worker.shutdown()
+        self.engine.scheduler.shutdown()
+        self.client.close()
+        self.proc.kill()
+        self.proc.wait(10)
+        shutil.rmtree(self.dir)
+
+    def cached(self, req):
+        """The daemon's copy of each of the request's full blocks is right."""
+        for i, h in enumerate(req.block_hashes):
+            want = b"".join(kv(h, layer, half) for layer in range(LAYERS) for half in (0, 1))
+            self.assertEqual(self.client.get(self.ns, [h])[0], want, f"block {i}")
+
+    def test_interface_matches_the_recorded_one(self):
+        self.assertTrue(supports_hma(KvtierConnectorV1))
+        for table, required in ((vllm_interface.ABSTRACT, True),
+                                (vllm_interface.WITH_DEFAULTS, False)):
+            for name, params in table.items():
+                if name not in KvtierConnectorV1.__dict__:
+                    self.assertFalse(required, f"{name} is abstract and not implemented")
+                    continue
+                got = list(inspect.signature(KvtierConnectorV1.__dict__[name]).parameters)[1:]
+                self.assertEqual(got, params, name)
+
+    def test_miss_then_full_and_partial_hits(self):
+        tokens = list(range(8 * BS + 1))
+        self.assertEqual(self.engine.serve(Request("a", tokens)), 0)
+        self.cached(Request("a", tokens))
+        # The whole prompt but its last token comes from the daemon.
+        self.assertEqual(self.engine.serve(Request("b", tokens)), 8 * BS)
+        # A prompt sharing 5 blocks.
+        other = tokens[:5 * BS] + [9999] * (3 * BS)
+        self.assertEqual(self.engine.serve(Request("c", other)), 5 * BS)
+        self.cached(Request("c", other))
+        # The same tokens under another adapter (an extra key): a miss.
+        self.assertEqual(self.engine.serve(Request("d", tokens, extra=b"lora:x")), 0)
+
+    def test_chunked_prefill_saves_as_blocks_complete(self):
+        tokens = list(range(1000, 1000 + 6 * BS + 3))
+        self.assertEqual(self.engine.serve(Request("a", tokens), chunk=BS + 5), 0)
+        self.cached(Request("a", tokens))
+        self.assertEqual(self.engine.serve(Request("b", tokens)), 6 * BS)
+
+    def test_a_block_lost_between_lookup_and_load_is_recomputed(self):
+        tokens = list(range(2000, 2000 + 8 * BS + 1))
+        self.engine.serve(Request("a", tokens))
+        lost = Request("x", tokens).block_hashes[4]
+        self.engine.before_load = lambda req: self.client.delete(self.ns, [lost], recursive=True)
+        self.assertEqual(self.engine.serve(Request("b", tokens)), 8 * BS)
+        self.engine.before_load = None
+        # Recomputed and saved again, right.
+        self.cached(Request("b", tokens))
+
+    def test_a_failed_load_never_saves_what_was_computed_on_it(self):
+        tokens = list(range(3000, 3000 + 6 * BS + 1))
+        self.engine.serve(Request("a", tokens))
+        longer = tokens[:6 * BS] + list(range(5000, 5000 + 2 * BS + 1))
+        io = self.engine.worker._worker
+        real_load, failures = io._client.load, [2]
+
+        def flaky_load(*args, **kwargs):  # the daemon fails the load, blocks stay cached
+            if failures[0] > 0:
+                failures[0] -= 1
+                raise KvtierError(grpc.StatusCode.UNAVAILABLE, "injected")
+            return real_load(*args, **kwargs)
+        io._client.load = flaky_load
+        try:
+            # Blocks 6 and 7 are computed in the failing step on a bad prefix:
+            # not saved then, saved once recomputed.
+            self.engine.serve(Request("b", longer))
+        finally:
+            io._client.load = real_load
+        self.cached(Request("b", longer))
+        self.assertGreater(io.stats["dropped_saves"], 0)
+        self.assertEqual(self.engine.serve(Request("c", longer)), 8 * BS)
+
+    def test_the_daemon_going_away_is_a_miss_and_its_return_is_used(self):
+        tokens = list(range(4000, 4000 + 4 * BS + 1))
+        self.proc.kill()
+        self.proc.wait(10)
+        os.unlink(self.sock)
+        self.assertEqual(self.engine.serve(Request("a", tokens)), 0)  # no exception
+        self.proc = start_daemon(self.sock, self.log)  # empty: its host tier is gone
+        self.client.close()
+        self.client = Client(self.address, timeout=5)
+        self.ns = self.client.open_namespace_with(
+            _namespace_options(vllm_config(self.address), KV_CACHE_CONFIG, 0, 1)).id
+        self.assertEqual(self.engine.serve(Request("b", tokens)), 0)
+        self.cached(Request("b", tokens))  # saved again after re-opening
+        self.assertEqual(self.engine.serve(Request("c", tokens)), 4 * BS)
+
+
+if __name__ == "__main__":
+    unittest.main()
