@@ -226,19 +226,21 @@ void LookupPlanner::UpdateAdmission(const NamespaceId& ns, const costmodel::Depl
 
 std::shared_ptr<const costmodel::Deployment> LookupPlanner::DeploymentOf(const NamespaceId& ns,
                                                                          bool hybrid_only) {
-  const TransferEstimate nvme_now = cache_->nvme_meter().Estimate();
   std::shared_ptr<const costmodel::Deployment> deployment;
-  bool rejudge = false;
+  double judged_bytes_per_s = 0, judged_latency_s = 0;
   {
     MutexLock lock(&mu_);
     auto it = entries_.find(ns);
     if (it == entries_.end() || (hybrid_only && !it->second.hybrid)) return nullptr;
     deployment = it->second.deployment;
-    if (deployment == nullptr) return nullptr;
-    rejudge = it->second.judged_nvme_bytes_per_s != nvme_now.bytes_per_s ||
-              it->second.judged_nvme_latency_s != nvme_now.latency_s;
+    judged_bytes_per_s = it->second.judged_nvme_bytes_per_s;
+    judged_latency_s = it->second.judged_nvme_latency_s;
   }
-  if (rejudge) UpdateAdmission(ns, deployment.get());
+  if (deployment == nullptr) return nullptr;  // no model: no meter read either
+  const TransferEstimate nvme_now = cache_->nvme_meter().Estimate();
+  if (judged_bytes_per_s != nvme_now.bytes_per_s || judged_latency_s != nvme_now.latency_s) {
+    UpdateAdmission(ns, deployment.get());
+  }
   return deployment;
 }
 

@@ -18,7 +18,8 @@
 //    recompute from block 0.
 //
 // Thread-safety: thread-safe. Lock order: LookupPlanner::mu_ before the
-// BlockCache's lock (the cache never calls back).
+// BlockCache's lock. The cache calls back only into a HybridCutPlanner's
+// Choose, under its lock, which takes no lock and calls nothing.
 #ifndef KVTIER_SERVER_LOOKUP_PLANNER_H_
 #define KVTIER_SERVER_LOOKUP_PLANNER_H_
 

@@ -239,6 +239,24 @@ TEST_F(HybridCacheTest, AChooserPicksAmongEveryRestorableCutAndItsBlocksAreLease
   EXPECT_EQ(r->chosen_cut, 0u);
   EXPECT_TRUE(r->chosen_groups.empty());
   EXPECT_EQ(*cache_->Release(r->lease_id), 11u);
+  // A cut that is not restorable (3) is taken as the longest.
+  class Bogus final : public CutChooser {
+    size_t Choose(absl::Span<const CutFetch>) override { return 3; }
+  } bogus;
+  r = cache_->Lookup(ns_, Keys(chain, 8), true, absl::ZeroDuration(), &bogus);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->chosen_cut, 8u);
+  EXPECT_TRUE(r->chosen_groups.empty());
+  EXPECT_EQ(*cache_->Release(r->lease_id), 11u);
+  // Without a lease a shorter cut is still listed; nothing stays pinned.
+  RecordingChooser shorter(1);  // 6
+  r = cache_->Lookup(ns_, Keys(chain, 8), false, absl::ZeroDuration(), &shorter);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->chosen_cut, 6u);
+  ASSERT_EQ(r->chosen_groups.size(), 3u);
+  EXPECT_EQ(r->chosen_groups[kWindow].first_key, 4u);
+  EXPECT_TRUE(r->lease_id.empty());
+  EXPECT_EQ(cache_->Snapshot().active_leases, 0u);
 }
 
 TEST_F(HybridCacheTest, AttentionPastTheLastSnapshotIsNotKept) {

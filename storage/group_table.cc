@@ -112,7 +112,7 @@ HybridMatch GroupTable::Match(const HybridGroups& h, absl::Span<const BlockKey> 
     return found[i] != nullptr;
   };
   if (all_cuts) {
-    m.cuts = RestorableCuts(h.rules, span, full_run, span, holds);
+    m.cuts = RestorableCuts(h.rules, span, full_run, kMaxPlannedCuts, holds);
     m.cut = m.cuts.front();
   } else {
     m.cut = LongestRestorableCut(h.rules, span, full_run, holds);

@@ -49,11 +49,15 @@ struct HybridGroups {
   std::vector<BlockKey> pending;  // keys whose group bytes were removed
 };
 
+// The restorable cuts a planned Lookup weighs at most, the longest first:
+// bounds the work under the cache's lock (probes, and a price per cut).
+inline constexpr size_t kMaxPlannedCuts = 64;
+
 // What a Lookup of a hybrid namespace matched.
 struct HybridMatch {
   size_t cut = 0;  // the longest restorable cut
-  // Every restorable cut, descending (`cut` first, 0 last), when Match was
-  // asked for them; else empty.
+  // The restorable cuts, descending: `cut` first, at most kMaxPlannedCuts
+  // of them, then 0; when Match was asked for them, else empty.
   std::vector<size_t> cuts;
   // Per group, by key index: full attention, its matched chain; the other
   // groups, what the cut search found (nullptr where absent or not probed).

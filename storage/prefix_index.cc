@@ -75,6 +75,7 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
   rec->first_child = rec->next_sibling = rec->prev_sibling = nullptr;
   rec->indexed = true;
   rec->candidate_of = 0;
+  rec->refile_pending = false;
   rec->last_access = ++clock_;
   table.blocks.emplace(rec->key, std::move(record));
   ++size_;

@@ -29,9 +29,10 @@ struct CutFetch {
 class CutChooser {
  public:
   virtual ~CutChooser() = default;
-  // `cuts`: every restorable cut of the Lookup, descending, the longest
-  // first and 0 last (nothing fetched). Returns the chosen cut; a value
-  // that is not among `cuts` is taken as the longest.
+  // `cuts`: the restorable cuts of the Lookup, descending, the longest
+  // first (at most kMaxPlannedCuts of them, storage/group_table.h) and 0
+  // last (nothing fetched). Returns the chosen cut; a value that is not
+  // among `cuts` is taken as the longest.
   virtual size_t Choose(absl::Span<const CutFetch> cuts) = 0;
 };
 

@@ -103,9 +103,14 @@ def block_hashes(tokens, extra=b""):
     return out
 
 
-def kv(block_hash, layer, half):
-    seed = hashlib.sha256(block_hash + bytes([layer, half])).digest()
+def kv(block_hash, layer, half, rank=0):
+    seed = hashlib.sha256(block_hash + bytes([layer, half, rank])).digest()
     return (seed * (SPAN // len(seed) + 1))[:SPAN]
+
+
+def block_kv(block_hash, rank=0):
+    return b"".join(kv(block_hash, layer, half, rank) for layer in range(LAYERS)
+                    for half in (0, 1))
 
 
 class Request:
@@ -118,12 +123,12 @@ class Request:
         self.num_computed_tokens = 0
 
 
-def vllm_config(address):
+def vllm_config(address, tp=1, rank=0):
+    extra = {"kvtier_address": address, "kvtier_timeout_s": 2, "kvtier_tp_rank": rank}
     return SimpleNamespace(
-        kv_transfer_config=SimpleNamespace(kv_connector_extra_config={"kvtier_address": address,
-                                                                      "kvtier_timeout_s": 2}),
+        kv_transfer_config=SimpleNamespace(kv_connector_extra_config=extra),
         model_config=SimpleNamespace(model="sim/model"),
-        parallel_config=SimpleNamespace(tensor_parallel_size=1),
+        parallel_config=SimpleNamespace(tensor_parallel_size=tp),
         cache_config=SimpleNamespace(prefix_caching_hash_algo="sha256_cbor"))
 
 
@@ -135,19 +140,16 @@ KV_CACHE_CONFIG = SimpleNamespace(
                                       dtype="torch.bfloat16"))])
 
 
-class Engine:
-    """vLLM's step loop, reduced to what the connector sees."""
+class Rank:
+    """One worker process: its connector and its KV tensors."""
 
-    def __init__(self, address):
-        self.scheduler = KvtierConnectorV1(vllm_config(address), KVConnectorRole.SCHEDULER,
-                                           KV_CACHE_CONFIG)
-        self.worker = KvtierConnectorV1(vllm_config(address), KVConnectorRole.WORKER,
-                                        KV_CACHE_CONFIG)
+    def __init__(self, address, tp, rank):
+        self.rank = rank
+        self.connector = KvtierConnectorV1(vllm_config(address, tp, rank),
+                                           KVConnectorRole.WORKER, KV_CACHE_CONFIG)
         self.tensors = {f"layer.{i}": HostTensor((2, NUM_BLOCKS, BS, HEADS, DIM))
                         for i in range(LAYERS)}
-        self.worker.register_kv_caches(self.tensors)
-        self.free = list(range(NUM_BLOCKS))
-        self.before_load = None  # a hook run between the lookup and the load
+        self.connector.register_kv_caches(self.tensors)
 
     def write(self, block, data_of):
         for layer, t in enumerate(self.tensors.values()):
@@ -158,63 +160,93 @@ class Engine:
         return b"".join(ctypes.string_at(t.span(h, block), SPAN)
                         for t in self.tensors.values() for h in (0, 1))
 
-    def serve(self, req, chunk=10_000):
-        """Prefills `req`; returns the tokens the connector supplied."""
+
+class Engine:
+    """vLLM's step loop, reduced to what the connector sees: one scheduler,
+    `tp` workers."""
+
+    def __init__(self, address, tp=1):
+        self.scheduler = KvtierConnectorV1(vllm_config(address, tp), KVConnectorRole.SCHEDULER,
+                                           KV_CACHE_CONFIG)
+        self.ranks = [Rank(address, tp, r) for r in range(tp)]
+        self.worker = self.ranks[0].connector
+        self.free = list(range(NUM_BLOCKS))
+        self.before_load = None  # a hook run between the lookup and the load
+
+    def admit(self, req):
+        """A waiting request (new or preempted) is scheduled: the connector's
+        hit, blocks allocated (holding stale bytes)."""
         ext, load_async = self.scheduler.get_num_new_matched_tokens(req, 0)
         assert load_async is False
-        n_blocks = -(-req.num_tokens // BS)
-        blocks = [self.free.pop() for _ in range(n_blocks)]
-        for b in blocks:  # stale memory from an earlier user
-            self.write(b, lambda layer, half: b"\xee" * SPAN)
+        blocks = [self.free.pop() for _ in range(-(-req.num_tokens // BS))]
+        for rank in self.ranks:
+            for b in blocks:
+                rank.write(b, lambda layer, half: b"\xee" * SPAN)
         self.scheduler.update_state_after_alloc(
             req, SimpleNamespace(get_block_ids=lambda: (list(blocks),)), ext)
         req.num_computed_tokens = ext
         if self.before_load is not None:
             self.before_load(req)
-        first = True
+        return ext, blocks
+
+    def serve(self, req, chunk=10_000, preempt_after=None):
+        """Prefills `req`; returns the tokens the connector supplied at its
+        first admission. With `preempt_after`, the request is preempted after
+        that many steps (its blocks freed) and resumed."""
+        ext, blocks = self.admit(req)
+        first_ext, kind, steps = ext, "new", 0
         while req.num_computed_tokens < req.num_tokens:
+            if preempt_after is not None and steps == preempt_after:
+                self.free.extend(blocks)  # vLLM frees a preempted request's blocks
+                req.num_computed_tokens = 0
+                _, blocks = self.admit(req)
+                kind, preempt_after = "resumed", None
             n = min(chunk, req.num_tokens - req.num_computed_tokens)
-            new = [SimpleNamespace(req_id=req.request_id, block_ids=(list(blocks),),
-                                   num_computed_tokens=req.num_computed_tokens)] if first else []
+            ids = (list(blocks),)
+            new = [SimpleNamespace(req_id=req.request_id, block_ids=ids,
+                                   num_computed_tokens=req.num_computed_tokens)
+                   ] if kind == "new" else []
+            cached_ids = [] if kind == "new" else [req.request_id]
             cached = SimpleNamespace(
-                req_ids=[] if first else [req.request_id], resumed_req_ids=set(),
-                new_block_ids=[] if first else [None],
-                num_computed_tokens=[] if first else [req.num_computed_tokens])
+                req_ids=cached_ids,
+                resumed_req_ids={req.request_id} if kind == "resumed" else set(),
+                new_block_ids=[ids if kind == "resumed" else None] if cached_ids else [],
+                num_computed_tokens=[req.num_computed_tokens] if cached_ids else [])
             out = SimpleNamespace(scheduled_new_reqs=new, scheduled_cached_reqs=cached,
                                   num_scheduled_tokens={req.request_id: n},
                                   finished_req_ids=set())
-            meta = pickle.loads(pickle.dumps(self.scheduler.build_connector_meta(out)))
-            self.worker.bind_connector_metadata(meta)
-            self.worker.start_load_kv(SimpleNamespace())
-            for layer in self.tensors:
-                self.worker.wait_for_layer_load(layer)
-            # The forward pass: every block the step touches. On a bad prefix
-            # (a block whose load failed) the KV it computes is wrong.
+            meta = pickle.dumps(self.scheduler.build_connector_meta(out))
             begin, end = req.num_computed_tokens, req.num_computed_tokens + n
-            bad = self.worker._load_errors  # what the step's loads reported (peek)
-            first_bad = min((blocks.index(b) for b in bad if b in blocks), default=None)
-            for i in range(begin // BS, -(-end // BS)):
-                if i >= len(req.block_hashes):
-                    continue  # the partial tail: not a full block
-                h = req.block_hashes[i]
-                poisoned = first_bad is not None and i >= first_bad
-                self.write(blocks[i], lambda layer, half, h=h, p=poisoned:
-                           b"\x66" * SPAN if p else kv(h, layer, half))
-            self.worker.wait_for_save()
-            errors = self.worker.get_block_ids_with_load_errors()
-            self.worker.clear_connector_metadata()
+            errors = set()
+            for rank in self.ranks:
+                w = rank.connector
+                w.bind_connector_metadata(pickle.loads(meta))
+                w.start_load_kv(SimpleNamespace())
+                for layer in rank.tensors:
+                    w.wait_for_layer_load(layer)
+                # The forward pass: every block the step touches. On a bad
+                # prefix (a block whose load failed) the KV it computes is wrong.
+                bad = w._load_errors  # what the step's loads reported (peek)
+                first_bad = min((blocks.index(b) for b in bad if b in blocks), default=None)
+                for i in range(begin // BS, min(len(req.block_hashes), -(-end // BS))):
+                    h, poisoned = req.block_hashes[i], first_bad is not None and i >= first_bad
+                    rank.write(blocks[i], lambda layer, half, h=h, p=poisoned, r=rank.rank:
+                               b"\x66" * SPAN if p else kv(h, layer, half, r))
+                w.wait_for_save()
+                errors |= w.get_block_ids_with_load_errors()
+                w.clear_connector_metadata()
             self.scheduler.update_connector_output(SimpleNamespace(invalid_block_ids=errors))
             if errors:  # vLLM's rollback: recompute from the first failed block
                 req.num_computed_tokens = min(blocks.index(b) for b in errors) * BS
             else:
                 req.num_computed_tokens = end
-            first = False
-        for i, h in enumerate(req.block_hashes):
-            assert self.read(blocks[i]) == b"".join(kv(h, layer, half) for layer in range(LAYERS)
-                                                    for half in (0, 1)), f"block {i} is wrong"
+            kind, steps = "running", steps + 1
+        for rank in self.ranks:
+            for i, h in enumerate(req.block_hashes):
+                assert rank.read(blocks[i]) == block_kv(h, rank.rank), f"block {i} is wrong"
         self.scheduler.request_finished_all_groups(req, (list(blocks),))
         self.free.extend(blocks)
-        return ext
+        return first_ext
 
 
 class VllmConnectorTest(unittest.TestCase):
@@ -231,18 +263,20 @@ class VllmConnectorTest(unittest.TestCase):
             _namespace_options(vllm_config(self.address), KV_CACHE_CONFIG, 0, 1)).id
 
     def tearDown(self):
-        self.engine.worker.shutdown()
+        for rank in self.engine.ranks:
+            rank.connector.shutdown()
         self.engine.scheduler.shutdown()
         self.client.close()
         self.proc.kill()
         self.proc.wait(10)
         shutil.rmtree(self.dir)
 
-    def cached(self, req):
+    def cached(self, req, rank=0, tp=1):
         """The daemon's copy of each of the request's full blocks is right."""
+        ns = self.client.open_namespace_with(
+            _namespace_options(vllm_config(self.address, tp), KV_CACHE_CONFIG, rank, 1)).id
         for i, h in enumerate(req.block_hashes):
-            want = b"".join(kv(h, layer, half) for layer in range(LAYERS) for half in (0, 1))
-            self.assertEqual(self.client.get(self.ns, [h])[0], want, f"block {i}")
+            self.assertEqual(self.client.get(ns, [h])[0], block_kv(h, rank), f"block {i}")
 
     def test_interface_matches_the_recorded_one(self):
         self.assertTrue(supports_hma(KvtierConnectorV1))
@@ -306,6 +340,26 @@ class VllmConnectorTest(unittest.TestCase):
         self.cached(Request("b", longer))
         self.assertGreater(io.stats["dropped_saves"], 0)
         self.assertEqual(self.engine.serve(Request("c", longer)), 8 * BS)
+
+    def test_preempted_and_resumed_requests_load_what_they_saved(self):
+        tokens = list(range(6000, 6000 + 6 * BS + 1))
+        # Two chunks of 2 blocks, then preemption: the resumed request loads
+        # those 4 blocks and computes the rest into new blocks.
+        self.assertEqual(self.engine.serve(Request("a", tokens), chunk=2 * BS,
+                                           preempt_after=2), 0)
+        self.cached(Request("a", tokens))
+        self.assertEqual(self.engine.serve(Request("b", tokens)), 6 * BS)
+
+    def test_tensor_parallel_ranks_keep_their_own_blocks(self):
+        for rank in self.engine.ranks:
+            rank.connector.shutdown()
+        self.engine.scheduler.shutdown()
+        self.engine = Engine(self.address, tp=2)
+        tokens = list(range(7000, 7000 + 5 * BS + 1))
+        self.assertEqual(self.engine.serve(Request("a", tokens)), 0)
+        for rank in (0, 1):
+            self.cached(Request("a", tokens), rank=rank, tp=2)
+        self.assertEqual(self.engine.serve(Request("b", tokens)), 5 * BS)  # each rank its own
 
     def test_the_daemon_going_away_is_a_miss_and_its_return_is_used(self):
         tokens = list(range(4000, 4000 + 4 * BS + 1))

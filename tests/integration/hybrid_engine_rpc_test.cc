@@ -163,7 +163,7 @@ class HybridEngineRpcTest : public ::testing::TestWithParam<Shape> {
   // The kvtier CLI's stdout for `args` against the daemon.
   std::string RunCli(const std::string& args) {
     const std::string cmd =
-        absl::StrCat(KVTIER_BINARY, " --addr ", daemon_->address(), " ", args, " 2>&1");
+        absl::StrCat(KVTIER_BINARY, " --addr ", daemon_->address(), " ", args);  // stdout
     std::string out;
     if (FILE* p = popen(cmd.c_str(), "r")) {
       char buf[4096];
