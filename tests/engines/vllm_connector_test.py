@@ -20,10 +20,8 @@ import inspect
 import os
 import pickle
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 import unittest
 from types import SimpleNamespace
 
@@ -36,6 +34,7 @@ sys.path.insert(0, HERE)
 
 import grpc  # noqa: E402
 import vllm_interface  # noqa: E402
+from engine_sim import HostTensor, start_daemon  # noqa: E402
 
 from kvtier import Client, KvtierError  # noqa: E402
 from kvtier.vllm import KvtierConnectorV1  # noqa: E402
@@ -45,53 +44,6 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorRole, 
 
 BS, LAYERS, HEADS, DIM, NUM_BLOCKS = 16, 2, 1, 64, 64
 SPAN = BS * HEADS * DIM * 2  # bf16: one block of K (or V) of one layer
-
-
-def start_daemon(sock, log_path):
-    with open(log_path, "a") as log:
-        proc = subprocess.Popen(
-            [KVTIERD, "--listen", "unix:" + sock, "--host-tier-bytes", "64MiB",
-             "--set", "nvme.dirs=", "--set", "costmodel.probe_tiers=false",
-             "--set", "metrics.listen=off", "--set", "host_tier.slab_bytes=1MiB",
-             "--set", "limits.max_block_bytes=1MiB"],
-            stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(200):
-        if os.path.exists(sock):
-            return proc
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    with open(log_path) as f:
-        raise RuntimeError("kvtierd did not start: " + f.read()[-2000:])
-
-
-class HostTensor:
-    """A host tensor as the connector reads one (torch's methods)."""
-
-    def __init__(self, shape):
-        self.shape = shape
-        n = 1
-        for d in shape:
-            n *= d
-        self._buf = (ctypes.c_char * (n * 2))()
-        strides, acc = [], 1
-        for d in reversed(shape):
-            strides.insert(0, acc)
-            acc *= d
-        self._strides = tuple(strides)
-        self.is_cuda = False
-
-    def data_ptr(self):
-        return ctypes.addressof(self._buf)
-
-    def stride(self):
-        return self._strides
-
-    def element_size(self):
-        return 2
-
-    def span(self, kv, block):  # (2, num_blocks, ...): K or V of one block
-        return self.data_ptr() + (kv * self._strides[0] + block * self._strides[1]) * 2
 
 
 def block_hashes(tokens, extra=b""):
@@ -254,7 +206,7 @@ class VllmConnectorTest(unittest.TestCase):
         self.dir = tempfile.mkdtemp(prefix="kvtier-vllm-")
         self.sock = os.path.join(self.dir, "kvtier.sock")
         self.log = os.path.join(self.dir, "kvtierd.log")
-        self.proc = start_daemon(self.sock, self.log)
+        self.proc = start_daemon(KVTIERD, self.sock, self.log)
         self.address = "unix:" + self.sock
         self.engine = Engine(self.address)
         self.assertEqual(self.engine.worker.disabled_reason, "")
@@ -323,20 +275,20 @@ class VllmConnectorTest(unittest.TestCase):
         self.engine.serve(Request("a", tokens))
         longer = tokens[:6 * BS] + list(range(5000, 5000 + 2 * BS + 1))
         io = self.engine.worker._worker
-        real_load, failures = io._client.load, [2]
+        real_load, failures = io._transfer._client.load, [2]
 
         def flaky_load(*args, **kwargs):  # the daemon fails the load, blocks stay cached
             if failures[0] > 0:
                 failures[0] -= 1
                 raise KvtierError(grpc.StatusCode.UNAVAILABLE, "injected")
             return real_load(*args, **kwargs)
-        io._client.load = flaky_load
+        io._transfer._client.load = flaky_load
         try:
             # Blocks 6 and 7 are computed in the failing step on a bad prefix:
             # not saved then, saved once recomputed.
             self.engine.serve(Request("b", longer))
         finally:
-            io._client.load = real_load
+            io._transfer._client.load = real_load
         self.cached(Request("b", longer))
         self.assertGreater(io.stats["dropped_saves"], 0)
         self.assertEqual(self.engine.serve(Request("c", longer)), 8 * BS)
@@ -367,7 +319,7 @@ class VllmConnectorTest(unittest.TestCase):
         self.proc.wait(10)
         os.unlink(self.sock)
         self.assertEqual(self.engine.serve(Request("a", tokens)), 0)  # no exception
-        self.proc = start_daemon(self.sock, self.log)  # empty: its host tier is gone
+        self.proc = start_daemon(KVTIERD, self.sock, self.log)  # empty: its host tier is gone
         self.client.close()
         self.client = Client(self.address, timeout=5)
         self.ns = self.client.open_namespace_with(

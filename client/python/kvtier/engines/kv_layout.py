@@ -90,6 +90,19 @@ class BlockLayout:
             self._parts.append((g.address, offsets, stride))
             self.block_bytes += len(offsets) * stride
 
+    def run_spans(self, first: int, count: int) -> List[Span]:
+        """The spans of blocks [first, first + count) (e.g. a page of token
+        slots): one per outer index of each tensor, since a block's span is
+        exactly the block stride and consecutive blocks are adjacent."""
+        if count < 1 or first < 0 or first + count > self.num_blocks:
+            raise LayoutError(f"blocks {first}..{first + count - 1} are outside "
+                              f"0..{self.num_blocks - 1}")
+        out: List[Span] = []
+        for address, offsets, stride in self._parts:
+            base = address + first * stride
+            out.extend((base + o, stride * count) for o in offsets)
+        return out
+
     def spans(self, block_id: int) -> List[Span]:
         if not 0 <= block_id < self.num_blocks:
             raise LayoutError(f"block {block_id} is outside 0..{self.num_blocks - 1}")

@@ -36,6 +36,7 @@ from kvtier.client import Client
 from kvtier.engines.kv_layout import BlockLayout, LayoutError, TensorGeometry
 from kvtier.engines.scheduler_state import (RequestView, ScheduledView, SchedulerState,
                                             StepPlan)
+from kvtier.engines.staged_transfer import StagedTransfer
 from kvtier.engines.worker_io import WorkerIO
 from kvtier.namespace_options import KvLayoutSpec, NamespaceOptions
 
@@ -185,9 +186,10 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
                                                t.element_size()))
             layout = BlockLayout(geometry, self._kv_cache_config.num_blocks)
             rank = int(_extra(self._config, "kvtier_tp_rank", _tp_rank()))
-            self._worker = WorkerIO(self._client, lambda c: self._open(c, rank), layout,
-                                    self._ratio,
-                                    int(_extra(self._config, "kvtier_staging_mib", 64)) << 20)
+            transfer = StagedTransfer(self._client, lambda c: self._open(c, rank),
+                                      layout.block_bytes * self._ratio,
+                                      int(_extra(self._config, "kvtier_staging_mib", 64)) << 20)
+            self._worker = WorkerIO(transfer, layout, self._ratio)
         except Exception as e:  # the engine runs on, without the cache
             self.disabled_reason = str(e)
             log.error("kvtier connector disabled: %s", e)

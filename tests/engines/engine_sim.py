@@ -1,0 +1,56 @@
+"""What the engine connector tests share: a kvtierd of their own, and a
+host tensor with torch's methods (data_ptr, shape, stride, element_size) over
+ctypes memory, so the tests need no torch.
+"""
+
+import ctypes
+import os
+import subprocess
+import time
+
+
+def start_daemon(kvtierd, sock, log_path):
+    with open(log_path, "a") as log:
+        proc = subprocess.Popen(
+            [kvtierd, "--listen", "unix:" + sock, "--host-tier-bytes", "64MiB",
+             "--set", "nvme.dirs=", "--set", "costmodel.probe_tiers=false",
+             "--set", "metrics.listen=off", "--set", "host_tier.slab_bytes=1MiB",
+             "--set", "limits.max_block_bytes=1MiB"],
+            stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(200):
+        if os.path.exists(sock):
+            return proc
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    with open(log_path) as f:
+        raise RuntimeError("kvtierd did not start: " + f.read()[-2000:])
+
+
+class HostTensor:
+    """A host tensor as the connector reads one (torch's methods)."""
+
+    def __init__(self, shape):
+        self.shape = shape
+        n = 1
+        for d in shape:
+            n *= d
+        self._buf = (ctypes.c_char * (n * 2))()
+        strides, acc = [], 1
+        for d in reversed(shape):
+            strides.insert(0, acc)
+            acc *= d
+        self._strides = tuple(strides)
+        self.is_cuda = False
+
+    def data_ptr(self):
+        return ctypes.addressof(self._buf)
+
+    def stride(self):
+        return self._strides
+
+    def element_size(self):
+        return 2
+
+    def span(self, kv, block):  # (2, num_blocks, ...): K or V of one block
+        return self.data_ptr() + (kv * self._strides[0] + block * self._strides[1]) * 2

@@ -1,0 +1,1 @@
+"""Stand-in of the SGLang package, for kvtier tests only (see hicache_storage.py)."""
