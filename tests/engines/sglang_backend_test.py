@@ -42,13 +42,15 @@ class HostPool:
         self.layout, self.page_size, self.size = layout, PS, SLOTS
         self.layer_num, self.head_num, self.head_dim = LAYERS, HEADS, DIM
         self.dtype = "torch.bfloat16"
-        shape = (2, LAYERS, SLOTS, HEADS, DIM) if layout == "layer_first" else \
-            (2, SLOTS, LAYERS, HEADS, DIM)
+        shape = {"layer_first": (2, LAYERS, SLOTS, HEADS, DIM),
+                 "page_first": (2, SLOTS, LAYERS, HEADS, DIM),
+                 "page_first_direct": (2, SLOTS // PS, LAYERS, PS, HEADS, DIM)}[layout]
         self.kv_buffer = HostTensor(shape)
 
     def token_bytes(self, kv, layer, slot):
         t, s = self.kv_buffer, self.kv_buffer.stride()
-        idx = (kv, layer, slot) if self.layout == "layer_first" else (kv, slot, layer)
+        idx = {"layer_first": (kv, layer, slot), "page_first": (kv, slot, layer),
+               "page_first_direct": (kv, slot // PS, layer, slot % PS)}[self.layout]
         return t.data_ptr() + sum(i * st for i, st in zip(idx, s)) * 2, HEADS * DIM * 2
 
     def fill(self, first_slot, tag):
@@ -135,8 +137,8 @@ class SglangBackendTest(unittest.TestCase):
                 got = list(inspect.signature(KvtierHiCacheStorage.__dict__[name]).parameters)[1:]
                 self.assertEqual(got, params, name)
 
-    def test_pages_round_trip_through_host_indices_in_both_layouts(self):
-        for layout in ("layer_first", "page_first"):
+    def test_pages_round_trip_through_host_indices_in_every_layout(self):
+        for layout in ("layer_first", "page_first", "page_first_direct"):
             b, pool = self.backend(layout)
             self.assertEqual(b.disabled_reason, "")
             keys = keys_for(layout.encode(), 4)
