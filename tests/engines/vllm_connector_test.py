@@ -1,9 +1,10 @@
 """KvtierConnectorV1 driven as vLLM drives it, against a real kvtierd.
 
 vLLM's types come from stand-ins (tests/engines/standins, checked against the
-recorded interface in vllm_interface.py); the engine is simulated here: a
-scheduler-side and a worker-side connector, the step's metadata pickled
-between them, KV tensors in host memory ((2, num_blocks, block_size, heads,
+recorded interface in vllm_interface.py); the engine is simulated here: the
+scheduler-side connector in this process and each worker-side connector in
+a process of its own, only the step's pickled metadata and the workers'
+results crossing, KV tensors in host memory ((2, num_blocks, block_size, heads,
 head_dim) per layer, as vLLM's FlashAttention backend), KV a function of the
 prefix so a wrong block shows, vLLM's rollback of num_computed_tokens on
 blocks that failed to load. Covers misses, full and partial hits, chunked
@@ -14,14 +15,15 @@ goes away and comes back.
 Usage: python3 vllm_connector_test.py KVTIERD PYTHONPATH
 """
 
-import ctypes
-import hashlib
 import inspect
+import itertools
+import subprocess
 import os
 import pickle
 import shutil
 import sys
 import tempfile
+import time
 import unittest
 from types import SimpleNamespace
 
@@ -32,9 +34,10 @@ sys.path.insert(0, PYTHONPATH)
 sys.path.insert(0, os.path.join(HERE, "standins"))
 sys.path.insert(0, HERE)
 
-import grpc  # noqa: E402
 import vllm_interface  # noqa: E402
-from engine_sim import HostTensor, start_daemon  # noqa: E402
+from engine_sim import start_daemon  # noqa: E402
+from vllm_sim import (BS, KV_CACHE_CONFIG, NUM_BLOCKS, Request, block_kv, call_over,  # noqa: E402
+                      vllm_config)
 
 from kvtier import Client, KvtierError  # noqa: E402
 from kvtier.vllm import KvtierConnectorV1  # noqa: E402
@@ -42,88 +45,42 @@ from kvtier.vllm.connector import _namespace_options  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorRole,  # noqa: E402
                                                                 supports_hma)
 
-BS, LAYERS, HEADS, DIM, NUM_BLOCKS = 16, 2, 1, 64, 64
-SPAN = BS * HEADS * DIM * 2  # bf16: one block of K (or V) of one layer
-
-
-def block_hashes(tokens, extra=b""):
-    out, parent = [], b""
-    for i in range(len(tokens) // BS):
-        h = hashlib.sha256(parent + repr(tokens[i * BS:(i + 1) * BS]).encode() + extra).digest()
-        out.append(h)
-        parent = h
-    return out
-
-
-def kv(block_hash, layer, half, rank=0):
-    seed = hashlib.sha256(block_hash + bytes([layer, half, rank])).digest()
-    return (seed * (SPAN // len(seed) + 1))[:SPAN]
-
-
-def block_kv(block_hash, rank=0):
-    return b"".join(kv(block_hash, layer, half, rank) for layer in range(LAYERS)
-                    for half in (0, 1))
-
-
-class Request:
-    def __init__(self, req_id, tokens, extra=b""):
-        self.request_id = req_id
-        self.prompt_token_ids = tokens
-        self.num_tokens = len(tokens)
-        self.block_hashes = block_hashes(tokens, extra)
-        self.num_publishable_block_hashes = len(self.block_hashes)
-        self.num_computed_tokens = 0
-
-
-def vllm_config(address, tp=1, rank=0):
-    extra = {"kvtier_address": address, "kvtier_timeout_s": 2, "kvtier_tp_rank": rank}
-    return SimpleNamespace(
-        kv_transfer_config=SimpleNamespace(kv_connector_extra_config=extra),
-        model_config=SimpleNamespace(model="sim/model"),
-        parallel_config=SimpleNamespace(tensor_parallel_size=tp),
-        cache_config=SimpleNamespace(prefix_caching_hash_algo="sha256_cbor"))
-
-
-KV_CACHE_CONFIG = SimpleNamespace(
-    num_blocks=NUM_BLOCKS,
-    kv_cache_groups=[SimpleNamespace(
-        layer_names=[f"layer.{i}" for i in range(LAYERS)],
-        kv_cache_spec=SimpleNamespace(block_size=BS, num_kv_heads=HEADS, head_size=DIM,
-                                      dtype="torch.bfloat16"))])
-
-
-class Rank:
-    """One worker process: its connector and its KV tensors."""
+class WorkerProcess:
+    """A worker in a process of its own (python3 vllm_sim.py), driven over
+    its stdin and stdout: only pickled metadata and results cross, as
+    between vLLM's scheduler and its workers."""
 
     def __init__(self, address, tp, rank):
-        self.rank = rank
-        self.connector = KvtierConnectorV1(vllm_config(address, tp, rank),
-                                           KVConnectorRole.WORKER, KV_CACHE_CONFIG)
-        self.tensors = {f"layer.{i}": HostTensor((2, NUM_BLOCKS, BS, HEADS, DIM))
-                        for i in range(LAYERS)}
-        self.connector.register_kv_caches(self.tensors)
+        self._proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "vllm_sim.py"), PYTHONPATH, address, str(tp),
+             str(rank)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
-    def write(self, block, data_of):
-        for layer, t in enumerate(self.tensors.values()):
-            for half in (0, 1):
-                ctypes.memmove(t.span(half, block), data_of(layer, half), SPAN)
+    def call(self, command, *args):
+        status, value = call_over(self._proc.stdin, self._proc.stdout, (command, args))
+        if status != "ok":
+            raise AssertionError(f"worker: {value}")
+        return value
 
-    def read(self, block):
-        return b"".join(ctypes.string_at(t.span(h, block), SPAN)
-                        for t in self.tensors.values() for h in (0, 1))
+    def shutdown(self):
+        self.call("shutdown")
+        self._proc.wait(10)
 
 
 class Engine:
-    """vLLM's step loop, reduced to what the connector sees: one scheduler,
-    `tp` workers."""
+    """vLLM's step loop, reduced to what the connector sees: the scheduler
+    here, `tp` workers in processes of their own."""
 
     def __init__(self, address, tp=1):
         self.scheduler = KvtierConnectorV1(vllm_config(address, tp), KVConnectorRole.SCHEDULER,
                                            KV_CACHE_CONFIG)
-        self.ranks = [Rank(address, tp, r) for r in range(tp)]
-        self.worker = self.ranks[0].connector
+        self.workers = [WorkerProcess(address, tp, r) for r in range(tp)]
         self.free = list(range(NUM_BLOCKS))
         self.before_load = None  # a hook run between the lookup and the load
+
+    def shutdown(self):
+        for w in self.workers:
+            w.shutdown()
+        self.scheduler.shutdown()
 
     def admit(self, req):
         """A waiting request (new or preempted) is scheduled: the connector's
@@ -131,9 +88,8 @@ class Engine:
         ext, load_async = self.scheduler.get_num_new_matched_tokens(req, 0)
         assert load_async is False
         blocks = [self.free.pop() for _ in range(-(-req.num_tokens // BS))]
-        for rank in self.ranks:
-            for b in blocks:
-                rank.write(b, lambda layer, half: b"\xee" * SPAN)
+        for w in self.workers:
+            w.call("stale", blocks)
         self.scheduler.update_state_after_alloc(
             req, SimpleNamespace(get_block_ids=lambda: (list(blocks),)), ext)
         req.num_computed_tokens = ext
@@ -170,32 +126,17 @@ class Engine:
             meta = pickle.dumps(self.scheduler.build_connector_meta(out))
             begin, end = req.num_computed_tokens, req.num_computed_tokens + n
             errors = set()
-            for rank in self.ranks:
-                w = rank.connector
-                w.bind_connector_metadata(pickle.loads(meta))
-                w.start_load_kv(SimpleNamespace())
-                for layer in rank.tensors:
-                    w.wait_for_layer_load(layer)
-                # The forward pass: every block the step touches. On a bad
-                # prefix (a block whose load failed) the KV it computes is wrong.
-                bad = w._load_errors  # what the step's loads reported (peek)
-                first_bad = min((blocks.index(b) for b in bad if b in blocks), default=None)
-                for i in range(begin // BS, min(len(req.block_hashes), -(-end // BS))):
-                    h, poisoned = req.block_hashes[i], first_bad is not None and i >= first_bad
-                    rank.write(blocks[i], lambda layer, half, h=h, p=poisoned, r=rank.rank:
-                               b"\x66" * SPAN if p else kv(h, layer, half, r))
-                w.wait_for_save()
-                errors |= w.get_block_ids_with_load_errors()
-                w.clear_connector_metadata()
+            for w in self.workers:
+                errors |= w.call("step", meta, blocks, req.block_hashes, begin, end)
             self.scheduler.update_connector_output(SimpleNamespace(invalid_block_ids=errors))
             if errors:  # vLLM's rollback: recompute from the first failed block
                 req.num_computed_tokens = min(blocks.index(b) for b in errors) * BS
             else:
                 req.num_computed_tokens = end
             kind, steps = "running", steps + 1
-        for rank in self.ranks:
-            for i, h in enumerate(req.block_hashes):
-                assert rank.read(blocks[i]) == block_kv(h, rank.rank), f"block {i} is wrong"
+        for rank, w in enumerate(self.workers):
+            wrong = w.call("verify", blocks, req.block_hashes)
+            assert not wrong, f"rank {rank}: blocks {wrong} are wrong"
         self.scheduler.request_finished_all_groups(req, (list(blocks),))
         self.free.extend(blocks)
         return first_ext
@@ -209,15 +150,13 @@ class VllmConnectorTest(unittest.TestCase):
         self.proc = start_daemon(KVTIERD, self.sock, self.log)
         self.address = "unix:" + self.sock
         self.engine = Engine(self.address)
-        self.assertEqual(self.engine.worker.disabled_reason, "")
+        self.assertEqual(self.engine.workers[0].call("disabled_reason"), "")
         self.client = Client(self.address, timeout=5)
         self.ns = self.client.open_namespace_with(
             _namespace_options(vllm_config(self.address), KV_CACHE_CONFIG, 0, 1)).id
 
     def tearDown(self):
-        for rank in self.engine.ranks:
-            rank.connector.shutdown()
-        self.engine.scheduler.shutdown()
+        self.engine.shutdown()
         self.client.close()
         self.proc.kill()
         self.proc.wait(10)
@@ -274,23 +213,13 @@ class VllmConnectorTest(unittest.TestCase):
         tokens = list(range(3000, 3000 + 6 * BS + 1))
         self.engine.serve(Request("a", tokens))
         longer = tokens[:6 * BS] + list(range(5000, 5000 + 2 * BS + 1))
-        io = self.engine.worker._worker
-        real_load, failures = io._transfer._client.load, [2]
-
-        def flaky_load(*args, **kwargs):  # the daemon fails the load, blocks stay cached
-            if failures[0] > 0:
-                failures[0] -= 1
-                raise KvtierError(grpc.StatusCode.UNAVAILABLE, "injected")
-            return real_load(*args, **kwargs)
-        io._transfer._client.load = flaky_load
-        try:
-            # Blocks 6 and 7 are computed in the failing step on a bad prefix:
-            # not saved then, saved once recomputed.
-            self.engine.serve(Request("b", longer))
-        finally:
-            io._transfer._client.load = real_load
+        # The daemon fails the load (both tries), while the blocks stay cached.
+        self.engine.workers[0].call("fail_loads", 2)
+        # Blocks 6 and 7 are computed in the failing step on a bad prefix: not
+        # saved then, saved once recomputed.
+        self.engine.serve(Request("b", longer))
         self.cached(Request("b", longer))
-        self.assertGreater(io.stats["dropped_saves"], 0)
+        self.assertGreater(self.engine.workers[0].call("stats")["dropped_saves"], 0)
         self.assertEqual(self.engine.serve(Request("c", longer)), 8 * BS)
 
     def test_preempted_and_resumed_requests_load_what_they_saved(self):
@@ -303,9 +232,7 @@ class VllmConnectorTest(unittest.TestCase):
         self.assertEqual(self.engine.serve(Request("b", tokens)), 6 * BS)
 
     def test_tensor_parallel_ranks_keep_their_own_blocks(self):
-        for rank in self.engine.ranks:
-            rank.connector.shutdown()
-        self.engine.scheduler.shutdown()
+        self.engine.shutdown()
         self.engine = Engine(self.address, tp=2)
         tokens = list(range(7000, 7000 + 5 * BS + 1))
         self.assertEqual(self.engine.serve(Request("a", tokens)), 0)
@@ -324,8 +251,17 @@ class VllmConnectorTest(unittest.TestCase):
         self.client = Client(self.address, timeout=5)
         self.ns = self.client.open_namespace_with(
             _namespace_options(vllm_config(self.address), KV_CACHE_CONFIG, 0, 1)).id
-        self.assertEqual(self.engine.serve(Request("b", tokens)), 0)
-        self.cached(Request("b", tokens))  # saved again after re-opening
+        # Within the connector's reconnect backoff (at most 1 s) the workers
+        # re-open their namespace, re-register and save again.
+        deadline = time.monotonic() + 10
+        for i in itertools.count():
+            self.assertEqual(self.engine.serve(Request(f"b{i}", tokens)), 0)
+            try:
+                self.cached(Request("b", tokens))
+                break
+            except KvtierError:
+                self.assertLess(time.monotonic(), deadline, "saves never resumed")
+                time.sleep(0.2)
         self.assertEqual(self.engine.serve(Request("c", tokens)), 4 * BS)
 
 

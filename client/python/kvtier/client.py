@@ -176,13 +176,23 @@ class Client:
     TLS, `tls_cert`/`tls_key` add a client certificate (mutual TLS),
     `tls_server_name` overrides the name checked in the daemon's certificate, and
     `token` is sent as a bearer token with every call.
+
+    `max_reconnect_backoff_ms` (> 0) caps how long the channel waits between
+    attempts to reach a daemon that went away (gRPC's default grows to two
+    minutes); engine connectors keep it short, so a restarted daemon is used
+    again within that time.
     """
 
     def __init__(self, address: str, timeout: float = 30.0,
                  max_message_bytes: int = 64 << 20, token: str = "", tls_ca: str = "",
-                 tls_cert: str = "", tls_key: str = "", tls_server_name: str = ""):
+                 tls_cert: str = "", tls_key: str = "", tls_server_name: str = "",
+                 max_reconnect_backoff_ms: int = 0):
         options = [("grpc.max_send_message_length", max_message_bytes),
                    ("grpc.max_receive_message_length", max_message_bytes)]
+        if max_reconnect_backoff_ms > 0:
+            options += [("grpc.initial_reconnect_backoff_ms", min(100, max_reconnect_backoff_ms)),
+                        ("grpc.min_reconnect_backoff_ms", min(100, max_reconnect_backoff_ms)),
+                        ("grpc.max_reconnect_backoff_ms", max_reconnect_backoff_ms)]
         if bool(tls_cert) != bool(tls_key):
             raise ValueError("a client certificate needs both tls_cert and tls_key")
         if tls_ca:

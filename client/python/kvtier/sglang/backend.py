@@ -59,7 +59,8 @@ class KvtierHiCacheStorage(HiCacheStorage):
         extra.update(kwargs or {})
         self._extra = extra
         self._client = Client(str(extra.get("kvtier_address", "unix:/run/kvtier.sock")),
-                              timeout=float(extra.get("kvtier_timeout_s", 10)))
+                              timeout=float(extra.get("kvtier_timeout_s", 10)),
+                              max_reconnect_backoff_ms=1000)
         self._transfer: Optional[StagedTransfer] = None
         self._page_spans = None
         self._parents: Dict[bytes, bytes] = {}

@@ -95,7 +95,8 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         self._kv_cache_config = kv_cache_config
         self._ratio = int(_extra(vllm_config, "kvtier_block_ratio", 1))
         address = str(_extra(vllm_config, "kvtier_address", "unix:/run/kvtier.sock"))
-        self._client = Client(address, timeout=float(_extra(vllm_config, "kvtier_timeout_s", 10)))
+        self._client = Client(address, timeout=float(_extra(vllm_config, "kvtier_timeout_s", 10)),
+                              max_reconnect_backoff_ms=1000)
         self._block_size = kv_cache_config.kv_cache_groups[0].kv_cache_spec.block_size
         self._scheduler: Optional[SchedulerState] = None
         self._worker: Optional[WorkerIO] = None

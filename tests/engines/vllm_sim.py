@@ -1,0 +1,185 @@
+"""vLLM's side of the connector tests: the simulated model (KV a function of
+the prefix), stand-in configs and requests, and a worker (Rank) that runs
+vLLM's worker half of each step. Run as a script it is one worker process,
+serving pickled commands on stdin and answering on stdout:
+
+    python3 vllm_sim.py PYTHONPATH ADDRESS TP RANK
+"""
+
+import ctypes
+import hashlib
+import os
+import pickle
+import struct
+import sys
+from types import SimpleNamespace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if __name__ == "__main__":
+    sys.path.insert(0, sys.argv[1])
+    sys.path.insert(0, os.path.join(HERE, "standins"))
+
+import grpc  # noqa: E402
+from engine_sim import HostTensor  # noqa: E402
+
+from kvtier import KvtierError  # noqa: E402
+from kvtier.vllm import KvtierConnectorV1  # noqa: E402
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  # noqa: E402
+
+BS, LAYERS, HEADS, DIM, NUM_BLOCKS = 16, 2, 1, 64, 64
+SPAN = BS * HEADS * DIM * 2  # bf16: one block of K (or V) of one layer
+
+
+def block_hashes(tokens, extra=b""):
+    out, parent = [], b""
+    for i in range(len(tokens) // BS):
+        h = hashlib.sha256(parent + repr(tokens[i * BS:(i + 1) * BS]).encode() + extra).digest()
+        out.append(h)
+        parent = h
+    return out
+
+
+def kv(block_hash, layer, half, rank=0):
+    seed = hashlib.sha256(block_hash + bytes([layer, half, rank])).digest()
+    return (seed * (SPAN // len(seed) + 1))[:SPAN]
+
+
+def block_kv(block_hash, rank=0):
+    return b"".join(kv(block_hash, layer, half, rank) for layer in range(LAYERS)
+                    for half in (0, 1))
+
+
+class Request:
+    def __init__(self, req_id, tokens, extra=b""):
+        self.request_id = req_id
+        self.prompt_token_ids = tokens
+        self.num_tokens = len(tokens)
+        self.block_hashes = block_hashes(tokens, extra)
+        self.num_publishable_block_hashes = len(self.block_hashes)
+        self.num_computed_tokens = 0
+
+
+def vllm_config(address, tp=1, rank=0):
+    extra = {"kvtier_address": address, "kvtier_timeout_s": 2, "kvtier_tp_rank": rank}
+    return SimpleNamespace(
+        kv_transfer_config=SimpleNamespace(kv_connector_extra_config=extra),
+        model_config=SimpleNamespace(model="sim/model"),
+        parallel_config=SimpleNamespace(tensor_parallel_size=tp),
+        cache_config=SimpleNamespace(prefix_caching_hash_algo="sha256_cbor"))
+
+
+KV_CACHE_CONFIG = SimpleNamespace(
+    num_blocks=NUM_BLOCKS,
+    kv_cache_groups=[SimpleNamespace(
+        layer_names=[f"layer.{i}" for i in range(LAYERS)],
+        kv_cache_spec=SimpleNamespace(block_size=BS, num_kv_heads=HEADS, head_size=DIM,
+                                      dtype="torch.bfloat16"))])
+
+
+def call_over(out, inp, message):
+    """Sends one pickled message and reads the pickled answer."""
+    data = pickle.dumps(message)
+    out.write(struct.pack("<Q", len(data)) + data)
+    out.flush()
+    return read_message(inp)
+
+
+def read_message(inp):
+    n = struct.unpack("<Q", inp.read(8))[0]
+    return pickle.loads(inp.read(n))
+
+
+class Rank:
+    """One worker: its connector and its KV tensors. Lives in its own process
+    (WorkerProcess); runs the worker half of each step."""
+
+    def __init__(self, address, tp, rank):
+        self.rank = rank
+        self.connector = KvtierConnectorV1(vllm_config(address, tp, rank),
+                                           KVConnectorRole.WORKER, KV_CACHE_CONFIG)
+        self.tensors = {f"layer.{i}": HostTensor((2, NUM_BLOCKS, BS, HEADS, DIM))
+                        for i in range(LAYERS)}
+        self.connector.register_kv_caches(self.tensors)
+        self.failures = 0  # loads the daemon is made to fail (the poisoning case)
+        io = self.connector._worker
+        if io is not None:
+            real = io._transfer._client.load
+
+            def load(*args, **kwargs):
+                if self.failures > 0:
+                    self.failures -= 1
+                    raise KvtierError(grpc.StatusCode.UNAVAILABLE, "injected")
+                return real(*args, **kwargs)
+            io._transfer._client.load = load
+
+    def write(self, block, data_of):
+        for layer, t in enumerate(self.tensors.values()):
+            for half in (0, 1):
+                ctypes.memmove(t.span(half, block), data_of(layer, half), SPAN)
+
+    def read(self, block):
+        return b"".join(ctypes.string_at(t.span(h, block), SPAN)
+                        for t in self.tensors.values() for h in (0, 1))
+
+    def step(self, meta, blocks, hashes, begin, end):
+        """bind, start_load_kv, the layers, the forward pass, wait_for_save,
+        get_block_ids_with_load_errors, clear: vLLM's worker step."""
+        w = self.connector
+        w.bind_connector_metadata(pickle.loads(meta))
+        w.start_load_kv(SimpleNamespace())
+        for layer in self.tensors:
+            w.wait_for_layer_load(layer)
+        # The forward pass: every block the step touches. On a bad prefix (a
+        # block whose load failed) the KV it computes is wrong.
+        bad = w._load_errors  # what the step's loads reported (peek)
+        first_bad = min((blocks.index(b) for b in bad if b in blocks), default=None)
+        for i in range(begin // BS, min(len(hashes), -(-end // BS))):
+            h, poisoned = hashes[i], first_bad is not None and i >= first_bad
+            self.write(blocks[i], lambda layer, half, h=h, p=poisoned:
+                       b"\x66" * SPAN if p else kv(h, layer, half, self.rank))
+        w.wait_for_save()
+        errors = w.get_block_ids_with_load_errors()
+        w.clear_connector_metadata()
+        return errors
+
+    def handle(self, command, *args):
+        if command == "stale":
+            for b in args[0]:
+                self.write(b, lambda layer, half: b"\xee" * SPAN)
+        elif command == "step":
+            return self.step(*args)
+        elif command == "verify":
+            blocks, hashes = args
+            return [i for i, h in enumerate(hashes) if self.read(blocks[i]) != block_kv(h, self.rank)]
+        elif command == "fail_loads":
+            self.failures = args[0]
+        elif command == "stats":
+            io = self.connector._worker
+            return dict(io.stats) if io is not None else {}
+        elif command == "disabled_reason":
+            return self.connector.disabled_reason
+        return None
+
+
+
+
+def serve(address, tp, rank):
+    r = Rank(address, tp, rank)
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # only protocol frames on the real stdout
+    while True:
+        command, args = read_message(inp)
+        try:
+            answer = ("ok", None) if command == "shutdown" else ("ok", r.handle(command, *args))
+        except Exception as e:
+            answer = ("error", repr(e))
+        data = pickle.dumps(answer)
+        out.write(struct.pack("<Q", len(data)) + data)
+        out.flush()
+        if command == "shutdown":
+            r.connector.shutdown()
+            return
+
+
+if __name__ == "__main__":
+    serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
