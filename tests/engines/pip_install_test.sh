@@ -6,11 +6,16 @@
 # kvtier.sglang over the engines' stand-ins (tests/engines/standins).
 # Usage: pip_install_test.sh SOURCE_DIR
 set -euo pipefail
-src=$1
+src=$(cd "$1" && pwd)
 target=$(mktemp -d)
-trap 'rm -rf "$target"' EXIT
-/usr/bin/python3 -m pip install --quiet --no-build-isolation --no-deps --no-index \
-  --target "$target" "$src/client/python" 2>&1 | grep -v "Running pip as the 'root' user" || true
+copy=$(mktemp -d)
+trap 'rm -rf "$target" "$copy"' EXIT
+# Built from a copy, so the source tree gets no build/ or egg-info.
+tar -C "$src/client/python" --exclude=build --exclude='*.egg-info' --exclude=v1 -cf - . |
+  tar -C "$copy" -xf -
+KVTIER_PROTO_DIR="$src/proto" /usr/bin/python3 -m pip install --quiet --no-build-isolation \
+  --no-deps --no-index --target "$target" "$copy" 2>&1 |
+  grep -v "Running pip as the 'root' user" || true
 for m in kvtier kvtier.v1.kvcache_pb2 kvtier.engines.kv_layout kvtier.vllm kvtier.sglang; do
   [[ -e "$target/${m//.//}.py" || -e "$target/${m//.//}/__init__.py" ]] ||
     { echo "pip install did not install $m" >&2; exit 1; }

@@ -1,7 +1,7 @@
-"""The Python client and connector against a real kvtierd (started here on a
-unix socket): the chained hash's documented vectors, every client call, and a
-simulated engine driving KvtierConnector through full request lifecycles,
-including a block that vanishes between lookup and load.
+"""The Python client against a real kvtierd (started here on a unix socket):
+the chained hash's documented vectors, every client call, transfer between
+daemons, security, hybrid namespaces, and a daemon killed mid-load. The
+engine connectors have their own tests (tests/engines).
 
 Usage: python3 python_client_test.py KVTIERD PYTHONPATH
 """
@@ -23,7 +23,6 @@ import grpc  # noqa: E402
 
 from kvtier import (BlockRef, Client, KvLayoutSpec, KvtierError, LayerGroupSpec,  # noqa: E402
                     NamespaceOptions, SharedRegion, chained_block_key, chained_block_keys)
-from kvtier.connector import KvtierConnector, Request, ScheduledRequest  # noqa: E402
 from kvtier.v1 import admin_pb2, admin_pb2_grpc  # noqa: E402
 
 BLOCK_TOKENS = 16
@@ -69,13 +68,6 @@ def own_daemon(prefix, extra=()):
         proc.kill()
         proc.wait(10)
         shutil.rmtree(workdir)
-
-
-def kv_bytes(tokens, i):
-    """What the simulated model computes for block i of a prompt: a function
-    of the whole prefix, so a wrong block shows."""
-    key = chained_block_keys(tokens, BLOCK_TOKENS)[i]
-    return (key * (BLOCK_BYTES // len(key) + 1))[:BLOCK_BYTES]
 
 
 class PythonClientTest(unittest.TestCase):
@@ -290,137 +282,6 @@ class PythonClientTest(unittest.TestCase):
             with self.assertRaises(KvtierError) as e:
                 self.client.load(self.ns.id, rid, load[:1])
             self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
-
-    def active_leases(self):
-        with grpc.insecure_channel(self.address) as channel:
-            stub = admin_pb2_grpc.AdminStub(channel)
-            return stub.GetStatus(admin_pb2.GetStatusRequest(), timeout=10).active_leases
-
-    def run_step(self, connector, region, request, block_ids, num_computed, compute_from):
-        """One engine step: load what the connector found, compute the rest of
-        the prompt into the engine's blocks, save full blocks."""
-        meta = connector.build_connector_meta(
-            [ScheduledRequest(request, block_ids, len(request.prompt_token_ids))])
-        connector.bind_connector_metadata(meta)
-        connector.start_load_kv()
-        connector.wait_for_layer_load("layer.0")
-        errors = connector.get_block_ids_with_load_errors()
-        tokens = request.prompt_token_ids
-        full = len(tokens) // BLOCK_TOKENS
-        for i in range(full):
-            b = block_ids[i]
-            if i >= compute_from or b in errors:  # compute (or recompute) these
-                region.buffer[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES] = kv_bytes(tokens, i)
-        connector.save_kv_layer("layer.0", None, None)
-        connector.wait_for_save()
-        connector.clear_connector_metadata()
-        return errors
-
-    def test_connector_request_lifecycles(self):
-        with SharedRegion(64 * BLOCK_BYTES) as region:
-            conn = KvtierConnector(self.client, self.ns.id, BLOCK_TOKENS, BLOCK_BYTES)
-            conn.register_kv_caches({"region": region})
-            shared = list(range(1000, 1000 + 4 * BLOCK_TOKENS))
-            # Request 1: nothing cached; computes and saves 5 full blocks.
-            r1 = Request("r1", shared + list(range(5000, 5000 + BLOCK_TOKENS + 3)))
-            self.assertEqual(conn.get_num_new_matched_tokens(r1, 0), (0, False))
-            conn.update_state_after_alloc(r1, list(range(0, 6)), 0)
-            self.run_step(conn, region, r1, list(range(0, 6)), len(r1.prompt_token_ids), 0)
-            self.assertEqual(conn.request_finished(r1, list(range(0, 6))), (False, None))
-            # Request 2 shares the first 4 blocks: they load into its blocks.
-            r2 = Request("r2", shared + list(range(7000, 7000 + 2 * BLOCK_TOKENS)))
-            n, is_async = conn.get_num_new_matched_tokens(r2, 0)
-            self.assertEqual((n, is_async), (4 * BLOCK_TOKENS, False))
-            blocks = list(range(10, 16))
-            conn.update_state_after_alloc(r2, blocks, n)
-            errors = self.run_step(conn, region, r2, blocks, len(r2.prompt_token_ids), 4)
-            self.assertEqual(errors, set())
-            for i in range(4):  # loaded bytes are request 1's prefix blocks
-                b = blocks[i]
-                self.assertEqual(bytes(region.buffer[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES]),
-                                 kv_bytes(r2.prompt_token_ids, i))
-            conn.request_finished(r2, blocks)
-            # Request 3 matches 4 blocks, but block 3 vanishes before the load:
-            # the connector reports exactly that engine block for recompute.
-            r3 = Request("r3", shared + list(range(9000, 9000 + BLOCK_TOKENS)))
-            n, _ = conn.get_num_new_matched_tokens(r3, 0)
-            self.assertEqual(n, 4 * BLOCK_TOKENS)
-            self.assertEqual(self.active_leases(), 1)  # held from lookup to load
-            conn._release("r3")  # as if the lease had expired
-            keys = chained_block_keys(r3.prompt_token_ids, BLOCK_TOKENS)
-            self.assertGreaterEqual(self.client.delete(self.ns.id, [keys[3]], recursive=True), 1)
-            blocks = list(range(20, 25))
-            conn.update_state_after_alloc(r3, blocks, n)
-            errors = self.run_step(conn, region, r3, blocks, len(r3.prompt_token_ids), 4)
-            self.assertEqual(errors, {blocks[3]})
-            for i in range(4):  # after recompute every block is right
-                b = blocks[i]
-                self.assertEqual(bytes(region.buffer[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES]),
-                                 kv_bytes(r3.prompt_token_ids, i))
-            # The recomputed block was saved again: a new request finds all 4.
-            self.assertEqual(self.client.lookup(self.ns.id, keys).matched, len(keys))
-            conn.request_finished(r3, blocks)
-            # Asking twice (a waiting or preempted request) holds one lease,
-            # and finishing releases it.
-            r4 = Request("r4", shared + list(range(11000, 11000 + BLOCK_TOKENS)))
-            conn.get_num_new_matched_tokens(r4, 0)
-            conn.get_num_new_matched_tokens(r4, 0)
-            self.assertEqual(self.active_leases(), 1)
-            conn.request_finished(r4, [])
-            self.assertEqual(self.active_leases(), 0)
-            # A load that fails as a whole (region unregistered) reports every
-            # one of its blocks for recompute instead of raising.
-            r5 = Request("r5", shared + [1])
-            n, _ = conn.get_num_new_matched_tokens(r5, 0)
-            self.assertEqual(n, 4 * BLOCK_TOKENS)
-            conn.update_state_after_alloc(r5, [30, 31, 32, 33, 34], n)
-            meta = conn.build_connector_meta([])
-            self.client.unregister_memory(conn._region_id)
-            conn.bind_connector_metadata(meta)
-            conn.start_load_kv()
-            self.assertEqual(conn.get_block_ids_with_load_errors(), {30, 31, 32, 33})
-            conn.request_finished(r5, [])
-            self.assertEqual(self.active_leases(), 0)
-
-
-class PerLayerLayoutTest(unittest.TestCase):
-    """An engine that keeps one tensor per layer: each block's 2 layers lie in
-    2 areas of the region; the connector saves and loads them as one block."""
-
-    def test_per_layer_blocks_round_trip(self):
-        with own_daemon("kvtier-py-layers-") as (proc, client):
-            ns = client.open_namespace("layers", num_layers=2, num_kv_heads=1, head_dim=128,
-                                       tokens_per_block=BLOCK_TOKENS)
-            blocks, half = 32, ns.block_bytes // 2
-            with SharedRegion(2 * blocks * half) as region:
-                conn = KvtierConnector(client, ns.id, BLOCK_TOKENS, ns.block_bytes,
-                                       num_layers=2, layer_stride=blocks * half)
-                conn.register_kv_caches({"region": region})
-                prompt = list(range(3 * BLOCK_TOKENS + 1))
-                r1 = Request("p1", prompt)
-                self.assertEqual(conn.get_num_new_matched_tokens(r1, 0), (0, False))
-                conn.update_state_after_alloc(r1, [0, 1, 2, 3], 0)
-                for b in range(3):  # the model writes each layer's part of blocks 0..2
-                    for layer in range(2):
-                        at = layer * blocks * half + b * half
-                        region.buffer[at:at + half] = bytes([16 * layer + b + 1]) * half
-                conn.bind_connector_metadata(
-                    conn.build_connector_meta([ScheduledRequest(r1, [0, 1, 2, 3], len(prompt))]))
-                conn.wait_for_save()
-                conn.request_finished(r1, [])
-                r2 = Request("p2", prompt)
-                n, _ = conn.get_num_new_matched_tokens(r2, 0)
-                self.assertEqual(n, 3 * BLOCK_TOKENS)
-                conn.update_state_after_alloc(r2, [10, 11, 12, 13], n)
-                conn.bind_connector_metadata(conn.build_connector_meta([]))
-                conn.start_load_kv()
-                self.assertEqual(conn.get_block_ids_with_load_errors(), set())
-                for b in range(3):
-                    for layer in range(2):
-                        at = layer * blocks * half + (10 + b) * half
-                        self.assertEqual(bytes(region.buffer[at:at + half]),
-                                         bytes([16 * layer + b + 1]) * half, (b, layer))
-                conn.request_finished(r2, [])
 
 
 class DaemonKilledMidLoadTest(unittest.TestCase):

@@ -1,7 +1,6 @@
 """kvtier: Python client for kvtierd (see docs/api.md).
 
     from kvtier import Client, NamespaceOptions, KvLayoutSpec, chained_block_keys
-    from kvtier.connector import KvtierConnector
 
     with Client("127.0.0.1:50051") as c:
         ns = c.open_namespace(NamespaceOptions("my-model", KvLayoutSpec(32, 8, 128)))
