@@ -50,10 +50,11 @@ class WorkerProcess:
     its stdin and stdout: only pickled metadata and results cross, as
     between vLLM's scheduler and its workers."""
 
-    def __init__(self, address, tp, rank):
+    def __init__(self, address, tp, rank, async_loads=False):
         self._proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "vllm_sim.py"), PYTHONPATH, address, str(tp),
-             str(rank)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+             str(rank), "async" if async_loads else "sync"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def call(self, command, *args):
         status, value = call_over(self._proc.stdin, self._proc.stdout, (command, args))
@@ -70,10 +71,11 @@ class Engine:
     """vLLM's step loop, reduced to what the connector sees: the scheduler
     here, `tp` workers in processes of their own."""
 
-    def __init__(self, address, tp=1):
-        self.scheduler = KvtierConnectorV1(vllm_config(address, tp), KVConnectorRole.SCHEDULER,
-                                           KV_CACHE_CONFIG)
-        self.workers = [WorkerProcess(address, tp, r) for r in range(tp)]
+    def __init__(self, address, tp=1, async_loads=False):
+        self.scheduler = KvtierConnectorV1(vllm_config(address, tp, 0, async_loads),
+                                           KVConnectorRole.SCHEDULER, KV_CACHE_CONFIG)
+        self.workers = [WorkerProcess(address, tp, r, async_loads) for r in range(tp)]
+        self.waited_steps = 0  # steps a request spent waiting for a background load
         self.free = list(range(NUM_BLOCKS))
         self.before_load = None  # a hook run between the lookup and the load
 
@@ -86,7 +88,6 @@ class Engine:
         """A waiting request (new or preempted) is scheduled: the connector's
         hit, blocks allocated (holding stale bytes)."""
         ext, load_async = self.scheduler.get_num_new_matched_tokens(req, 0)
-        assert load_async is False
         blocks = [self.free.pop() for _ in range(-(-req.num_tokens // BS))]
         for w in self.workers:
             w.call("stale", blocks)
@@ -95,7 +96,37 @@ class Engine:
         req.num_computed_tokens = ext
         if self.before_load is not None:
             self.before_load(req)
+        if load_async:
+            self.wait_for_load(req, blocks)
         return ext, blocks
+
+    def wait_for_load(self, req, blocks):
+        """WAITING_FOR_REMOTE_KVS: steps run without the request until every
+        worker reports its load finished; failed blocks roll it back."""
+        pending = set(range(len(self.workers)))
+        empty = SimpleNamespace(
+            scheduled_new_reqs=[], num_scheduled_tokens={}, finished_req_ids=set(),
+            scheduled_cached_reqs=SimpleNamespace(req_ids=[], resumed_req_ids=set(),
+                                                  new_block_ids=[], num_computed_tokens=[]))
+        deadline = time.monotonic() + 30
+        while pending:
+            assert time.monotonic() < deadline, "a background load never finished"
+            meta = pickle.dumps(self.scheduler.build_connector_meta(empty))
+            errors = set()
+            for rank in list(pending):
+                failed, finished = self.workers[rank].call("step", meta, blocks, [], 0, 0)
+                errors |= failed
+                if req.request_id in finished:
+                    pending.discard(rank)
+            self.scheduler.update_connector_output(SimpleNamespace(invalid_block_ids=errors))
+            if errors:
+                req.num_computed_tokens = min(
+                    req.num_computed_tokens, min(blocks.index(b) for b in errors) * BS)
+            self.waited_steps += 1
+            time.sleep(0.001)
+        # The scheduler asks nothing again: the request comes back with what loaded.
+        self.scheduler.update_state_after_alloc(
+            req, SimpleNamespace(get_block_ids=lambda: (list(blocks),)), 0)
 
     def serve(self, req, chunk=10_000, preempt_after=None):
         """Prefills `req`; returns the tokens the connector supplied at its
@@ -127,7 +158,8 @@ class Engine:
             begin, end = req.num_computed_tokens, req.num_computed_tokens + n
             errors = set()
             for w in self.workers:
-                errors |= w.call("step", meta, blocks, req.block_hashes, begin, end)
+                failed, _ = w.call("step", meta, blocks, req.block_hashes, begin, end)
+                errors |= failed
             self.scheduler.update_connector_output(SimpleNamespace(invalid_block_ids=errors))
             if errors:  # vLLM's rollback: recompute from the first failed block
                 req.num_computed_tokens = min(blocks.index(b) for b in errors) * BS
@@ -230,6 +262,19 @@ class VllmConnectorTest(unittest.TestCase):
                                            preempt_after=2), 0)
         self.cached(Request("a", tokens))
         self.assertEqual(self.engine.serve(Request("b", tokens)), 6 * BS)
+
+    def test_background_loads_while_the_request_waits(self):
+        self.engine.shutdown()
+        self.engine = Engine(self.address, async_loads=True)
+        tokens = list(range(8000, 8000 + 7 * BS + 1))
+        self.assertEqual(self.engine.serve(Request("a", tokens)), 0)
+        self.assertEqual(self.engine.waited_steps, 0)
+        self.assertEqual(self.engine.serve(Request("b", tokens)), 7 * BS)
+        self.assertGreater(self.engine.waited_steps, 0)
+        # A background load that fails is reported, the request recomputes.
+        self.engine.workers[0].call("fail_loads", 2)
+        self.assertEqual(self.engine.serve(Request("c", tokens)), 7 * BS)
+        self.cached(Request("c", tokens))
 
     def test_tensor_parallel_ranks_keep_their_own_blocks(self):
         self.engine.shutdown()

@@ -59,8 +59,9 @@ class Request:
         self.num_computed_tokens = 0
 
 
-def vllm_config(address, tp=1, rank=0):
-    extra = {"kvtier_address": address, "kvtier_timeout_s": 2, "kvtier_tp_rank": rank}
+def vllm_config(address, tp=1, rank=0, async_loads=False):
+    extra = {"kvtier_address": address, "kvtier_timeout_s": 2, "kvtier_tp_rank": rank,
+             "kvtier_async_loads": async_loads}
     return SimpleNamespace(
         kv_transfer_config=SimpleNamespace(kv_connector_extra_config=extra),
         model_config=SimpleNamespace(model="sim/model"),
@@ -93,9 +94,9 @@ class Rank:
     """One worker: its connector and its KV tensors. Lives in its own process
     (WorkerProcess); runs the worker half of each step."""
 
-    def __init__(self, address, tp, rank):
+    def __init__(self, address, tp, rank, async_loads=False):
         self.rank = rank
-        self.connector = KvtierConnectorV1(vllm_config(address, tp, rank),
+        self.connector = KvtierConnectorV1(vllm_config(address, tp, rank, async_loads),
                                            KVConnectorRole.WORKER, KV_CACHE_CONFIG)
         self.tensors = {f"layer.{i}": HostTensor((2, NUM_BLOCKS, BS, HEADS, DIM))
                         for i in range(LAYERS)}
@@ -123,7 +124,9 @@ class Rank:
 
     def step(self, meta, blocks, hashes, begin, end):
         """bind, start_load_kv, the layers, the forward pass, wait_for_save,
-        get_block_ids_with_load_errors, clear: vLLM's worker step."""
+        get_finished, get_block_ids_with_load_errors, clear: vLLM's worker
+        step. Returns the failed blocks and the requests whose background
+        loads finished."""
         w = self.connector
         w.bind_connector_metadata(pickle.loads(meta))
         w.start_load_kv(SimpleNamespace())
@@ -138,9 +141,10 @@ class Rank:
             self.write(blocks[i], lambda layer, half, h=h, p=poisoned:
                        b"\x66" * SPAN if p else kv(h, layer, half, self.rank))
         w.wait_for_save()
+        _, finished = w.get_finished(set())
         errors = w.get_block_ids_with_load_errors()
         w.clear_connector_metadata()
-        return errors
+        return errors, finished or set()
 
     def handle(self, command, *args):
         if command == "stale":
@@ -163,8 +167,8 @@ class Rank:
 
 
 
-def serve(address, tp, rank):
-    r = Rank(address, tp, rank)
+def serve(address, tp, rank, async_loads):
+    r = Rank(address, tp, rank, async_loads)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # only protocol frames on the real stdout
     while True:
@@ -182,4 +186,4 @@ def serve(address, tp, rank):
 
 
 if __name__ == "__main__":
-    serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "async")

@@ -16,6 +16,9 @@ Rules:
   computed on a bad prefix), and when the engine reports the failed blocks
   the save watermark moves back, so the recomputed blocks are saved in a
   later step. The worker keeps dropping until a plan acknowledges it.
+- With asynchronous loads a request with a hit waits, unscheduled, while its
+  blocks load in the background; its load goes out in the next plan
+  whether it is scheduled or not.
 """
 
 import logging
@@ -33,6 +36,9 @@ class LoadOp:
     first_index: int               # kvtier block index of keys[0]
     keys: List[bytes]
     engine_blocks: List[List[int]]  # per kvtier block, its engine block ids
+    # Loaded in the background; the worker reports the request finished
+    # (the request waits meanwhile and is not scheduled).
+    asynchronous: bool = False
 
 
 @dataclass
@@ -86,13 +92,14 @@ class SchedulerState:
     on a daemon error, which counts as a miss)."""
 
     def __init__(self, lookup: Callable[[List[bytes]], int], engine_block_tokens: int,
-                 ratio: int):
+                 ratio: int, async_loads: bool = False):
         if engine_block_tokens < 1 or ratio < 1:
             raise ValueError("engine_block_tokens and ratio must be >= 1")
         self._lookup = lookup
         self._bs = engine_block_tokens
         self._ratio = ratio
         self._kb_tokens = engine_block_tokens * ratio
+        self.async_loads = async_loads
         self._tracked: Dict[str, _Tracked] = {}
         self._loads: Dict[str, Tuple[int, int]] = {}  # req -> (first kvtier block, count)
         self._acks: List[str] = []
@@ -163,13 +170,21 @@ class SchedulerState:
             if upto > t.saved:
                 plan.saves.append(self._op(SaveOp, t, t.saved, upto))
                 t.saved = upto
+        # Asynchronous loads: their requests wait, unscheduled, until the
+        # workers report them finished.
+        for req_id, (first, count) in list(self._loads.items()):
+            t = self._tracked.get(req_id)
+            if t is not None and count > 0:
+                plan.loads.append(self._op(LoadOp, t, first, first + count))
+            del self._loads[req_id]
         return plan
 
     def _op(self, kind, t: _Tracked, begin: int, end: int):
         blocks = self._blocks(t.view)[begin:end]
         engine = [t.block_ids[b.index * self._ratio:(b.index + 1) * self._ratio] for b in blocks]
         if kind is LoadOp:
-            return LoadOp(t.view.req_id, begin, [b.key for b in blocks], engine)
+            return LoadOp(t.view.req_id, begin, [b.key for b in blocks], engine,
+                          self.async_loads)
         return SaveOp(t.view.req_id, begin, [b.key for b in blocks], [b.parent for b in blocks],
                       engine)
 

@@ -12,6 +12,7 @@ blocks in flight, not the engine.
 
 import ctypes
 import logging
+import threading
 from typing import Callable, Dict, List, Optional, Sequence
 
 from kvtier.client import BlockRef, Client, Completion, SharedRegion
@@ -34,6 +35,9 @@ class StagedTransfer:
         self._staging_address = ctypes.addressof(self._staging_view)
         self._namespace: Optional[str] = None
         self._region: Optional[str] = None
+        # One user of the staging region at a time (a background load and a
+        # save of the engine's step).
+        self._lock = threading.Lock()
         self.stats: Dict[str, int] = {"loaded_blocks": 0, "load_failures": 0, "saved_blocks": 0,
                                       "save_failures": 0, "daemon_errors": 0}
 
@@ -70,6 +74,10 @@ class StagedTransfer:
 
     def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]]) -> int:
         """Loads blocks in order until one fails; returns how many loaded."""
+        with self._lock:
+            return self._load(keys, spans)
+
+    def _load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]]) -> int:
         for start in range(0, len(keys), self._per_batch):
             idx = range(start, min(len(keys), start + self._per_batch))
             refs = [BlockRef(keys[i], slot * self.block_bytes, self.block_bytes)
@@ -89,6 +97,11 @@ class StagedTransfer:
              spans: Sequence[Sequence[Span]]) -> int:
         """Saves blocks in order until one fails (the next ones would lack
         their parent); returns how many are cached."""
+        with self._lock:
+            return self._save(keys, parents, spans)
+
+    def _save(self, keys: Sequence[bytes], parents: Sequence[bytes],
+              spans: Sequence[Sequence[Span]]) -> int:
         for start in range(0, len(keys), self._per_batch):
             idx = range(start, min(len(keys), start + self._per_batch))
             for slot, i in enumerate(idx):
@@ -107,6 +120,10 @@ class StagedTransfer:
 
     def lookup(self, keys: Sequence[bytes]) -> int:
         """How many leading keys the daemon holds; 0 on a daemon error."""
+        with self._lock:
+            return self._lookup(keys)
+
+    def _lookup(self, keys: Sequence[bytes]) -> int:
         for attempt in range(2):
             try:
                 if self._namespace is None:
@@ -119,6 +136,10 @@ class StagedTransfer:
         return 0
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self._region is not None:
             try:
                 self._client.unregister_memory(self._region)

@@ -16,12 +16,15 @@ Configuration (kv_connector_extra_config):
   kvtier_block_ratio  vLLM blocks per kvtier block (default 1)
   kvtier_staging_mib  worker staging region size (default 64)
   kvtier_timeout_s    per-call timeout (default 10)
+  kvtier_async_loads  load hits in the background while the request waits
+                      (default false: loads run in start_load_kv)
 
-Supported: one KV cache group of host or GPU-resident full attention
-(FlashAttention and FlashInfer layouts, NHD or HND), synchronous loads.
+Supported: one KV cache group of full attention in host memory
+(FlashAttention and FlashInfer layouts, NHD or HND, cross-layer tensors),
+synchronous or asynchronous loads.
 Not yet: GPU tensors (they need CUDA IPC regions: the connector logs it and
-stays a miss), MLA, several KV cache groups (hybrid models), asynchronous and
-per-layer loads.
+stays a miss), MLA, several KV cache groups (hybrid models), per-layer loads
+and saves.
 """
 
 import logging
@@ -104,8 +107,10 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         self._load_errors: Set[int] = set()
         self._namespace: Optional[str] = None
         self.disabled_reason = ""
+        self._async = bool(_extra(vllm_config, "kvtier_async_loads", False))
         if role == KVConnectorRole.SCHEDULER:
-            self._scheduler = SchedulerState(self._lookup, self._block_size, self._ratio)
+            self._scheduler = SchedulerState(self._lookup, self._block_size, self._ratio,
+                                             self._async)
 
     # -- scheduler side
 
@@ -127,7 +132,8 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         assert self._scheduler is not None
         view = _request_view(request)
         self._views[view.req_id] = view
-        return self._scheduler.match(view, num_computed_tokens), False
+        tokens = self._scheduler.match(view, num_computed_tokens)
+        return tokens, self._async and tokens > 0
 
     def update_state_after_alloc(self, request: Any, blocks: Any,
                                  num_external_tokens: int) -> None:
@@ -213,6 +219,18 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         if self._worker is None or not isinstance(meta, KvtierConnectorMetadata):
             return
         self._worker.save(meta.plan)
+
+    def get_finished(self, finished_req_ids: Set[str]
+                     ) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
+        """(finished sending, finished receiving): saves complete within the
+        step; background loads that ended since the last call (their failed
+        blocks are reported by get_block_ids_with_load_errors in the same
+        pass)."""
+        if self._worker is None:
+            return None, None
+        done, failed = self._worker.finished_loads()
+        self._load_errors |= failed
+        return None, done or None
 
     def get_block_ids_with_load_errors(self) -> Set[int]:
         out, self._load_errors = self._load_errors, set()
