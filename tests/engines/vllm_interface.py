@@ -24,6 +24,7 @@ WITH_DEFAULTS = {
     "get_block_ids_with_load_errors": [],
     "shutdown": [],
     "get_kv_connector_stats": [],
+    "build_kv_connector_stats": ["data"],  # a classmethod
     "update_connector_output": ["connector_output"],
     "request_finished": ["request", "block_ids"],
     "bind_connector_metadata": ["connector_metadata"],

@@ -102,6 +102,7 @@ class Rank:
                         for i in range(LAYERS)}
         self.connector.register_kv_caches(self.tensors)
         self.failures = 0  # loads the daemon is made to fail (the poisoning case)
+        self.stats = KvtierConnectorV1.build_kv_connector_stats()
         io = self.connector._worker
         if io is not None:
             real = io._transfer._client.load
@@ -143,6 +144,9 @@ class Rank:
         w.wait_for_save()
         _, finished = w.get_finished(set())
         errors = w.get_block_ids_with_load_errors()
+        step_stats = w.get_kv_connector_stats()
+        if step_stats is not None:
+            self.stats.aggregate(step_stats)
         w.clear_connector_metadata()
         return errors, finished or set()
 
@@ -157,9 +161,10 @@ class Rank:
             return [i for i, h in enumerate(hashes) if self.read(blocks[i]) != block_kv(h, self.rank)]
         elif command == "fail_loads":
             self.failures = args[0]
-        elif command == "stats":
-            io = self.connector._worker
-            return dict(io.stats) if io is not None else {}
+        elif command == "stats":  # vLLM's per-step stats, summed like its logger
+            total = KvtierConnectorV1.build_kv_connector_stats()
+            total.aggregate(pickle.loads(pickle.dumps(self.stats)))
+            return total.reduce()
         elif command == "disabled_reason":
             return self.connector.disabled_reason
         return None

@@ -42,6 +42,7 @@ from kvtier.engines.scheduler_state import (RequestView, ScheduledView, Schedule
 from kvtier.engines.staged_transfer import StagedTransfer
 from kvtier.engines.worker_io import WorkerIO
 from kvtier.namespace_options import KvLayoutSpec, NamespaceOptions
+from kvtier.vllm.stats import KvtierConnectorStats
 
 log = logging.getLogger("kvtier.vllm")
 
@@ -236,8 +237,17 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         out, self._load_errors = self._load_errors, set()
         return out
 
-    def get_kv_connector_stats(self) -> Optional[Any]:
-        return None
+    @classmethod
+    def build_kv_connector_stats(cls, data: Optional[Dict[str, Any]] = None
+                                 ) -> Optional[KvtierConnectorStats]:
+        return KvtierConnectorStats(data=dict(data or {}))
+
+    def get_kv_connector_stats(self) -> Optional[KvtierConnectorStats]:
+        """The worker's counts since the last call (None when nothing moved)."""
+        if self._worker is None:
+            return None
+        stats = KvtierConnectorStats(data=self._worker.take_stats())
+        return None if stats.is_empty() else stats
 
     def shutdown(self) -> None:
         if self._worker is not None:
