@@ -50,10 +50,10 @@ class WorkerProcess:
     its stdin and stdout: only pickled metadata and results cross, as
     between vLLM's scheduler and its workers."""
 
-    def __init__(self, address, tp, rank, async_loads=False):
+    def __init__(self, address, tp, rank, async_loads=False, on_gpu=False):
         self._proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "vllm_sim.py"), PYTHONPATH, address, str(tp),
-             str(rank), "async" if async_loads else "sync"],
+             str(rank), "async" if async_loads else "sync", "gpu" if on_gpu else "host"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def call(self, command, *args):
@@ -71,10 +71,10 @@ class Engine:
     """vLLM's step loop, reduced to what the connector sees: the scheduler
     here, `tp` workers in processes of their own."""
 
-    def __init__(self, address, tp=1, async_loads=False):
+    def __init__(self, address, tp=1, async_loads=False, on_gpu=False):
         self.scheduler = KvtierConnectorV1(vllm_config(address, tp, 0, async_loads),
                                            KVConnectorRole.SCHEDULER, KV_CACHE_CONFIG)
-        self.workers = [WorkerProcess(address, tp, r, async_loads) for r in range(tp)]
+        self.workers = [WorkerProcess(address, tp, r, async_loads, on_gpu) for r in range(tp)]
         self.waited_steps = 0  # steps a request spent waiting for a background load
         self.free = list(range(NUM_BLOCKS))
         self.before_load = None  # a hook run between the lookup and the load
@@ -277,10 +277,26 @@ class VllmConnectorTest(unittest.TestCase):
         self.assertEqual(self.engine.waited_steps, 0)
         self.assertEqual(self.engine.serve(Request("b", tokens)), 7 * BS)
         self.assertGreater(self.engine.waited_steps, 0)
-        # A background load that fails is reported, the request recomputes.
+        # A background load that fails is reported, the request recomputes
+        # (serve checks every block's bytes at the end).
         self.engine.workers[0].call("fail_loads", 2)
         self.assertEqual(self.engine.serve(Request("c", tokens)), 7 * BS)
-        self.cached(Request("c", tokens))
+        self.assertGreater(self.engine.workers[0].call("stats")["load_failures"], 0)
+
+    def test_a_worker_that_cannot_load_reports_every_hit_failed(self):
+        tokens = list(range(9000, 9000 + 5 * BS + 1))
+        self.engine.serve(Request("a", tokens))  # the daemon holds the prefix
+        for async_loads in (False, True):
+            # Workers whose caches are on the GPU (not served yet): the
+            # scheduler still sees the hit; the loads are reported failed and
+            # the request recomputes, rather than running on stale blocks or
+            # waiting forever.
+            engine = Engine(self.address, async_loads=async_loads, on_gpu=True)
+            try:
+                self.assertIn("GPU", engine.workers[0].call("disabled_reason"))
+                self.assertEqual(engine.serve(Request(f"b{async_loads}", tokens)), 5 * BS)
+            finally:
+                engine.shutdown()
 
     def test_tensor_parallel_ranks_keep_their_own_blocks(self):
         self.engine.shutdown()

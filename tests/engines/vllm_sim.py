@@ -94,12 +94,14 @@ class Rank:
     """One worker: its connector and its KV tensors. Lives in its own process
     (WorkerProcess); runs the worker half of each step."""
 
-    def __init__(self, address, tp, rank, async_loads=False):
+    def __init__(self, address, tp, rank, async_loads=False, on_gpu=False):
         self.rank = rank
         self.connector = KvtierConnectorV1(vllm_config(address, tp, rank, async_loads),
                                            KVConnectorRole.WORKER, KV_CACHE_CONFIG)
         self.tensors = {f"layer.{i}": HostTensor((2, NUM_BLOCKS, BS, HEADS, DIM))
                         for i in range(LAYERS)}
+        for t in self.tensors.values():
+            t.is_cuda = on_gpu  # what this connector cannot serve yet
         self.connector.register_kv_caches(self.tensors)
         self.failures = 0  # loads the daemon is made to fail (the poisoning case)
         self.stats = KvtierConnectorV1.build_kv_connector_stats()
@@ -172,8 +174,8 @@ class Rank:
 
 
 
-def serve(address, tp, rank, async_loads):
-    r = Rank(address, tp, rank, async_loads)
+def serve(address, tp, rank, async_loads, on_gpu):
+    r = Rank(address, tp, rank, async_loads, on_gpu)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # only protocol frames on the real stdout
     while True:
@@ -191,4 +193,5 @@ def serve(address, tp, rank, async_loads):
 
 
 if __name__ == "__main__":
-    serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "async")
+    serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "async",
+          sys.argv[6] == "gpu")

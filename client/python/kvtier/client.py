@@ -11,6 +11,7 @@ import concurrent.futures
 import mmap
 import os
 import tempfile
+import weakref
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type, Union
@@ -109,16 +110,26 @@ class Completion:
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 
+def _remove_file(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 class SharedRegion:
     """A shared-memory file this process creates (mode 0600) and maps; pass
     `path` and `size` to Client.register_memory. `buffer` is a writable
-    memoryview of it. close() unmaps and removes the file."""
+    memoryview of it. Its pages are allocated at creation (OSError, e.g.
+    ENOSPC, when the file system cannot hold it, rather than SIGBUS on a
+    later write). close() unmaps and removes the file; so does the
+    interpreter's exit if close() was never called."""
 
     def __init__(self, size: int, directory: str = "/dev/shm"):
         fd, self.path = tempfile.mkstemp(prefix="kvtier-", dir=directory)
         try:
             os.fchmod(fd, 0o600)
-            os.ftruncate(fd, size)
+            os.posix_fallocate(fd, 0, size)
             self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.unlink(self.path)
@@ -127,14 +138,12 @@ class SharedRegion:
             os.close(fd)
         self.size = size
         self.buffer = memoryview(self._map)
+        self._remove = weakref.finalize(self, _remove_file, self.path)
 
     def close(self) -> None:
         self.buffer.release()
         self._map.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        self._remove()
 
     def __enter__(self) -> "SharedRegion":
         return self

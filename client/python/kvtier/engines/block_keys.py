@@ -30,6 +30,23 @@ class KvtierBlock:
     parent: bytes     # b"" for the first block
 
 
+def kvtier_block_count(num_hashes: int, ratio: int, limit: int) -> int:
+    """Whole kvtier blocks among the first `limit` of `num_hashes` hashes."""
+    return min(num_hashes, max(0, limit)) // ratio
+
+
+def kvtier_block_range(block_hashes: Sequence[bytes], ratio: int, begin: int,
+                       end: int) -> List[KvtierBlock]:
+    """Kvtier blocks [begin, end) (all whole): only their hashes are read."""
+    out: List[KvtierBlock] = []
+    parent = as_key(block_hashes[begin * ratio - 1]) if begin > 0 else b""
+    for j in range(begin, end):
+        key = as_key(block_hashes[(j + 1) * ratio - 1])
+        out.append(KvtierBlock(j, key, parent))
+        parent = key
+    return out
+
+
 def kvtier_blocks(block_hashes: Sequence[bytes], ratio: int, limit: int) -> List[KvtierBlock]:
     """The whole kvtier blocks among the first `limit` engine block hashes."""
     if ratio < 1:

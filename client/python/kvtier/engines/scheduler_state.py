@@ -25,7 +25,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from kvtier.engines.block_keys import KvtierBlock, kvtier_blocks
+from kvtier.engines.block_keys import (KvtierBlock, kvtier_block_count, kvtier_block_range,
+                                      kvtier_blocks)
 
 log = logging.getLogger("kvtier.engines")
 
@@ -137,6 +138,8 @@ class SchedulerState:
         t = self._tracked.setdefault(view.req_id, _Tracked(view))
         t.view = view
         t.block_ids = list(block_ids)
+        # The engine's own hit was computed, and saved, by an earlier request.
+        t.saved = max(t.saved, num_computed // self._kb_tokens)
         if num_external <= 0:
             return
         first = num_computed // self._kb_tokens
@@ -165,7 +168,7 @@ class SchedulerState:
             if load is not None and load[1] > 0:
                 plan.loads.append(self._op(LoadOp, t, load[0], load[0] + load[1]))
             done_tokens = s.num_computed + s.num_scheduled
-            upto = min(len(self._blocks(t.view)), done_tokens // self._kb_tokens,
+            upto = min(self._count(t.view), done_tokens // self._kb_tokens,
                        len(t.block_ids) // self._ratio)
             if upto > t.saved:
                 plan.saves.append(self._op(SaveOp, t, t.saved, upto))
@@ -179,8 +182,12 @@ class SchedulerState:
             del self._loads[req_id]
         return plan
 
+    def _count(self, view: RequestView) -> int:
+        return kvtier_block_count(len(view.block_hashes), self._ratio, view.num_publishable)
+
     def _op(self, kind, t: _Tracked, begin: int, end: int):
-        blocks = self._blocks(t.view)[begin:end]
+        blocks = kvtier_block_range(t.view.block_hashes, self._ratio, begin,
+                                    min(end, self._count(t.view)))
         engine = [t.block_ids[b.index * self._ratio:(b.index + 1) * self._ratio] for b in blocks]
         if kind is LoadOp:
             return LoadOp(t.view.req_id, begin, [b.key for b in blocks], engine,

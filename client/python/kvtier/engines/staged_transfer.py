@@ -37,7 +37,7 @@ class StagedTransfer:
         self._region: Optional[str] = None
         # One user of the staging region at a time (a background load and a
         # save of the engine's step).
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self.stats: Dict[str, int] = {"loaded_blocks": 0, "load_failures": 0, "saved_blocks": 0,
                                       "save_failures": 0, "daemon_errors": 0}
 
@@ -55,8 +55,20 @@ class StagedTransfer:
                 self.stats["daemon_errors"] += 1
                 log.warning("kvtier %s failed (attempt %d): %s", "save" if save else "load",
                             attempt + 1, e)
-                self._namespace = self._region = None
+                self._forget_region()
+                self._namespace = None
         return None
+
+    def _forget_region(self) -> None:
+        """Drops the registration (best effort: a restarted daemon has none),
+        so a retry registers anew and nothing leaks on the daemon."""
+        if self._region is None:
+            return
+        try:
+            self._client.unregister_memory(self._region)
+        except Exception:
+            pass
+        self._region = None
 
     def _copy(self, spans: Sequence[Span], slot: int, to_staging: bool) -> None:
         at = self._staging_address + slot * self.block_bytes
@@ -67,17 +79,23 @@ class StagedTransfer:
                 ctypes.memmove(address, at, size)
             at += size
 
-    def _check(self, spans: Sequence[Span]) -> None:
-        if sum(size for _, size in spans) != self.block_bytes:
-            raise ValueError(f"a block's spans hold {sum(s for _, s in spans)} bytes, "
-                             f"not {self.block_bytes}")
+    def _fits(self, spans: Sequence[Sequence[Span]]) -> bool:
+        for block in spans:
+            if sum(size for _, size in block) != self.block_bytes:
+                log.error("kvtier: a block's spans hold %d bytes, not %d",
+                          sum(size for _, size in block), self.block_bytes)
+                return False
+        return True
 
     def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]]) -> int:
         """Loads blocks in order until one fails; returns how many loaded."""
-        with self._lock:
+        with self.lock:
             return self._load(keys, spans)
 
     def _load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]]) -> int:
+        if len(spans) != len(keys) or not self._fits(spans):
+            self.stats["load_failures"] += len(keys)
+            return 0
         for start in range(0, len(keys), self._per_batch):
             idx = range(start, min(len(keys), start + self._per_batch))
             refs = [BlockRef(keys[i], slot * self.block_bytes, self.block_bytes)
@@ -88,7 +106,6 @@ class StagedTransfer:
                 if slot not in ok:
                     self.stats["load_failures"] += len(keys) - i
                     return i
-                self._check(spans[i])
                 self._copy(spans[i], slot, to_staging=False)
                 self.stats["loaded_blocks"] += 1
         return len(keys)
@@ -97,15 +114,17 @@ class StagedTransfer:
              spans: Sequence[Sequence[Span]]) -> int:
         """Saves blocks in order until one fails (the next ones would lack
         their parent); returns how many are cached."""
-        with self._lock:
+        with self.lock:
             return self._save(keys, parents, spans)
 
     def _save(self, keys: Sequence[bytes], parents: Sequence[bytes],
               spans: Sequence[Sequence[Span]]) -> int:
+        if len(spans) != len(keys) or len(parents) != len(keys) or not self._fits(spans):
+            self.stats["save_failures"] += len(keys)
+            return 0
         for start in range(0, len(keys), self._per_batch):
             idx = range(start, min(len(keys), start + self._per_batch))
             for slot, i in enumerate(idx):
-                self._check(spans[i])
                 self._copy(spans[i], slot, to_staging=True)
             refs = [BlockRef(keys[i], slot * self.block_bytes, self.block_bytes,
                              parent_key=parents[i]) for slot, i in enumerate(idx)]
@@ -120,7 +139,7 @@ class StagedTransfer:
 
     def lookup(self, keys: Sequence[bytes]) -> int:
         """How many leading keys the daemon holds; 0 on a daemon error."""
-        with self._lock:
+        with self.lock:
             return self._lookup(keys)
 
     def _lookup(self, keys: Sequence[bytes]) -> int:
@@ -136,15 +155,10 @@ class StagedTransfer:
         return 0
 
     def close(self) -> None:
-        with self._lock:
+        with self.lock:
             self._close()
 
     def _close(self) -> None:
-        if self._region is not None:
-            try:
-                self._client.unregister_memory(self._region)
-            except Exception as e:
-                log.info("kvtier: unregistering the staging region: %s", e)
-            self._region = None
+        self._forget_region()
         del self._staging_view
         self._staging.close()

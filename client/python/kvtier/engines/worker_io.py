@@ -3,9 +3,13 @@ StepPlan between the engine's KV tensors (host memory) and the daemon, over
 a StagedTransfer (staged_transfer.py: failures are counts, never
 exceptions).
 
-A request whose load failed has its saves at and past the failed block
-dropped until the scheduler acknowledges the failure (the KV computed in
-that step on top of the failed blocks is wrong).
+A load that fails taints what is computed on it: until the scheduler
+acknowledges the failure (in a later plan, applied before that step's
+loads), the worker saves nothing of the failed request at or past the
+failed block, and nothing of any request from a block that uses one of the
+failed engine blocks (another request may hit them in the engine's own
+cache). Synchronous loads run in load(); asynchronous ones on one
+background thread, reported by finished_loads().
 
 GPU KV caches need the CUDA IPC path (registering the tensors themselves);
 this class handles host tensors only.
@@ -14,10 +18,10 @@ this class handles host tensors only.
 import concurrent.futures
 import logging
 import threading
-from typing import Dict, List, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Sequence, Set, Tuple
 
 from kvtier.engines.kv_layout import BlockLayout, Span
-from kvtier.engines.scheduler_state import LoadOp, StepPlan
+from kvtier.engines.scheduler_state import LoadOp, SaveOp, StepPlan
 from kvtier.engines.staged_transfer import StagedTransfer
 
 log = logging.getLogger("kvtier.engines")
@@ -29,16 +33,33 @@ class WorkerIO:
             raise ValueError("the transfer's block size is not the layout's")
         self._transfer = transfer
         self._layout = layout
+        self._lock = threading.Lock()  # the taint maps, shared with the background thread
         self._poisoned: Dict[str, int] = {}  # req -> first kvtier block not to save
-        self._poison_lock = threading.Lock()
+        self._bad: Dict[str, Set[int]] = {}  # req -> its engine blocks whose load failed
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         self._pending: Dict[str, "concurrent.futures.Future[Set[int]]"] = {}
         self._all_blocks: Dict[str, Set[int]] = {}
         self.stats = transfer.stats
-        self.stats["dropped_saves"] = 0
+        with transfer.lock:
+            self.stats["dropped_saves"] = 0
 
     def _spans(self, engine_blocks: Sequence[int]) -> List[Span]:
         return [s for b in engine_blocks for s in self._layout.spans(b)]
+
+    def begin_step(self, plan: StepPlan) -> None:
+        """The scheduler has taken these requests' failed loads into account:
+        their saves go out again (before this step's loads can fail anew)."""
+        with self._lock:
+            for req in plan.acknowledged:
+                self._poisoned.pop(req, None)
+                self._bad.pop(req, None)
+
+    def forget(self, req_ids: Iterable[str]) -> None:
+        """Finished or aborted requests: no acknowledgement will come."""
+        with self._lock:
+            for req in req_ids:
+                self._poisoned.pop(req, None)
+                self._bad.pop(req, None)
 
     def load(self, ops: Sequence[LoadOp]) -> Set[int]:
         """Loads the synchronous ops' blocks into the engine's now and starts
@@ -55,15 +76,21 @@ class WorkerIO:
         return failed
 
     def _load_op(self, op: LoadOp) -> Set[int]:
-        done = self._transfer.load(op.keys, [self._spans(e) for e in op.engine_blocks])
+        try:
+            spans = [self._spans(e) for e in op.engine_blocks]
+            done = self._transfer.load(op.keys, spans)
+        except Exception as e:  # a layout error: nothing of it is loaded
+            log.error("kvtier: load of %s: %s", op.req_id, e)
+            done = 0
         if done == len(op.keys):
             return set()
         failed: Set[int] = set()
         for blocks in op.engine_blocks[done:]:
             failed.update(blocks)
         index = op.first_index + done
-        with self._poison_lock:
+        with self._lock:
             self._poisoned[op.req_id] = min(self._poisoned.get(op.req_id, index), index)
+            self._bad.setdefault(op.req_id, set()).update(failed)
         return failed
 
     def finished_loads(self) -> Tuple[Set[str], Set[int]]:
@@ -82,24 +109,35 @@ class WorkerIO:
                     failed |= blocks
         return done, failed
 
+    def _savable(self, op: SaveOp, bad: Set[int]) -> int:
+        """How many leading blocks of `op` may be saved."""
+        with self._lock:
+            limit = self._poisoned.get(op.req_id)
+        n = len(op.keys) if limit is None else max(0, min(len(op.keys), limit - op.first_index))
+        for i in range(n):
+            if bad.intersection(op.engine_blocks[i]):
+                return i
+        return n
+
     def save(self, plan: StepPlan) -> None:
-        with self._poison_lock:
-            for req in plan.acknowledged:
-                self._poisoned.pop(req, None)
-            limits = {op.req_id: self._poisoned.get(op.req_id) for op in plan.saves}
+        with self._lock:
+            bad = set().union(*self._bad.values()) if self._bad else set()
         for op in plan.saves:
-            limit = limits[op.req_id]
-            n = len(op.keys)
-            if limit is not None:
-                n = max(0, min(n, limit - op.first_index))
-                self.stats["dropped_saves"] += len(op.keys) - n
-            self._transfer.save(op.keys[:n], op.parents[:n],
-                                [self._spans(e) for e in op.engine_blocks[:n]])
+            n = self._savable(op, bad)
+            if n < len(op.keys):
+                with self._transfer.lock:
+                    self.stats["dropped_saves"] += len(op.keys) - n
+            try:
+                self._transfer.save(op.keys[:n], op.parents[:n],
+                                    [self._spans(e) for e in op.engine_blocks[:n]])
+            except Exception as e:  # a layout error: the save is dropped
+                log.error("kvtier: save of %s: %s", op.req_id, e)
 
     def take_stats(self) -> Dict[str, int]:
-        out = dict(self.stats)
-        for k in self.stats:
-            self.stats[k] = 0
+        with self._transfer.lock:
+            out = dict(self.stats)
+            for k in self.stats:
+                self.stats[k] = 0
         return out
 
     def close(self) -> None:

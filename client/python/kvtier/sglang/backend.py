@@ -23,6 +23,7 @@ every call is a miss or a refused store), the v2 pool-transfer interface
 """
 
 import logging
+from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence
 
 from sglang.srt.mem_cache.hicache_storage import HiCacheStorage
@@ -63,7 +64,7 @@ class KvtierHiCacheStorage(HiCacheStorage):
                               max_reconnect_backoff_ms=1000)
         self._transfer: Optional[StagedTransfer] = None
         self._page_spans = None
-        self._parents: Dict[bytes, bytes] = {}
+        self._parents: "OrderedDict[bytes, bytes]" = OrderedDict()  # an LRU
         self.mem_pool_host: Any = None
         self.disabled_reason = "no host pool registered"
 
@@ -71,6 +72,9 @@ class KvtierHiCacheStorage(HiCacheStorage):
 
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
         self.mem_pool_host = mem_pool_host
+        if self._transfer is not None:  # a pool registered again
+            self._transfer.close()
+            self._transfer = None
         try:
             self._setup(mem_pool_host)
             self.disabled_reason = ""
@@ -113,11 +117,12 @@ class KvtierHiCacheStorage(HiCacheStorage):
         prefix = getattr(extra_info, "prefix_keys", None) if extra_info is not None else None
         first = _key(prefix[-1]) if prefix else self._parents.get(keys[0], b"")
         parents = [first] + keys[:-1]
-        if len(self._parents) > _MAX_PARENTS:
-            self._parents.clear()
         for k, p in zip(keys, parents):
             if p:
                 self._parents[k] = p
+                self._parents.move_to_end(k)
+        while len(self._parents) > _MAX_PARENTS:
+            self._parents.popitem(last=False)
         return parents
 
     # -- existence
@@ -166,6 +171,8 @@ class KvtierHiCacheStorage(HiCacheStorage):
     # -- generic path: flat page tensors
 
     def _flat(self, t: Any) -> List[Span]:
+        if hasattr(t, "is_contiguous") and not t.is_contiguous():
+            raise LayoutError("a flat page tensor is not contiguous")
         return [(t.data_ptr(), t.numel() * t.element_size())]
 
     def batch_get(self, keys: List[str], target_locations: Optional[Sequence[Any]] = None,
@@ -206,8 +213,14 @@ class KvtierHiCacheStorage(HiCacheStorage):
     def clear(self) -> None:
         self._parents.clear()  # the daemon's blocks stay: other engines may share them
 
-    def get_stats(self) -> Optional[Dict[str, int]]:
-        return None if self._transfer is None else dict(self._transfer.stats)
+    def get_stats(self) -> None:
+        """None: SGLang's storage metrics want its own StorageMetrics type;
+        the transfer counts are in transfer_stats()."""
+        return None
+
+    def transfer_stats(self) -> Dict[str, int]:
+        """Blocks loaded and saved, failures, daemon errors."""
+        return {} if self._transfer is None else dict(self._transfer.stats)
 
     def close(self) -> None:
         if self._transfer is not None:

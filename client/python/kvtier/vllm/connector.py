@@ -4,31 +4,36 @@ vLLM builds one instance in the scheduler process and one in each worker;
 they share nothing but the picklable KvtierConnectorMetadata (a StepPlan)
 going to the workers and KVConnectorOutput coming back. The scheduler side is
 kvtier.engines.scheduler_state, the worker side kvtier.engines.worker_io;
-this class converts vLLM's types to theirs.
+this class converts vLLM's types to theirs, and keeps every daemon or layout
+failure inside: a miss, a failed load vLLM recomputes, a dropped save.
 
 Keys are vLLM's request.block_hashes (LoRA, multimodal inputs and cache_salt
 are in them); reuse across engine restarts needs a stable hash
 (--prefix-caching-hash-algo sha256_cbor) and a fixed PYTHONHASHSEED.
 
 Configuration (kv_connector_extra_config):
-  kvtier_address      the daemon ("host:port" or "unix:/path"; default
-                      unix:/run/kvtier.sock)
-  kvtier_block_ratio  vLLM blocks per kvtier block (default 1)
-  kvtier_staging_mib  worker staging region size (default 64)
-  kvtier_timeout_s    per-call timeout (default 10)
-  kvtier_async_loads  load hits in the background while the request waits
-                      (default false: loads run in start_load_kv)
+  kvtier_address            the daemon ("host:port" or "unix:/path"; default
+                            unix:/run/kvtier.sock)
+  kvtier_block_ratio        vLLM blocks per kvtier block (default 1)
+  kvtier_staging_mib        worker staging region size (default 64)
+  kvtier_timeout_s          per transfer call (default 10)
+  kvtier_lookup_timeout_s   per scheduler lookup (default 0.5; after a failed
+                            lookup the scheduler misses for a second)
+  kvtier_async_loads        load hits in the background while the request
+                            waits (default false: loads run in start_load_kv)
 
 Supported: one KV cache group of full attention in host memory
-(FlashAttention and FlashInfer layouts, NHD or HND, cross-layer tensors),
-synchronous or asynchronous loads.
-Not yet: GPU tensors (they need CUDA IPC regions: the connector logs it and
-stays a miss), MLA, several KV cache groups (hybrid models), per-layer loads
-and saves.
+(FlashAttention and FlashInfer layouts, NHD or HND), synchronous or
+asynchronous loads, tensor parallelism. Not yet: GPU tensors (they need CUDA
+IPC regions), MLA, several KV cache groups (hybrid models), pipeline and
+decode context parallelism, per-layer loads and saves; the scheduler side
+refuses what it can see at construction (it then never reports a hit), and a
+worker that cannot serve its loads reports them failed.
 """
 
 import logging
 import os
+import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
@@ -48,6 +53,7 @@ log = logging.getLogger("kvtier.vllm")
 
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32",
            "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
+_LOOKUP_BACKOFF_S = 1.0
 
 
 class KvtierConnectorMetadata(KVConnectorMetadata):
@@ -65,14 +71,20 @@ def _extra(vllm_config: Any, key: str, default: Any) -> Any:
 
 def _namespace_options(vllm_config: Any, kv_cache_config: Any, tp_rank: int,
                        ratio: int) -> NamespaceOptions:
+    """The namespace of one TP rank; LayoutError for what is not supported."""
     groups = kv_cache_config.kv_cache_groups
     if len(groups) != 1:
         raise LayoutError(f"{len(groups)} KV cache groups: hybrid models are not supported yet")
     spec = groups[0].kv_cache_spec
+    if getattr(spec, "sliding_window", None) or not hasattr(spec, "num_kv_heads"):
+        raise LayoutError(f"{type(spec).__name__}: only full attention is supported yet")
     dtype = _DTYPES.get(str(spec.dtype).replace("torch.", ""))
     if dtype is None:
         raise LayoutError(f"KV cache dtype {spec.dtype} is not supported")
     parallel = vllm_config.parallel_config
+    for name in ("pipeline_parallel_size", "decode_context_parallel_size"):
+        if int(getattr(parallel, name, 1) or 1) > 1:
+            raise LayoutError(f"{name} > 1 is not supported yet")
     algo = getattr(vllm_config.cache_config, "prefix_caching_hash_algo", "sha256")
     seeded = "seeded" if os.environ.get("PYTHONHASHSEED") else "unseeded"
     return NamespaceOptions(
@@ -82,11 +94,11 @@ def _namespace_options(vllm_config: Any, kv_cache_config: Any, tp_rank: int,
                             dtype=dtype, tokens_per_block=spec.block_size * ratio,
                             tp_rank=tp_rank, tp_size=parallel.tensor_parallel_size),
         # What makes equal hashes mean equal KV beyond the layout.
-        salt=f"vllm;hash={algo};{seeded};pp={getattr(parallel, 'rank_in_pp', 0)}".encode())
+        salt=f"vllm;hash={algo};{seeded}".encode())
 
 
 def _request_view(request: Any) -> RequestView:
-    hashes = list(request.block_hashes)
+    hashes = request.block_hashes
     publishable = getattr(request, "num_publishable_block_hashes", len(hashes))
     return RequestView(request.request_id, hashes, min(len(hashes), publishable),
                        request.num_tokens)
@@ -98,18 +110,27 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         self._config = vllm_config
         self._kv_cache_config = kv_cache_config
         self._ratio = int(_extra(vllm_config, "kvtier_block_ratio", 1))
+        self._async = bool(_extra(vllm_config, "kvtier_async_loads", False))
         address = str(_extra(vllm_config, "kvtier_address", "unix:/run/kvtier.sock"))
-        self._client = Client(address, timeout=float(_extra(vllm_config, "kvtier_timeout_s", 10)),
-                              max_reconnect_backoff_ms=1000)
+        scheduler = role == KVConnectorRole.SCHEDULER
+        timeout = float(_extra(vllm_config, "kvtier_lookup_timeout_s", 0.5)) if scheduler \
+            else float(_extra(vllm_config, "kvtier_timeout_s", 10))
+        self._client = Client(address, timeout=timeout, max_reconnect_backoff_ms=1000)
         self._block_size = kv_cache_config.kv_cache_groups[0].kv_cache_spec.block_size
         self._scheduler: Optional[SchedulerState] = None
         self._worker: Optional[WorkerIO] = None
-        self._views: Dict[str, RequestView] = {}
+        self._requests: Dict[str, Any] = {}  # scheduler side: the live requests
         self._load_errors: Set[int] = set()
+        self._failed_async: Set[str] = set()  # background loads a disabled worker never ran
         self._namespace: Optional[str] = None
+        self._lookup_retry_at = 0.0
         self.disabled_reason = ""
-        self._async = bool(_extra(vllm_config, "kvtier_async_loads", False))
-        if role == KVConnectorRole.SCHEDULER:
+        try:  # what the scheduler can see now; the workers find the rest
+            _namespace_options(vllm_config, kv_cache_config, 0, self._ratio)
+        except LayoutError as e:
+            self.disabled_reason = str(e)
+            log.error("kvtier connector disabled: %s", e)
+        if scheduler:
             self._scheduler = SchedulerState(self._lookup, self._block_size, self._ratio,
                                              self._async)
 
@@ -120,46 +141,57 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         return client.open_namespace_with(options).id
 
     def _lookup(self, keys: List[bytes]) -> int:
-        if self._namespace is None:
-            self._namespace = self._open(self._client)
+        if self.disabled_reason:
+            return 0
+        if time.monotonic() < self._lookup_retry_at:
+            raise RuntimeError("the daemon failed a lookup less than a second ago")
         try:
+            if self._namespace is None:
+                self._namespace = self._open(self._client)
             return self._client.lookup(self._namespace, keys).matched
         except Exception:
             self._namespace = None  # re-open after a daemon restart
+            self._lookup_retry_at = time.monotonic() + _LOOKUP_BACKOFF_S
             raise
 
     def get_num_new_matched_tokens(self, request: Any,
                                    num_computed_tokens: int) -> Tuple[Optional[int], bool]:
         assert self._scheduler is not None
-        view = _request_view(request)
-        self._views[view.req_id] = view
-        tokens = self._scheduler.match(view, num_computed_tokens)
+        self._requests[request.request_id] = request
+        tokens = self._scheduler.match(_request_view(request), num_computed_tokens)
         return tokens, self._async and tokens > 0
 
     def update_state_after_alloc(self, request: Any, blocks: Any,
                                  num_external_tokens: int) -> None:
         assert self._scheduler is not None
-        view = _request_view(request)
-        self._views[view.req_id] = view
-        block_ids = blocks.get_block_ids()[0]
-        self._scheduler.allocated(view, block_ids, num_external_tokens)
+        self._requests[request.request_id] = request
+        self._scheduler.allocated(_request_view(request), blocks.get_block_ids()[0],
+                                  num_external_tokens)
 
     def build_connector_meta(self, scheduler_output: Any) -> KVConnectorMetadata:
         assert self._scheduler is not None
-        scheduled: List[ScheduledView] = []
-        n = scheduler_output.num_scheduled_tokens
-        for r in scheduler_output.scheduled_new_reqs:
-            scheduled.append(ScheduledView(r.req_id, list(r.block_ids[0]), True,
-                                           r.num_computed_tokens, n.get(r.req_id, 0)))
-        cached = scheduler_output.scheduled_cached_reqs
-        resumed = set(getattr(cached, "resumed_req_ids", None) or ())
-        flags = getattr(cached, "resumed_from_preemption", None)
-        for i, req_id in enumerate(cached.req_ids):
-            new_ids = cached.new_block_ids[i]
-            replace = req_id in resumed or bool(flags and flags[i])
-            scheduled.append(ScheduledView(req_id, list(new_ids[0]) if new_ids else [], replace,
-                                           cached.num_computed_tokens[i], n.get(req_id, 0)))
-        return KvtierConnectorMetadata(self._scheduler.build(scheduled, self._views))
+        try:
+            scheduled: List[ScheduledView] = []
+            n = scheduler_output.num_scheduled_tokens
+            for r in scheduler_output.scheduled_new_reqs:
+                scheduled.append(ScheduledView(r.req_id, list(r.block_ids[0]), True,
+                                               r.num_computed_tokens, n.get(r.req_id, 0)))
+            cached = scheduler_output.scheduled_cached_reqs
+            resumed = set(getattr(cached, "resumed_req_ids", None) or ())
+            flags = getattr(cached, "resumed_from_preemption", None)
+            for i, req_id in enumerate(cached.req_ids):
+                new_ids = cached.new_block_ids[i]
+                replace = req_id in resumed or bool(flags and flags[i])
+                scheduled.append(ScheduledView(req_id, list(new_ids[0]) if new_ids else [],
+                                               replace, cached.num_computed_tokens[i],
+                                               n.get(req_id, 0)))
+            # The requests as they are now: hashes of generated blocks included.
+            views = {s.req_id: _request_view(self._requests[s.req_id])
+                     for s in scheduled if s.req_id in self._requests}
+            return KvtierConnectorMetadata(self._scheduler.build(scheduled, views))
+        except Exception as e:  # a step without transfers, never a failed step
+            log.error("kvtier: building the step's metadata: %s", e)
+            return KvtierConnectorMetadata(StepPlan())
 
     def update_connector_output(self, connector_output: Any) -> None:
         if self._scheduler is not None:
@@ -170,7 +202,7 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
                          block_ids: List[int]) -> Tuple[bool, Optional[Dict[str, Any]]]:
         if self._scheduler is not None:
             self._scheduler.finished(request.request_id)
-        self._views.pop(request.request_id, None)
+        self._requests.pop(request.request_id, None)
         return False, None
 
     def request_finished_all_groups(
@@ -182,6 +214,8 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
 
     def register_kv_caches(self, kv_caches: Dict[str, Any]) -> None:
         try:
+            if self.disabled_reason:
+                raise LayoutError(self.disabled_reason)
             tensors = list(kv_caches.values())
             if any(getattr(t, "is_cuda", False) for t in tensors):
                 raise LayoutError("GPU KV caches need CUDA IPC regions, not supported yet")
@@ -202,24 +236,50 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
             self.disabled_reason = str(e)
             log.error("kvtier connector disabled: %s", e)
 
-    def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
+    def _plan(self) -> Optional[StepPlan]:
         meta = self._connector_metadata
-        if self._worker is None or not isinstance(meta, KvtierConnectorMetadata):
+        return meta.plan if isinstance(meta, KvtierConnectorMetadata) else None
+
+    def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
+        plan = self._plan()
+        if plan is None or not plan.loads:
+            if plan is not None and self._worker is not None:
+                self._worker.begin_step(plan)
             return
-        self._load_errors |= self._worker.load(meta.plan.loads)
+        if self._worker is None:
+            # A disabled worker loads nothing: vLLM must recompute what the
+            # scheduler counted on.
+            self._fail_all(plan)
+            return
+        try:
+            self._worker.begin_step(plan)
+            self._load_errors |= self._worker.load(plan.loads)
+        except Exception as e:
+            log.error("kvtier: loads failed: %s", e)
+            self._fail_all(plan)
+
+    def _fail_all(self, plan: StepPlan) -> None:
+        for op in plan.loads:
+            for blocks in op.engine_blocks:
+                self._load_errors.update(blocks)
+            if op.asynchronous:
+                self._failed_async.add(op.req_id)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        return None  # loads complete in start_load_kv
+        return None  # loads complete in start_load_kv (or in the background)
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any,
                       **kwargs: Any) -> None:
         return None  # whole blocks are saved in wait_for_save
 
     def wait_for_save(self) -> None:
-        meta = self._connector_metadata
-        if self._worker is None or not isinstance(meta, KvtierConnectorMetadata):
+        plan = self._plan()
+        if self._worker is None or plan is None:
             return
-        self._worker.save(meta.plan)
+        try:
+            self._worker.save(plan)
+        except Exception as e:  # a save is a cache fill: dropping it costs a miss
+            log.error("kvtier: saves failed: %s", e)
 
     def get_finished(self, finished_req_ids: Set[str]
                      ) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
@@ -227,10 +287,16 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         step; background loads that ended since the last call (their failed
         blocks are reported by get_block_ids_with_load_errors in the same
         pass)."""
-        if self._worker is None:
-            return None, None
-        done, failed = self._worker.finished_loads()
-        self._load_errors |= failed
+        done = set(self._failed_async)
+        self._failed_async.clear()
+        if self._worker is not None:
+            try:
+                self._worker.forget(finished_req_ids)
+                ended, failed = self._worker.finished_loads()
+                done |= ended
+                self._load_errors |= failed
+            except Exception as e:
+                log.error("kvtier: checking background loads: %s", e)
         return None, done or None
 
     def get_block_ids_with_load_errors(self) -> Set[int]:
