@@ -1,0 +1,96 @@
+"""WorkerIO on its own (no daemon): which saves a failed load taints and
+when they go out again.
+
+Usage: python3 worker_io_test.py PYTHONPATH
+"""
+
+import sys
+import threading
+import unittest
+
+sys.path.insert(0, sys.argv[1])
+sys.argv = sys.argv[:1]
+
+from kvtier.engines.kv_layout import BlockLayout, TensorGeometry  # noqa: E402
+from kvtier.engines.scheduler_state import LoadOp, SaveOp, StepPlan  # noqa: E402
+from kvtier.engines.worker_io import WorkerIO  # noqa: E402
+
+
+class FakeTransfer:
+    """Loads the first `loadable` blocks of each call; records saves."""
+
+    def __init__(self, block_bytes):
+        self.block_bytes = block_bytes
+        self.lock = threading.Lock()
+        self.stats = {}
+        self.loadable = 10 ** 6
+        self.saved = []
+
+    def load(self, keys, spans):
+        return min(len(keys), self.loadable)
+
+    def save(self, keys, parents, spans):
+        self.saved.extend(keys)
+        return len(keys)
+
+    def close(self):
+        pass
+
+
+def op(kind, req, first, blocks):
+    keys = [f"{req}{first + i}".encode() for i in range(len(blocks))]
+    if kind is LoadOp:
+        return LoadOp(req, first, keys, [[b] for b in blocks])
+    return SaveOp(req, first, keys, [b""] * len(keys), [[b] for b in blocks])
+
+
+class WorkerIoTest(unittest.TestCase):
+    def setUp(self):
+        # 8 engine blocks of 64 bytes in one tensor.
+        layout = BlockLayout([TensorGeometry(4096, (8, 32), (32, 1), 2)], 8)
+        self.t = FakeTransfer(layout.block_bytes)
+        self.io = WorkerIO(self.t, layout, 1)
+
+    def test_a_failed_load_taints_its_request_and_its_blocks_until_acknowledged(self):
+        self.t.loadable = 1
+        failed = self.io.load([op(LoadOp, "a", 0, [3, 4, 5])])
+        self.assertEqual(failed, {4, 5})
+        self.t.loadable = 10 ** 6
+        plan = StepPlan(saves=[
+            op(SaveOp, "a", 3, [6, 7]),        # a's blocks past the failure: dropped
+            op(SaveOp, "b", 0, [1, 4, 2]),     # b uses a's failed block 4: cut there
+            op(SaveOp, "c", 0, [0, 2])])       # c is clean
+        self.io.begin_step(plan)
+        self.io.save(plan)
+        self.assertEqual(self.t.saved, [b"b0", b"c0", b"c1"])
+        self.assertEqual(self.io.stats["dropped_saves"], 2 + 2)
+        # The scheduler acknowledges a's failure: everything goes out again.
+        self.t.saved.clear()
+        plan = StepPlan(saves=[op(SaveOp, "a", 1, [4, 5]), op(SaveOp, "b", 1, [4, 2])],
+                        acknowledged=["a"])
+        self.io.begin_step(plan)
+        self.io.save(plan)
+        self.assertEqual(self.t.saved, [b"a1", b"a2", b"b1", b"b2"])
+
+    def test_an_old_acknowledgement_does_not_clear_a_new_failure(self):
+        self.t.loadable = 0
+        # The plan acknowledges a's earlier failure and loads anew: applied
+        # before the loads, the acknowledgement cannot clear this step's.
+        plan = StepPlan(loads=[op(LoadOp, "a", 0, [2, 3])], saves=[op(SaveOp, "a", 2, [5])],
+                        acknowledged=["a"])
+        self.io.begin_step(plan)
+        self.assertEqual(self.io.load(plan.loads), {2, 3})
+        self.io.save(plan)
+        self.assertEqual(self.t.saved, [])
+
+    def test_finished_requests_are_forgotten(self):
+        self.t.loadable = 0
+        self.io.load([op(LoadOp, "a", 0, [2])])
+        self.io.forget({"a"})
+        plan = StepPlan(saves=[op(SaveOp, "b", 0, [2])])
+        self.io.save(plan)
+        self.assertEqual(self.t.saved, [b"b0"])
+
+
+if __name__ == "__main__":
+    unittest.main()
