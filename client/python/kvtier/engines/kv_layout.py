@@ -15,7 +15,7 @@ round-trips byte-exact whatever the layout.
 
 import itertools
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 Span = Tuple[int, int]  # (address, bytes)
 
@@ -32,6 +32,16 @@ class TensorGeometry:
 
 class LayoutError(ValueError):
     pass
+
+
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32",
+           "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
+
+
+def kvtier_dtype(engine_dtype: object) -> Optional[str]:
+    """An engine's element type (torch.bfloat16, or its name) as a namespace
+    dtype ("bf16", ...); None for one kvtier does not store."""
+    return _DTYPES.get(str(engine_dtype).replace("torch.", ""))
 
 
 def _block_dim(g: TensorGeometry, num_blocks: int) -> int:

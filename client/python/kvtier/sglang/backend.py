@@ -30,14 +30,13 @@ from sglang.srt.mem_cache.hicache_storage import HiCacheStorage
 
 from kvtier.client import Client
 from kvtier.engines.block_keys import as_key
-from kvtier.engines.kv_layout import BlockLayout, LayoutError, Span, TensorGeometry
+from kvtier.engines.kv_layout import (BlockLayout, LayoutError, Span, TensorGeometry,
+                                     kvtier_dtype)
 from kvtier.engines.staged_transfer import StagedTransfer
 from kvtier.namespace_options import KvLayoutSpec, NamespaceOptions
 
 log = logging.getLogger("kvtier.sglang")
 
-_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32",
-           "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
 _MAX_PARENTS = 1 << 16  # remembered key -> previous key, for first keys of later calls
 
 
@@ -85,7 +84,7 @@ class KvtierHiCacheStorage(HiCacheStorage):
     def _setup(self, pool: Any) -> None:
         if getattr(self._config, "is_mla_model", False):
             raise LayoutError("MLA models are not supported yet")
-        dtype = _DTYPES.get(str(pool.dtype).replace("torch.", ""))
+        dtype = kvtier_dtype(pool.dtype)
         if dtype is None:
             raise LayoutError(f"host pool dtype {pool.dtype} is not supported")
         ps, size = int(pool.page_size), int(pool.size)
@@ -139,34 +138,31 @@ class KvtierHiCacheStorage(HiCacheStorage):
 
     # -- zero-copy path: host indices into the registered pool
 
-    def _spans_of(self, host_indices: Any, n: int) -> List[List[Span]]:
-        ps = int(self.mem_pool_host.page_size)
-        return [self._page_spans(int(host_indices[i * ps])) for i in range(n)]
+    def _transfer_v1(self, what: str, keys: List[str], host_indices: Any,
+                     extra_info: Any) -> List[bool]:
+        """A v1 get or set: the pages at host_indices[i * page_size]."""
+        if self._transfer is None:
+            return [False] * len(keys)
+        try:
+            ps = int(self.mem_pool_host.page_size)
+            spans = [self._page_spans(int(host_indices[i * ps])) for i in range(len(keys))]
+        except Exception as e:
+            log.error("kvtier batch_%s_v1: %s", what, e)
+            return [False] * len(keys)
+        kv = [_key(k) for k in keys]
+        if what == "get":
+            done = self._transfer.load(kv, spans)
+        else:
+            done = self._transfer.save(kv, self._parents_of(kv, extra_info), spans)
+        return [i < done for i in range(len(keys))]
 
     def batch_get_v1(self, keys: List[str], host_indices: Any,
                      extra_info: Any = None) -> List[bool]:
-        if self._transfer is None:
-            return [False] * len(keys)
-        try:
-            spans = self._spans_of(host_indices, len(keys))
-        except Exception as e:
-            log.error("kvtier batch_get_v1: %s", e)
-            return [False] * len(keys)
-        done = self._transfer.load([_key(k) for k in keys], spans)
-        return [i < done for i in range(len(keys))]
+        return self._transfer_v1("get", keys, host_indices, extra_info)
 
     def batch_set_v1(self, keys: List[str], host_indices: Any,
                      extra_info: Any = None) -> List[bool]:
-        if self._transfer is None:
-            return [False] * len(keys)
-        try:
-            spans = self._spans_of(host_indices, len(keys))
-        except Exception as e:
-            log.error("kvtier batch_set_v1: %s", e)
-            return [False] * len(keys)
-        kv = [_key(k) for k in keys]
-        done = self._transfer.save(kv, self._parents_of(kv, extra_info), spans)
-        return [i < done for i in range(len(keys))]
+        return self._transfer_v1("set", keys, host_indices, extra_info)
 
     # -- generic path: flat page tensors
 

@@ -41,7 +41,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V
                                                                 KVConnectorRole, SupportsHMA)
 
 from kvtier.client import Client
-from kvtier.engines.kv_layout import BlockLayout, LayoutError, TensorGeometry
+from kvtier.engines.kv_layout import BlockLayout, LayoutError, TensorGeometry, kvtier_dtype
 from kvtier.engines.scheduler_state import (RequestView, ScheduledView, SchedulerState,
                                             StepPlan)
 from kvtier.engines.staged_transfer import StagedTransfer
@@ -51,8 +51,6 @@ from kvtier.vllm.stats import KvtierConnectorStats
 
 log = logging.getLogger("kvtier.vllm")
 
-_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32",
-           "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
 _LOOKUP_BACKOFF_S = 1.0
 
 
@@ -78,7 +76,7 @@ def _namespace_options(vllm_config: Any, kv_cache_config: Any, tp_rank: int,
     spec = groups[0].kv_cache_spec
     if getattr(spec, "sliding_window", None) or not hasattr(spec, "num_kv_heads"):
         raise LayoutError(f"{type(spec).__name__}: only full attention is supported yet")
-    dtype = _DTYPES.get(str(spec.dtype).replace("torch.", ""))
+    dtype = kvtier_dtype(spec.dtype)
     if dtype is None:
         raise LayoutError(f"KV cache dtype {spec.dtype} is not supported")
     parallel = vllm_config.parallel_config
