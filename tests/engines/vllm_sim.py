@@ -60,8 +60,9 @@ class Request:
 
 
 def vllm_config(address, tp=1, rank=0, async_loads=False):
-    extra = {"kvtier_address": address, "kvtier_timeout_s": 2, "kvtier_tp_rank": rank,
-             "kvtier_async_loads": async_loads}
+    # Generous lookup timeouts: the daemon may run under a sanitizer.
+    extra = {"kvtier_address": address, "kvtier_timeout_s": 10, "kvtier_lookup_timeout_s": 10,
+             "kvtier_tp_rank": rank, "kvtier_async_loads": async_loads}
     return SimpleNamespace(
         kv_transfer_config=SimpleNamespace(kv_connector_extra_config=extra),
         model_config=SimpleNamespace(model="sim/model"),
