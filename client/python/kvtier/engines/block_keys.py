@@ -51,11 +51,5 @@ def kvtier_blocks(block_hashes: Sequence[bytes], ratio: int, limit: int) -> List
     """The whole kvtier blocks among the first `limit` engine block hashes."""
     if ratio < 1:
         raise ValueError("ratio must be >= 1")
-    n = min(len(block_hashes), max(0, limit)) // ratio
-    out: List[KvtierBlock] = []
-    parent = b""
-    for j in range(n):
-        key = as_key(block_hashes[(j + 1) * ratio - 1])
-        out.append(KvtierBlock(j, key, parent))
-        parent = key
-    return out
+    return kvtier_block_range(block_hashes, ratio, 0,
+                              kvtier_block_count(len(block_hashes), ratio, limit))
