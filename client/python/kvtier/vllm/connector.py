@@ -240,9 +240,7 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
 
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         plan = self._plan()
-        if plan is None or not plan.loads:
-            if plan is not None and self._worker is not None:
-                self._worker.begin_step(plan)
+        if plan is None:
             return
         if self._worker is None:
             # A disabled worker loads nothing: vLLM must recompute what the
