@@ -5,6 +5,7 @@
 #include "storage/block_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,11 +33,13 @@ absl::StatusOr<std::unique_ptr<BlockCache>> BlockCache::Create(const BlockCacheO
       options.default_lease_ttl > options.max_lease_ttl) {
     return absl::InvalidArgumentError("default lease TTL must be in (0, max lease TTL]");
   }
+  ASSIGN_OR_RETURN(std::unique_ptr<EvictionPolicy> policy,
+                   EvictionPolicyByName(options.eviction_policy));
   ASSIGN_OR_RETURN(std::unique_ptr<SlabAllocator> allocator,
                    SlabAllocator::Create(options.host_bytes, options.slab_bytes));
   ASSIGN_OR_RETURN(std::unique_ptr<HostArena> arena, HostArena::Create(allocator->capacity()));
   std::unique_ptr<BlockCache> cache(
-      new BlockCache(options, clock, std::move(arena), std::move(allocator)));
+      new BlockCache(options, clock, std::move(arena), std::move(allocator), std::move(policy)));
   BlockCache* c = cache.get();
   if (options.nvme.has_value()) {
     // Validates the NVMe options and parses the write policy, once.
@@ -93,10 +96,13 @@ void BlockCache::ProbeTiers() {
 }
 
 BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
-                       std::unique_ptr<HostArena> arena, std::unique_ptr<SlabAllocator> allocator)
+                       std::unique_ptr<HostArena> arena, std::unique_ptr<SlabAllocator> allocator,
+                       std::unique_ptr<EvictionPolicy> policy)
     : options_(options),
       clock_(clock),
       arena_(arena->data(), arena->size()),
+      policy_(std::move(policy)),
+      index_(policy_.get()),
       quotas_([&] {
         TenantLimits limits = options.tenant;
         if (limits.max_namespaces == 0) limits.max_namespaces = options.max_namespaces;
@@ -117,6 +123,17 @@ BlockCache::~BlockCache() {
     stop_mover_ = true;
   }
   if (mover_.joinable()) mover_.join();
+}
+
+absl::Status BlockCache::SetRetentionValue(const NamespaceId& ns, double seconds_per_byte) {
+  if (!std::isfinite(seconds_per_byte) || seconds_per_byte <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "retention value must be finite and > 0 seconds per byte, not ", seconds_per_byte));
+  }
+  MutexLock lock(&mu_);
+  RETURN_IF_ERROR(namespaces_.SetRetentionValue(ns, seconds_per_byte));
+  policy_->SetDefaultValue(namespaces_.MeanRetentionValue());
+  return absl::OkStatus();
 }
 
 absl::Status BlockCache::SetNvmeAdmission(const NamespaceId& ns, bool admit) {

@@ -100,6 +100,9 @@ struct BlockCacheOptions {
   // directory, charged to its wear budget.
   bool probe_tiers = false;
   uint64_t probe_bytes = uint64_t{16} << 20;
+  // Which blocks the tiers reclaim first: "value" (storage/eviction/
+  // value_policy.h) or "lru" (leaf-restricted LRU, the reference).
+  std::string eviction_policy = "value";
 };
 
 // NamespaceNotOpenError: see storage/namespace_table.h.
@@ -317,6 +320,15 @@ class BlockCache {
   // planner turns it off when the NVMe tier is not worth it for the model).
   // Blocks already on NVMe stay. NOT_FOUND for an unknown namespace.
   absl::Status SetNvmeAdmission(const NamespaceId& ns, bool admit) ABSL_LOCKS_EXCLUDED(mu_);
+  // What a hit on a block of `ns` is worth: the recompute seconds it saves
+  // per byte (the planner prices it from the namespace's model). The value
+  // policy keeps the blocks worth more longer; blocks stored from now on
+  // carry it, and namespaces without one count as the geometric mean of
+  // those with one. NOT_FOUND for an unknown namespace; INVALID_ARGUMENT
+  // unless finite and > 0.
+  absl::Status SetRetentionValue(const NamespaceId& ns, double seconds_per_byte)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::string_view eviction_policy() const { return policy_->name(); }
   bool nvme_enabled() const { return nvme_ != nullptr; }
   // Measured read speed of each tier: the host meter times verification
   // passes over host copies, the NVMe meter times promotion reads.
@@ -338,7 +350,7 @@ class BlockCache {
 
  private:
   BlockCache(const BlockCacheOptions& options, Clock* clock, std::unique_ptr<HostArena> arena,
-             std::unique_ptr<SlabAllocator> allocator);
+             std::unique_ptr<SlabAllocator> allocator, std::unique_ptr<EvictionPolicy> policy);
   void ProbeTiers();
   void MoverLoop();
 
@@ -392,6 +404,7 @@ class BlockCache {
 
   Mutex mu_;
   CacheCounters counters_ ABSL_GUARDED_BY(mu_);
+  const std::unique_ptr<EvictionPolicy> policy_;  // used under mu_, by index_
   PrefixIndex index_ ABSL_GUARDED_BY(mu_);
   TenantQuotas quotas_ ABSL_GUARDED_BY(mu_);
   NamespaceTable namespaces_ ABSL_GUARDED_BY(mu_);
@@ -502,6 +515,13 @@ class BlockCache::PutBatch {
   // batch with a landing block that was not verified here.
   size_t KeepVerifiedPrefix(size_t received);
   size_t blocks() const { return staged_.size(); }
+  // The engine's retention priority for the blocks this batch stores
+  // (0..100, as EvictionPolicy's; larger values count as 100). Without one,
+  // blocks get kDefaultRetention, except a partial last block (the batch's
+  // last, smaller than its namespace's block size, not hybrid), which gets
+  // 0: reclaimed first and never written to NVMe, since such a block is
+  // almost never reused.
+  void set_retention(std::optional<uint8_t> retention) { retention_ = retention; }
   // Slots of blocks KeepVerifiedPrefix dropped, freed with the batch.
   size_t held_slots() const { return held_.size(); }
   // INVALID_ARGUMENT if empty or the last block is incomplete; ABORTED if a
@@ -564,6 +584,7 @@ class BlockCache::PutBatch {
   std::vector<BlockRecord*> pinned_;
   std::vector<SlabAllocator::Slot> held_;  // see held_slots()
   Checksum64Stream hasher_;
+  std::optional<uint8_t> retention_;
   bool dead_ = false;
   bool done_ = false;
 };

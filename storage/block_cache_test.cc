@@ -205,7 +205,9 @@ TEST_F(BlockCacheTest, LeasePinsAgainstEvictionUntilReleaseOrExpiry) {
   clock_.Advance(absl::Seconds(2));  // lease expired
   EXPECT_EQ(cache_->Snapshot().active_leases, 0u);
   EXPECT_EQ(cache_->Release(lease->lease_id).status().code(), absl::StatusCode::kNotFound);
-  for (int i = 300; i < 600; ++i) ASSERT_TRUE(Put(ns_, {absl::StrCat("fill", i)}).ok());
+  // Unpinned, it ages out; used more than once, it outlives several
+  // turnovers of blocks used once (the value policy), so fill 10 of them.
+  for (int i = 300; i < 1580; ++i) ASSERT_TRUE(Put(ns_, {absl::StrCat("fill", i)}).ok());
   EXPECT_EQ(Matched(ns_, {"leased0"}), 0u);
   EXPECT_EQ(cache_->Snapshot().counters.leases_expired, 1u);
 }

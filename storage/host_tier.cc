@@ -83,6 +83,7 @@ std::optional<uint32_t> HostTier::ReclaimableSlab() const {
 }
 
 void HostTier::DropHostCopy(BlockRecord* record) {
+  index_->NoteReclaimed(record, /*dropped=*/false);
   allocator_->Free(record->slot);
   record->in_host = false;
   stored_bytes_ -= record->size;
@@ -103,6 +104,7 @@ void HostTier::AddBlocks(uint64_t blocks, uint64_t bytes) {
 }
 
 void HostTier::Evict(BlockRecord* record) {
+  index_->NoteReclaimed(record, /*dropped=*/true);
   namespaces_->CountEviction(record->ns);
   Remove(record);
 }

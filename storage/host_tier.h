@@ -61,7 +61,8 @@ class HostTier {
   absl::StatusOr<Slot> Allocate(uint64_t size);
   void Free(const Slot& slot) { allocator_->Free(slot); }
 
-  // Frees the host copy of a block that is also on NVMe.
+  // Frees the host copy of a block that is also on NVMe: a reclamation (the
+  // eviction policy is told, as for Evict).
   void DropHostCopy(BlockRecord* record);
   // A host slot now holds the indexed block (a promotion): counts it.
   void AddHostCopy(BlockRecord* record);

@@ -1,6 +1,7 @@
 #include "storage/namespace_table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -101,6 +102,32 @@ absl::Status NamespaceTable::SetNvmeAdmission(const NamespaceId& id, bool admit)
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status NamespaceTable::SetRetentionValue(const NamespaceId& id, double seconds_per_byte) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("namespace ", id.ToHex(), " is not open"));
+  }
+  it->second.retention_value = seconds_per_byte;
+  if (it->second.spec.hybrid()) {
+    for (uint32_t g = 0; g < it->second.spec.groups.size(); ++g) {
+      auto group = entries_.find(NamespaceId::OfGroup(id, g));
+      if (group != entries_.end()) group->second.retention_value = seconds_per_byte;
+    }
+  }
+  return absl::OkStatus();
+}
+
+double NamespaceTable::MeanRetentionValue() const {
+  double log_sum = 0;
+  int n = 0;
+  for (const auto& [id, e] : entries_) {
+    if (e.group_of.has_value() || !e.opened || e.retention_value <= 0) continue;
+    log_sum += std::log(e.retention_value);
+    ++n;
+  }
+  return n == 0 ? 0 : std::exp(log_sum / n);
 }
 
 bool NamespaceTable::AdmitsNvme(const NamespaceId& id) const {

@@ -46,6 +46,9 @@ struct NamespaceEntry {
   bool nvme_admit = true;           // see BlockCache::SetNvmeAdmission
   std::optional<GroupOf> group_of;  // set for a group entry
   uint64_t evictions = 0;           // blocks the tiers evicted (host or NVMe)
+  // Recompute seconds a hit saves per byte (BlockCache::SetRetentionValue);
+  // 0: not known.
+  double retention_value = 0;
 };
 
 struct OpenedNamespace {
@@ -82,6 +85,12 @@ class NamespaceTable {
   absl::Status SetNvmeAdmission(const NamespaceId& id, bool admit);
   // Whether the mover may write the blocks of `id` (true if unknown).
   bool AdmitsNvme(const NamespaceId& id) const;
+  // Sets the retention value of `id` and of its groups. NOT_FOUND if unknown.
+  absl::Status SetRetentionValue(const NamespaceId& id, double seconds_per_byte);
+  // The geometric mean of the known retention values of the namespaces
+  // engines opened (0 when none is known): what a block of a namespace
+  // without one is worth.
+  double MeanRetentionValue() const;
 
   // Block accounting. AddRecoveredBlock creates an unopened entry for an
   // unknown namespace; RemoveBlock erases an unopened one with its last.

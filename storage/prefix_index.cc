@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "storage/eviction/leaf_lru_policy.h"
 
 namespace kvtier {
 namespace {
@@ -15,6 +16,11 @@ namespace {
 }
 
 }  // namespace
+
+PrefixIndex::PrefixIndex(EvictionPolicy* policy)
+    : own_policy_(policy == nullptr ? std::make_unique<LeafLruPolicy>() : nullptr),
+      policy_(policy == nullptr ? own_policy_.get() : policy),
+      policy_clock_(policy_->clock()) {}
 
 PrefixIndex::~PrefixIndex() = default;
 
@@ -77,6 +83,8 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
   rec->candidate_of = 0;
   rec->refile_pending = false;
   rec->last_access = ++clock_;
+  rec->clock_at_use = policy_clock_;
+  policy_->OnInsert(rec);
   table.blocks.emplace(rec->key, std::move(record));
   ++size_;
   if (parent != nullptr) {
@@ -147,8 +155,7 @@ std::vector<BlockRecord*> PrefixIndex::SubtreePostOrder(BlockRecord* root) const
 
 void PrefixIndex::RefilePending() const {
   if (pending_refiles_.empty()) return;
-  // Oldest touch first: each refiled tick is then the largest of its sets
-  // unless a block was filed after the touch, and the end hint is right.
+  // Oldest touch first: blocks priced alike keep their recency order.
   std::sort(
       pending_refiles_.begin(), pending_refiles_.end(),
       [](const BlockRecord* a, const BlockRecord* b) { return a->last_access < b->last_access; });
@@ -159,11 +166,13 @@ void PrefixIndex::RefilePending() const {
 void PrefixIndex::Refile(BlockRecord* record) const {
   // Queued blocks stay in the same sets and host class (any change of
   // either goes through SetCandidates, which refiles first).
-  const uint64_t old = record->filed_at;
+  const FiledKey old{record->priority, record->filed_at};
   const uint64_t now = record->last_access;
+  record->priority = policy_->Priority(*record);
+  const FiledKey key{record->priority, now};
   auto move = [&](CandidateSet& set) {
     set.erase(old);
-    set.emplace_hint(set.end(), now, record);
+    set.emplace(key, record);
   };
   for (int k = 0; k < kNumCandidates; ++k) {
     if (((record->candidate_of >> k) & 1) == 0) continue;
@@ -207,6 +216,14 @@ BlockRecord* PrefixIndex::Coldest(Candidate kind, std::optional<uint32_t> host_c
   return sets_[kind].empty() ? nullptr : sets_[kind].begin()->second;
 }
 
+void PrefixIndex::NoteReclaimed(BlockRecord* record, bool dropped) {
+  // Blocks used before this reclamation are priced before it moves the
+  // policy (an inflation level): as if priced at their use.
+  RefilePending();
+  policy_->OnReclaim(*record, record->priority, dropped, size_);
+  policy_clock_ = policy_->clock();
+}
+
 uint64_t PrefixIndex::CountStranded(uint64_t* bytes) const {
   uint64_t stranded = 0, stranded_bytes = 0;
   for (const auto& [ns, table] : tables_) {
@@ -238,19 +255,22 @@ void PrefixIndex::SetCandidates(BlockRecord* record, uint8_t want) {
   // they were queued in.
   if (record->refile_pending) RefilePending();
   // Leave every set under the class the record was filed with, then join the
-  // wanted ones under its current class.
+  // wanted ones under its current class, priced for its last use.
+  const FiledKey old{record->priority, record->filed_at};
   for (int k = 0; k < kNumCandidates; ++k) {
     if ((record->candidate_of >> k) & 1) {
-      sets_[k].erase(record->filed_at);
-      by_class_[k][record->candidate_class].erase(record->filed_at);
+      sets_[k].erase(old);
+      by_class_[k][record->candidate_class].erase(old);
     }
   }
+  if (want != 0) record->priority = policy_->Priority(*record);
+  const FiledKey key{record->priority, record->last_access};
   const uint32_t cls = record->slot.size_class;
   for (int k = 0; k < kNumCandidates; ++k) {
     if ((want >> k) & 1) {
-      sets_[k].emplace(record->last_access, record);
+      sets_[k].emplace(key, record);
       if (by_class_[k].size() <= cls) by_class_[k].resize(cls + 1);
-      by_class_[k][cls].emplace(record->last_access, record);
+      by_class_[k][cls].emplace(key, record);
     }
   }
   record->candidate_of = want;

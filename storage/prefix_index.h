@@ -2,7 +2,7 @@
 // with each block's parent and cached children, where it resides (host
 // arena, NVMe, or both), its pins (in-flight readers and writers, leases) and
 // its access recency. It keeps three sets of reclamation candidates, each
-// ordered coldest first:
+// ordered coldest first by the EvictionPolicy's priority (then recency):
 //   kHostOnlyLeaf:  unpinned leaves held only in host memory; reclaiming one
 //                   drops the block entirely;
 //   kHostCopy:      unpinned blocks held in host memory and on NVMe;
@@ -10,7 +10,8 @@
 //   kNvmeOnlyLeaf:  unpinned leaves held only on NVMe; reclaiming one drops
 //                   the block entirely.
 // A block leaves its last tier only as a leaf, which is the never-strand
-// invariant; the sets are the only source of victims.
+// invariant; the sets are the only source of victims. The policy orders the
+// sets; it cannot put a block in them (storage/eviction/eviction_policy.h).
 //
 // A block may be inserted only when its parent (if any) is indexed in the
 // same namespace, and removed only when it has no indexed child. A removed
@@ -25,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -34,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "storage/block_key.h"
+#include "storage/eviction/eviction_policy.h"
 #include "storage/namespace_spec.h"
 #include "storage/nvme/nvme_store.h"
 #include "storage/slab_allocator.h"
@@ -77,10 +80,11 @@ struct BlockRecord {
   BlockKey key;
   bool in_host = true;  // residency, set by the owner (see below)
   bool on_nvme = false;
-  bool indexed = false;           // maintained by PrefixIndex
-  uint8_t candidate_of = 0;       // bit per PrefixIndex::Candidate it is in
-  bool refile_pending = false;    // touched since filed: see PrefixIndex::Touch
-  BlockRecord* parent = nullptr;  // maintained by PrefixIndex
+  bool indexed = false;                   // maintained by PrefixIndex
+  uint8_t candidate_of = 0;               // bit per PrefixIndex::Candidate it is in
+  bool refile_pending = false;            // touched since filed: see PrefixIndex::Touch
+  uint8_t retention = kDefaultRetention;  // the engine's retention priority, 0..100
+  BlockRecord* parent = nullptr;          // maintained by PrefixIndex
   uint64_t size = 0;
   uint64_t last_access = 0;  // maintained by PrefixIndex
   uint32_t uses = 0;         // Put, Lookup hits and Gets: drives NVMe admission
@@ -104,6 +108,13 @@ struct BlockRecord {
   uint32_t leases = 0;           // Lookup leases holding this block
   uint32_t candidate_class = 0;  // host size class it is filed under
   uint64_t filed_at = 0;         // the last_access it is filed under
+  // The EvictionPolicy's clock at the last use, and the priority the block
+  // is filed under with filed_at (maintained by PrefixIndex).
+  double clock_at_use = 0;
+  double priority = 0;
+  // Recompute seconds a hit on it saves per byte (its namespace's value;
+  // 0: none known), set by the owner before Insert.
+  float value = 0;
 
   bool pinned() const { return refs > 0 || leases > 0; }
 };
@@ -123,7 +134,8 @@ inline size_t ChildRange::size() const {
 
 class PrefixIndex {
  public:
-  PrefixIndex() = default;
+  // `policy` (not owned; null: leaf-restricted LRU) orders the candidates.
+  explicit PrefixIndex(EvictionPolicy* policy = nullptr);
   PrefixIndex(const PrefixIndex&) = delete;
   PrefixIndex& operator=(const PrefixIndex&) = delete;
   ~PrefixIndex();
@@ -160,6 +172,7 @@ class PrefixIndex {
   // memory pressure pays no set update.
   void Touch(BlockRecord* record) {
     record->last_access = ++clock_;
+    record->clock_at_use = policy_clock_;
     if (record->candidate_of != 0 && !record->refile_pending) {
       record->refile_pending = true;
       pending_refiles_.push_back(record);
@@ -178,6 +191,12 @@ class PrefixIndex {
   // Recomputes a block's candidate sets after its residency changed.
   void Reclassify(BlockRecord* record) { UpdateEvictable(record); }
 
+  // Tells the policy that a tier reclaims `record`, a candidate: its host
+  // copy (dropped = false) or the whole block (dropped = true, before
+  // Remove). Explicit deletes are not reclamations and do not call this.
+  void NoteReclaimed(BlockRecord* record, bool dropped);
+  const EvictionPolicy& policy() const { return *policy_; }
+
   // The coldest candidate of a kind, restricted to one host size class when
   // given (host kinds only).
   BlockRecord* Coldest(Candidate kind, std::optional<uint32_t> host_class) const;
@@ -187,7 +206,7 @@ class PrefixIndex {
   template <typename Fn>
   void ForEachCandidate(Candidate kind, Fn&& fn) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     RefilePending();
-    for (const auto& [tick, rec] : sets_[kind]) fn(rec);
+    for (const auto& [filed, rec] : sets_[kind]) fn(rec);
   }
   size_t candidate_count(Candidate kind) const { return sets_[kind].size(); }
   // Up to `max` candidates of a kind, coldest first, among those `keep`
@@ -260,16 +279,20 @@ class PrefixIndex {
   // key probe hashes and compares the block key alone.
   absl::flat_hash_map<NamespaceId, Table> tables_;
   size_t size_ = 0;
-  // Per candidate kind: last_access -> record (last_access values are unique,
-  // a counter), and for the host kinds the same per host size class.
-  // B-trees: a Touch moves a record to the end of each set it is in, which
-  // costs a node allocation and a rebalance in a red-black tree.
-  using CandidateSet = absl::btree_map<uint64_t, BlockRecord*>;
+  // Per candidate kind: (priority, last_access) -> record (last_access
+  // values are unique, a counter), and for the host kinds the same per host
+  // size class. B-trees: a refile moves a record within each set it is in,
+  // which costs a node allocation and a rebalance in a red-black tree.
+  using FiledKey = std::pair<double, uint64_t>;
+  using CandidateSet = absl::btree_map<FiledKey, BlockRecord*>;
   mutable CandidateSet sets_[kNumCandidates];
   mutable std::vector<CandidateSet> by_class_[kNumCandidates];
   // Blocks touched since they were filed, each once (refile_pending).
   mutable std::vector<BlockRecord*> pending_refiles_;
   uint64_t clock_ = 0;
+  std::unique_ptr<EvictionPolicy> own_policy_;  // when none is given
+  EvictionPolicy* policy_;
+  double policy_clock_;  // policy_->clock(), read after each reclamation
 };
 
 }  // namespace kvtier

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -180,10 +182,26 @@ TEST(PrefixIndexDeathTest, RemovingABlockWithChildrenAborts) {
 // unpins, touches, residency moves between host and NVMe, freed host copies
 // and removals of the coldest candidates. After every operation no block is
 // stranded, every block keeps a copy somewhere, and the candidate sets hold
-// exactly the blocks they should.
-TEST(PrefixIndexTest, RandomizedNeverStrands) {
-  PrefixIndex index;
+// exactly the blocks they should, in the policy's order: by last access for
+// LRU; for the value policy by the priority a model of it computes at each
+// block's last use (inflation then plus 1 x reuse x retention), then by last
+// access. A block filed long after its last use (a parent whose last child
+// went) keeps the inflation of that use.
+class PrefixIndexRandomizedTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PrefixIndexRandomizedTest, NeverStrandsAndKeepsThePolicyOrder) {
+  std::unique_ptr<EvictionPolicy> policy = *EvictionPolicyByName(GetParam());
+  const bool value = std::string(GetParam()) == "value";
+  PrefixIndex index(policy.get());
   const NamespaceId ns = Ns("m");
+  // The model: each block's expected priority.
+  double inflation = 0;
+  absl::flat_hash_map<const BlockRecord*, double> model;
+  auto price = [&](const BlockRecord& r) {
+    const double factor = r.retention == 0 ? 0 : std::exp2((r.retention - 35) / 13.0);
+    return inflation + (r.uses >= 2 ? 4.0 : 1.0) * factor;
+  };
+  const uint8_t retentions[] = {0, 20, 35, 35, 35, 90};
   std::mt19937_64 rng(12345);
   std::vector<std::string> live;
   std::vector<BlockRecord*> pinned;
@@ -193,7 +211,12 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
     if (op < 4 || live.empty()) {
       std::string parent = (live.empty() || rng() % 4 == 0) ? "" : live[rng() % live.size()];
       std::string key = absl::StrCat("k", next++);
-      ASSERT_TRUE(index.Insert(Rec(ns, key, parent, static_cast<uint32_t>(rng() % 3))).ok());
+      auto rec = Rec(ns, key, parent, static_cast<uint32_t>(rng() % 3));
+      rec->uses = 1 + static_cast<uint32_t>(rng() % 2);
+      rec->retention = retentions[rng() % 6];
+      BlockRecord* r = rec.get();
+      ASSERT_TRUE(index.Insert(std::move(rec)).ok());
+      model[r] = price(*r);
       live.push_back(key);
     } else if (op < 6) {
       BlockRecord* rec = index.Find(ns, Key(live[rng() % live.size()]));
@@ -207,6 +230,7 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
       BlockRecord* rec = index.Find(ns, Key(live[rng() % live.size()]));
       if (rng() % 2) {
         index.Touch(rec);
+        model[rec] = price(*rec);
       } else if (!rec->pinned()) {
         // Residency moves: a copy to NVMe (demotion), or back to host
         // (promotion); each keeps at least one copy.
@@ -222,6 +246,8 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
       BlockRecord* victim = index.Coldest(PrefixIndex::kHostCopy, std::nullopt);
       if (victim == nullptr) continue;
       ASSERT_TRUE(victim->on_nvme && victim->in_host && !victim->pinned());
+      index.NoteReclaimed(victim, /*dropped=*/false);
+      inflation = std::max(inflation, model[victim]);
       victim->in_host = false;
       index.Reclassify(victim);
     } else if (rng() % 3 == 0) {
@@ -230,6 +256,7 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
       BlockRecord* rec = index.Find(ns, Key(live[rng() % live.size()]));
       if (!rec->children().empty() || rec->pinned()) continue;
       std::string key(rec->key.bytes());
+      model.erase(rec);
       index.Remove(rec);
       live.erase(std::find(live.begin(), live.end(), key));
     } else {
@@ -244,6 +271,9 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
         ASSERT_EQ(victim->slot.size_class, *cls);
       }
       std::string key(victim->key.bytes());
+      index.NoteReclaimed(victim, /*dropped=*/true);
+      inflation = std::max(inflation, model[victim]);
+      model.erase(victim);
       index.Remove(victim);
       live.erase(std::find(live.begin(), live.end(), key));
     }
@@ -271,7 +301,8 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
       });
       for (int k = 0; k < PrefixIndex::kNumCandidates; ++k) {
         const auto kind = static_cast<PrefixIndex::Candidate>(k);
-        std::sort(want[k].begin(), want[k].end(), [](const BlockRecord* a, const BlockRecord* b) {
+        std::sort(want[k].begin(), want[k].end(), [&](const BlockRecord* a, const BlockRecord* b) {
+          if (value && model[a] != model[b]) return model[a] < model[b];
           return a->last_access < b->last_access;
         });
         if (kind != PrefixIndex::kNvmeOnlyLeaf) {
@@ -307,6 +338,8 @@ TEST(PrefixIndexTest, RandomizedNeverStrands) {
   }
   EXPECT_GT(index.size(), 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Policies, PrefixIndexRandomizedTest, ::testing::Values("lru", "value"));
 
 }  // namespace
 }  // namespace kvtier

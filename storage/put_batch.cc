@@ -287,13 +287,24 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
   PutResult result;
   std::vector<std::pair<uint64_t, uint64_t>> per_group(targets_.size());  // blocks, bytes
   std::vector<BlockKey> committed;
+  std::vector<float> values(targets_.size());
+  for (size_t g = 0; g < targets_.size(); ++g) {
+    const NamespaceEntry* e = cache_->namespaces_.FindAny(targets_[g].storage);
+    values[g] = e == nullptr ? 0.0f : static_cast<float>(e->retention_value);
+  }
   for (size_t i = 0; i < staged_.size(); ++i) {
     Staged& s = staged_[i];
     if (!s.slot.has_value() || skip[i]) {
       ++result.blocks_already_cached;
       continue;
     }
+    const bool partial_tail =
+        !hybrid_ && i + 1 == staged_.size() && s.size < targets_[s.group].block_bytes;
     auto rec = std::make_unique<BlockRecord>();
+    rec->value = values[s.group];
+    rec->retention = retention_.has_value() ? std::min(*retention_, kMaxRetention)
+                     : partial_tail         ? kMinRetention
+                                            : kDefaultRetention;
     rec->ns = targets_[s.group].storage;
     rec->key = s.key;
     rec->parent_key = s.parent;

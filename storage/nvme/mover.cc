@@ -26,7 +26,8 @@ Mover::Pass Mover::Select() {
   const std::vector<BlockRecord*> leaves = index_->ColdestCandidates(
       PrefixIndex::kHostOnlyLeaf, o.mover_batch, [&](const BlockRecord& r) {
         const DemotionCandidate candidate{.uses = r.uses,
-                                          .namespace_admits = namespaces_->AdmitsNvme(r.ns)};
+                                          .namespace_admits = namespaces_->AdmitsNvme(r.ns),
+                                          .retained = r.retention > kMinRetention};
         switch (DecideDemotion(rule, candidate, pressure)) {
           case DemotionVerdict::kWrite:
             return true;

@@ -30,6 +30,8 @@ DemotionVerdict DecideDemotion(const DemotionRule& rule, const DemotionCandidate
                                bool host_pressure) {
   if (!candidate.namespace_admits) return DemotionVerdict::kRefusedValue;
   bool wanted = false;
+  if (!candidate.retained)
+    return host_pressure ? DemotionVerdict::kRefusedFilter : DemotionVerdict::kSkip;
   switch (rule.policy) {
     case WritePolicy::kWriteThrough:
       wanted = true;

@@ -39,12 +39,13 @@ struct DemotionRule {
 struct DemotionCandidate {
   uint32_t uses = 0;             // Put + Lookup hits + Gets
   bool namespace_admits = true;  // BlockCache::SetNvmeAdmission
+  bool retained = true;          // retention priority above 0 (PutBatch::set_retention)
 };
 
 enum class DemotionVerdict : uint8_t {
   kWrite,          // write it (and its ancestors not yet on NVMe)
   kRefusedValue,   // its namespace does not admit NVMe writes (counted)
-  kRefusedFilter,  // too few uses, under host pressure (counted)
+  kRefusedFilter,  // too few uses, or retention priority 0, under host pressure (counted)
   kSkip,           // not wanted now (no pressure), not counted
 };
 

@@ -1,0 +1,42 @@
+#include "storage/eviction/value_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/hash/hash.h"
+#include "storage/prefix_index.h"
+
+namespace kvtier {
+namespace {
+
+uint64_t Fingerprint(const BlockRecord& record) { return absl::HashOf(record.ns, record.key); }
+
+}  // namespace
+
+ValuePolicy::ValuePolicy() {
+  factors_[0] = 0;
+  for (int p = 1; p <= kMaxRetention; ++p) {
+    factors_[p] = std::exp2((p - static_cast<int>(kDefaultRetention)) / 13.0);
+  }
+}
+
+void ValuePolicy::OnInsert(BlockRecord* record) {
+  if (record->uses < 2 && history_.MaybeContains(Fingerprint(*record))) {
+    record->uses = 2;  // its Put is its second use
+    ++history_hits_;
+  }
+}
+
+double ValuePolicy::Priority(const BlockRecord& record) const {
+  const double value = record.value > 0 ? record.value : default_value_ > 0 ? default_value_ : 1.0;
+  const double reuse = record.uses >= 2 ? kReuseWeight : 1.0;
+  return record.clock_at_use + value * reuse * RetentionFactor(record.retention);
+}
+
+void ValuePolicy::OnReclaim(const BlockRecord& record, double priority, bool dropped,
+                            size_t indexed) {
+  inflation_ = std::max(inflation_, priority);
+  if (dropped) history_.Add(Fingerprint(record), kHistoryPerBlock * indexed);
+}
+
+}  // namespace kvtier
