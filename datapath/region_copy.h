@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -95,6 +96,9 @@ absl::Status ValidateRegionBlocks(absl::Span<const RegionBlock> blocks, uint64_t
 // FAILED_PRECONDITION for a device region without an engine that reaches
 // device memory.
 //
+// `retention`: the engine's retention priority for the saved blocks
+// (BlockCache::PutBatch::set_retention); nullopt for the defaults.
+//
 // With a `transform` (the namespace's storage encoding), Save takes whole
 // plain blocks only (INVALID_ARGUMENT otherwise) and stores their encoding;
 // Load verifies the stored block in the cache, decodes it and copies the
@@ -103,7 +107,7 @@ absl::Status SaveFromRegion(
     BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
     absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
     const KeepGoing& keep_going = [] { return true; }, CopyEngine* engine = nullptr,
-    BlockTransform* transform = nullptr);
+    BlockTransform* transform = nullptr, std::optional<uint8_t> retention = std::nullopt);
 //
 // With a `gpu_tier` on the device of a GPU region, Load copies blocks the
 // tier holds (with their current checksum) device to device, and promotes

@@ -19,7 +19,7 @@ namespace kvtier {
 absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
                             absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
                             const KeepGoing& keep_going, CopyEngine* engine,
-                            BlockTransform* transform) {
+                            BlockTransform* transform, std::optional<uint8_t> retention) {
   RETURN_IF_ERROR(ValidateRegionBlocks(blocks, region.size(), false));
   RETURN_IF_ERROR(CheckDeviceAccess(region, blocks, engine));
   // A hybrid namespace's Save is judged whole: its batches' attention blocks
@@ -90,6 +90,7 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       group = batch.status();
       failed_at = next;
     }
+    if (batch.ok()) (*batch)->set_retention(retention);
     uint64_t staged = 0;
     for (size_t i = next; group.ok() && i < end; ++i) {
       const RegionBlock& b = blocks[i];

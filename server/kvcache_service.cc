@@ -102,6 +102,9 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::Look
   if (absl::Status s = deps_.cache->CheckTenant(req->ns, who->tenant); !s.ok()) {
     return Finish("Lookup", s);
   }
+  absl::StatusOr<std::optional<uint8_t>> retention =
+      RetentionFromProto(request->has_retention_priority(), request->retention_priority());
+  if (!retention.ok()) return Finish("Lookup", retention.status());
   // A hybrid with a model is planned inside its Lookup, among its
   // restorable cuts.
   std::unique_ptr<HybridCutPlanner> hybrid_plan =
@@ -110,6 +113,11 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::Look
       deps_.cache->Lookup(req->ns, req->keys, request->take_lease(),
                           absl::Milliseconds(request->lease_ttl_ms()), hybrid_plan.get());
   if (!r.ok()) return Finish("Lookup", r.status());
+  if (retention->has_value() && r->matched > 0) {
+    absl::StatusOr<size_t> set = deps_.cache->SetRetention(
+        req->ns, absl::MakeConstSpan(req->keys).subspan(0, r->matched), **retention);
+    if (!set.ok()) return Finish("Lookup", set.status());
+  }
   response->set_matched(r->matched);
   auto add_info = [](const MatchedBlock& b, v1::BlockInfo* info) {
     info->set_key(std::string(b.key.bytes()));
@@ -162,8 +170,11 @@ absl::Status KvCacheService::DoPut(grpc::ServerContext* context, const Identity&
   const std::unique_ptr<StreamIdleReaper::Watch> watch = WatchIdle(context);
   while (reader->Read(&chunk)) {
     watch->Touch();
+    ASSIGN_OR_RETURN(
+        std::optional<uint8_t> retention,
+        RetentionFromProto(chunk.has_retention_priority(), chunk.retention_priority()));
     if (absl::Status s = put.Add({chunk.namespace_id(), chunk.key(), chunk.parent_key(),
-                                  chunk.block_bytes(), chunk.data(), chunk.group()});
+                                  chunk.block_bytes(), chunk.data(), chunk.group(), retention});
         !s.ok()) {
       return s;
     }
@@ -341,7 +352,7 @@ grpc::Status KvCacheService::RegionTransfer(
     const char* rpc, bool save, const Identity& who, grpc::ServerContext* context,
     const std::string& namespace_id, const std::string& region_id,
     const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
-    grpc::ServerWriter<v1::BlockCompletion>* writer) {
+    grpc::ServerWriter<v1::BlockCompletion>* writer, std::optional<uint8_t> retention) {
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(namespace_id);
   if (!ns.ok()) return Finish(rpc, ns.status());
   if (absl::Status s = deps_.cache->CheckTenant(*ns, who.tenant); !s.ok()) return Finish(rpc, s);
@@ -404,7 +415,7 @@ grpc::Status KvCacheService::RegionTransfer(
   const KeepGoing keep_going = [context] { return !context->IsCancelled(); };
   const std::shared_ptr<BlockTransform> transform = deps_.transforms->Find(*ns);
   return Finish(rpc, save ? SaveFromRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
-                                           deps_.copy_engine, transform.get())
+                                           deps_.copy_engine, transform.get(), retention)
                           : LoadIntoRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
                                            deps_.copy_engine, transform.get(), deps_.gpu_tier));
 }
@@ -412,8 +423,11 @@ grpc::Status KvCacheService::RegionTransfer(
 grpc::Status KvCacheService::Save(grpc::ServerContext* context, const v1::SaveRequest* request,
                                   grpc::ServerWriter<v1::BlockCompletion>* writer) {
   KVTIER_ADMIT("Save", who);
+  absl::StatusOr<std::optional<uint8_t>> retention =
+      RetentionFromProto(request->has_retention_priority(), request->retention_priority());
+  if (!retention.ok()) return Finish("Save", retention.status());
   return RegionTransfer("Save", true, *who, context, request->namespace_id(), request->region_id(),
-                        request->blocks(), writer);
+                        request->blocks(), writer, *retention);
 }
 
 grpc::Status KvCacheService::Load(grpc::ServerContext* context, const v1::LoadRequest* request,

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "base/mutex.h"
 #include "datapath/copy_engine.h"
@@ -93,7 +94,8 @@ class KvCacheService final : public v1::KvCache::Service {
                               grpc::ServerContext* context, const std::string& namespace_id,
                               const std::string& region_id,
                               const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
-                              grpc::ServerWriter<v1::BlockCompletion>* writer);
+                              grpc::ServerWriter<v1::BlockCompletion>* writer,
+                              std::optional<uint8_t> retention = std::nullopt);
   absl::Status DoPut(grpc::ServerContext* context, const Identity& who,
                      grpc::ServerReader<v1::PutChunk>* reader, v1::PutResponse* response);
   // Tracks a streaming call with the idle reaper (an inert watch without one).

@@ -126,6 +126,15 @@ absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
   return NamespaceKeys{ns, std::move(parsed)};
 }
 
+absl::StatusOr<std::optional<uint8_t>> RetentionFromProto(bool has, uint32_t value) {
+  if (!has) return std::nullopt;
+  if (value > kMaxRetention) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("retention_priority ", value, " is above ", static_cast<int>(kMaxRetention)));
+  }
+  return static_cast<uint8_t>(value);
+}
+
 absl::StatusOr<BlockKey> OptionalKeyFromProto(absl::string_view bytes, const char* field) {
   if (bytes.empty()) return BlockKey();
   absl::StatusOr<BlockKey> k = BlockKey::Create(bytes);

@@ -8,6 +8,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "kvtier/v1/kvcache.pb.h"
 #include "kvtier/v1/types.pb.h"
 #include "storage/block_key.h"
+#include "storage/eviction/eviction_policy.h"
 #include "storage/namespace_spec.h"
 
 namespace kvtier {
@@ -43,6 +45,9 @@ absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
     const std::string& namespace_id, const google::protobuf::RepeatedPtrField<std::string>& keys);
 // Empty bytes give an empty BlockKey (no parent).
 absl::StatusOr<BlockKey> OptionalKeyFromProto(absl::string_view bytes, const char* field);
+// A request's optional retention_priority: nullopt when unset;
+// INVALID_ARGUMENT above kMaxRetention (100).
+absl::StatusOr<std::optional<uint8_t>> RetentionFromProto(bool has, uint32_t value);
 
 }  // namespace kvtier
 

@@ -21,6 +21,7 @@ absl::Status PutAssembly::Begin(const PutChunkFields& chunk) {
   RETURN_IF_ERROR(cache_->CheckTenant(ns, tenant_));
   ASSIGN_OR_RETURN(std::unique_ptr<BlockCache::PutBatch> b, cache_->BeginPut(ns));
   batch_ = std::move(b);
+  batch_->set_retention(chunk.retention);
   transform_ = transforms_->Find(ns);
   if (transform_ != nullptr) encoded_.resize(transform_->stored_bytes());
   return absl::OkStatus();

@@ -37,6 +37,8 @@ struct PutChunkFields {
   uint64_t block_bytes = 0;
   absl::string_view data;
   uint32_t group = 0;  // the layer group of a hybrid namespace's block
+  // First chunk: the Put's retention priority (validated), if given.
+  std::optional<uint8_t> retention = std::nullopt;
 };
 
 class PutAssembly {

@@ -136,6 +136,20 @@ absl::Status BlockCache::SetRetentionValue(const NamespaceId& ns, double seconds
   return absl::OkStatus();
 }
 
+absl::StatusOr<size_t> BlockCache::SetRetention(const NamespaceId& ns,
+                                                absl::Span<const BlockKey> keys,
+                                                uint8_t retention) {
+  MutexLock lock(&mu_);
+  RETURN_IF_ERROR(namespaces_.FindOpen(ns).status());
+  std::vector<BlockRecord*> matched;
+  index_.MatchChain(ns, keys, &matched);
+  for (BlockRecord* rec : matched) {
+    rec->retention = std::min(retention, kMaxRetention);
+    index_.Reclassify(rec);  // refiled at its new priority
+  }
+  return matched.size();
+}
+
 absl::Status BlockCache::SetNvmeAdmission(const NamespaceId& ns, bool admit) {
   MutexLock lock(&mu_);
   return namespaces_.SetNvmeAdmission(ns, admit);

@@ -329,6 +329,11 @@ class BlockCache {
   absl::Status SetRetentionValue(const NamespaceId& ns, double seconds_per_byte)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::string_view eviction_policy() const { return policy_->name(); }
+  // Sets the retention priority (0..100, see PutBatch::set_retention) of
+  // the cached leading run of `keys` in `ns`; returns how many blocks it set.
+  // NOT_FOUND for a namespace that is not open.
+  absl::StatusOr<size_t> SetRetention(const NamespaceId& ns, absl::Span<const BlockKey> keys,
+                                      uint8_t retention) ABSL_LOCKS_EXCLUDED(mu_);
   bool nvme_enabled() const { return nvme_ != nullptr; }
   // Measured read speed of each tier: the host meter times verification
   // passes over host copies, the NVMe meter times promotion reads.
@@ -518,9 +523,9 @@ class BlockCache::PutBatch {
   // The engine's retention priority for the blocks this batch stores
   // (0..100, as EvictionPolicy's; larger values count as 100). Without one,
   // blocks get kDefaultRetention, except a partial last block (the batch's
-  // last, smaller than its namespace's block size, not hybrid), which gets
-  // 0: reclaimed first and never written to NVMe, since such a block is
-  // almost never reused.
+  // last, the child of the block before it and shorter than it, not
+  // hybrid), which gets 0: reclaimed first and never written to NVMe, since
+  // such a block is almost never reused.
   void set_retention(std::optional<uint8_t> retention) { retention_ = retention; }
   // Slots of blocks KeepVerifiedPrefix dropped, freed with the batch.
   size_t held_slots() const { return held_.size(); }

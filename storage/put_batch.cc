@@ -298,8 +298,11 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
       ++result.blocks_already_cached;
       continue;
     }
-    const bool partial_tail =
-        !hybrid_ && i + 1 == staged_.size() && s.size < targets_[s.group].block_bytes;
+    // A partial last block: shorter than the block before it in the same
+    // chain (an engine's full blocks are all alike; a one-block Put is never
+    // judged partial).
+    const bool partial_tail = !hybrid_ && i > 0 && i + 1 == staged_.size() &&
+                              staged_[i - 1].key == s.parent && s.size < staged_[i - 1].size;
     auto rec = std::make_unique<BlockRecord>();
     rec->value = values[s.group];
     rec->retention = retention_.has_value() ? std::min(*retention_, kMaxRetention)

@@ -98,6 +98,9 @@ struct PutFlags {
   std::string path;
   FileNamespace ns;
   uint64_t chunk_bytes = 1 << 20;
+  // A file's last block is kept like the others (unlike an engine's partial
+  // block, which the daemon reclaims first unless told otherwise).
+  uint32_t retention = 35;
 };
 
 int Put(const Globals& g, const PutFlags& p) {
@@ -126,6 +129,7 @@ int Put(const Globals& g, const PutFlags& p) {
   }
   client::PutOptions options;
   options.chunk_bytes = p.chunk_bytes;
+  options.retention_priority = p.retention;
   absl::StatusOr<client::PutResult> put = c->PutBlocks(ns, keys, data, options);
   if (!put.ok()) return RpcFailed(g, "Put", put.status());
 
@@ -284,6 +288,10 @@ void RegisterBlockCommands(CLI::App& app, CommandSet* commands) {
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   put->add_option("--model", p->ns.model, "model id of the namespace")->capture_default_str();
+  put->add_option("--retention", p->retention,
+                  "retention priority of the blocks, 0..100 (higher kept longer)")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
   commands->Add(put, [p](const Globals& g) { return Put(g, *p); });
 
   auto gf = std::make_shared<GetFlags>();

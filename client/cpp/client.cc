@@ -71,7 +71,8 @@ class Client::Impl {
 
   absl::Status Transfer(bool save, const std::string& ns, const std::string& region_id,
                         absl::Span<const RegionBlockRef> blocks,
-                        const std::function<void(const BlockCompletion&)>& on_block) {
+                        const std::function<void(const BlockCompletion&)>& on_block,
+                        std::optional<uint32_t> retention_priority = std::nullopt) {
     grpc::ClientContext ctx;
     Prepare(&ctx);
     auto fill = [&](auto& req) {
@@ -95,6 +96,7 @@ class Client::Impl {
     if (save) {
       v1::SaveRequest req;
       fill(req);
+      if (retention_priority.has_value()) req.set_retention_priority(*retention_priority);
       reader = stub_->Save(&ctx, req);
     } else {
       v1::LoadRequest req;
@@ -206,6 +208,7 @@ absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
   for (const std::string& k : keys) req.add_keys(k);
   req.set_take_lease(o.take_lease);
   req.set_lease_ttl_ms(o.lease_ttl_ms);
+  if (o.retention_priority.has_value()) req.set_retention_priority(*o.retention_priority);
   req.set_prompt_tokens(o.prompt_tokens);
   auto& resp = *google::protobuf::Arena::CreateMessage<v1::LookupResponse>(&arena);
   grpc::ClientContext ctx;
@@ -338,6 +341,9 @@ absl::StatusOr<PutResult> Client::PutBlocks(const std::string& ns,
       v1::PutChunk c;
       if (at == 0) {
         c.set_namespace_id(i == 0 ? ns : "");
+        if (i == 0 && options.retention_priority.has_value()) {
+          c.set_retention_priority(*options.retention_priority);
+        }
         c.set_key(keys[i]);
         c.set_parent_key(parent->second);
         c.set_block_bytes(data[i].size());
@@ -433,8 +439,9 @@ absl::Status Client::UnregisterMemory(const std::string& region_id) {
 
 absl::Status Client::Save(const std::string& ns, const std::string& region_id,
                           absl::Span<const RegionBlockRef> blocks,
-                          const std::function<void(const BlockCompletion&)>& on_block) {
-  return impl_->Transfer(true, ns, region_id, blocks, on_block);
+                          const std::function<void(const BlockCompletion&)>& on_block,
+                          std::optional<uint32_t> retention_priority) {
+  return impl_->Transfer(true, ns, region_id, blocks, on_block, retention_priority);
 }
 
 absl::Status Client::Load(const std::string& ns, const std::string& region_id,

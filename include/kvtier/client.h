@@ -89,6 +89,9 @@ struct LookupOptions {
   bool take_lease = false;
   uint32_t lease_ttl_ms = 0;   // 0: the daemon's default
   uint32_t prompt_tokens = 0;  // for the plan; 0: matched tokens
+  // Sets the matched blocks' retention priority (0..100, higher kept
+  // longer; 0 when the conversation ended). Unset: left as they are.
+  std::optional<uint32_t> retention_priority = std::nullopt;
 };
 
 struct FetchPlan {
@@ -163,6 +166,9 @@ struct PutOptions {
   // one's: parent_key). One Put is judged whole: put a prefix's attention
   // blocks and the snapshot that makes them restorable together.
   std::vector<uint32_t> groups = {};
+  // Retention priority of the blocks (0..100, higher kept longer). Unset:
+  // 35, and 0 for a partial last block (shorter than the one before it).
+  std::optional<uint32_t> retention_priority = std::nullopt;
 };
 
 struct PutResult {
@@ -258,9 +264,11 @@ class Client {
 
   // Calls on_block for each completion as it arrives; returns the call's
   // status (a request error, or OK once every block has its completion).
+  // `retention_priority`: as PutOptions'.
   absl::Status Save(const std::string& ns, const std::string& region_id,
                     absl::Span<const RegionBlockRef> blocks,
-                    const std::function<void(const BlockCompletion&)>& on_block);
+                    const std::function<void(const BlockCompletion&)>& on_block,
+                    std::optional<uint32_t> retention_priority = std::nullopt);
   absl::Status Load(const std::string& ns, const std::string& region_id,
                     absl::Span<const RegionBlockRef> blocks,
                     const std::function<void(const BlockCompletion&)>& on_block);

@@ -293,8 +293,10 @@ TEST_F(SharedMemoryRpcTest, ExpiredLeaseGivesPreciseMisses) {
     grpc::ClientContext ctx;
     EXPECT_EQ(kv_->Release(&ctx, rel, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
   }
-  // Other chains fill the 128-block host tier twice over: b0..b7 are evicted.
-  SaveOtherChains(region, 2000);
+  // Other chains fill the 128-block host tier about eight times over: b0..b7,
+  // used more than once, outlive a few turnovers (the value policy), then
+  // are evicted.
+  for (int base : {2000, 3000, 4000, 5000}) SaveOtherChains(region, base);
   std::memset(mem_ + 48 * kBlock, 0xab, 8 * kBlock);
   out.clear();
   ASSERT_TRUE(Load(region, 0, 8, 48, &out).ok());

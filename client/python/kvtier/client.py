@@ -300,10 +300,17 @@ class Client:
                          r.encoding, r.stored_block_bytes, [g.block_bytes for g in r.groups])
 
     def lookup(self, namespace_id: str, keys: Sequence[bytes], take_lease: bool = False,
-               lease_ttl_ms: int = 0, prompt_tokens: int = 0) -> LookupResult:
-        r = self._call(self._stub.Lookup, kvcache_pb2.LookupRequest(
+               lease_ttl_ms: int = 0, prompt_tokens: int = 0,
+               retention_priority: Optional[int] = None) -> LookupResult:
+        """`retention_priority` (0..100, higher kept longer) re-marks the
+        matched blocks: high for a shared system prompt, 0 once the
+        conversation ended (they are then reclaimed first)."""
+        req = kvcache_pb2.LookupRequest(
             namespace_id=namespace_id, keys=list(keys), take_lease=take_lease,
-            lease_ttl_ms=lease_ttl_ms, prompt_tokens=prompt_tokens))
+            lease_ttl_ms=lease_ttl_ms, prompt_tokens=prompt_tokens)
+        if retention_priority is not None:
+            req.retention_priority = retention_priority
+        r = self._call(self._stub.Lookup, req)
         has_plan = r.HasField("plan")
 
         def loads(groups: Sequence[kvcache_pb2.GroupLoad]) -> List[GroupLoad]:
@@ -331,11 +338,14 @@ class Client:
         return r.leases_released, r.blocks_dropped, r.blocks_kept
 
     def put(self, namespace_id: str, keys: Sequence[bytes], blocks: Sequence[bytes],
-            parent_key: bytes = b"", groups: Optional[Sequence[int]] = None) -> int:
+            parent_key: bytes = b"", groups: Optional[Sequence[int]] = None,
+            retention_priority: Optional[int] = None) -> int:
         """Stores blocks; all or nothing. Hybrid namespaces: groups[i] is the
         layer group of blocks[i], whose parent is the previous key of the
         same group; one put is judged whole (attention blocks and the
-        snapshot that makes them restorable belong together)."""
+        snapshot that makes them restorable belong together).
+        `retention_priority` (0..100, higher kept longer); unset: 35, and 0
+        for a partial last block (shorter than the one before it)."""
         if len(keys) != len(blocks) or not keys:
             raise KvtierError(grpc.StatusCode.INVALID_ARGUMENT,
                               "put needs one block per key, and at least one key")
@@ -346,9 +356,12 @@ class Client:
             parents: Dict[int, bytes] = {}
             for i, (k, data) in enumerate(zip(keys, blocks)):
                 g = groups[i] if groups is not None else 0
-                yield kvcache_pb2.PutChunk(namespace_id=namespace_id if i == 0 else "", key=k,
-                                           parent_key=parents.get(g, parent_key),
-                                           block_bytes=len(data), data=data, group=g)
+                chunk = kvcache_pb2.PutChunk(namespace_id=namespace_id if i == 0 else "", key=k,
+                                             parent_key=parents.get(g, parent_key),
+                                             block_bytes=len(data), data=data, group=g)
+                if i == 0 and retention_priority is not None:
+                    chunk.retention_priority = retention_priority
+                yield chunk
                 parents[g] = k
 
         try:
@@ -404,16 +417,19 @@ class Client:
 
     def _transfer(self, save: bool, namespace_id: str, region_id: str,
                   blocks: Iterable[BlockRef],
-                  on_block: Optional[Callable[[Completion], None]]) -> List[Completion]:
+                  on_block: Optional[Callable[[Completion], None]],
+                  retention_priority: Optional[int] = None) -> List[Completion]:
         refs = [kvcache_pb2.BlockRef(
             key=b.key, parent_key=b.parent_key if save else b"", offset=b.offset,
             size_bytes=b.size, group=b.group,
             segments=[kvcache_pb2.RegionSegment(offset=o, size_bytes=n)
                       for o, n in (b.segments or [])]) for b in blocks]
         if save:
-            stream = self._stub.Save(kvcache_pb2.SaveRequest(
-                namespace_id=namespace_id, region_id=region_id, blocks=refs),
-                timeout=self._timeout)
+            save_req = kvcache_pb2.SaveRequest(namespace_id=namespace_id, region_id=region_id,
+                                               blocks=refs)
+            if retention_priority is not None:
+                save_req.retention_priority = retention_priority
+            stream = self._stub.Save(save_req, timeout=self._timeout)
         else:
             stream = self._stub.Load(kvcache_pb2.LoadRequest(
                 namespace_id=namespace_id, region_id=region_id, blocks=refs),
@@ -447,9 +463,12 @@ class Client:
                            c.message, c.size_bytes) for c in resp.blocks]
 
     def save(self, namespace_id: str, region_id: str, blocks: Iterable[BlockRef],
-             on_block: Optional[Callable[[Completion], None]] = None) -> List[Completion]:
-        """Stores blocks from the region; one Completion per block."""
-        return self._transfer(True, namespace_id, region_id, blocks, on_block)
+             on_block: Optional[Callable[[Completion], None]] = None,
+             retention_priority: Optional[int] = None) -> List[Completion]:
+        """Stores blocks from the region; one Completion per block.
+        `retention_priority`: as put's."""
+        return self._transfer(True, namespace_id, region_id, blocks, on_block,
+                              retention_priority)
 
     def load(self, namespace_id: str, region_id: str, blocks: Iterable[BlockRef],
              on_block: Optional[Callable[[Completion], None]] = None) -> List[Completion]:
