@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "costmodel/catalog.h"
+#include "costmodel/fetch_plan.h"
 #include "costmodel/hf_config.h"
 #include "costmodel/tier_value.h"
 #include "spdlog/spdlog.h"
@@ -174,6 +175,7 @@ NamespacePlanning LookupPlanner::Attach(const NamespaceId& ns, const NamespaceSp
     deployment = e.deployment;
   }
   UpdateAdmission(ns, deployment.get());
+  UpdateRetentionValue(ns, spec, deployment.get());
   MutexLock lock(&mu_);
   return entries_[ns].planning;
 }
@@ -189,6 +191,21 @@ costmodel::TierLink LookupPlanner::NvmeLink() const {
   const TransferEstimate e = cache_->nvme_meter().Estimate();
   // Unmeasured: price NVMe as unusable rather than guess a speed.
   return {"nvme", e.bytes_per_s > 0 ? e.bytes_per_s : 1.0, e.latency_s};
+}
+
+void LookupPlanner::UpdateRetentionValue(const NamespaceId& ns, const NamespaceSpec& spec,
+                                         const costmodel::Deployment* d) {
+  if (d == nullptr || spec.layout.tokens_per_block == 0) return;
+  absl::StatusOr<uint64_t> block_bytes = BlockBytes(spec.layout);
+  if (!block_bytes.ok() || *block_bytes == 0) return;
+  const double tokens = options_.admission_tokens;
+  const double bytes_per_token =
+      static_cast<double>(*block_bytes) / static_cast<double>(spec.layout.tokens_per_block);
+  const double value = costmodel::RecomputeSeconds(*d, 0, tokens) / tokens / bytes_per_token;
+  if (!cache_->SetRetentionValue(ns, value).ok()) return;  // not finite, or closed meanwhile
+  MutexLock lock(&mu_);
+  auto it = entries_.find(ns);
+  if (it != entries_.end()) it->second.planning.retention_seconds_per_byte = value;
 }
 
 void LookupPlanner::UpdateAdmission(const NamespaceId& ns, const costmodel::Deployment* d) {

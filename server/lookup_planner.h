@@ -56,6 +56,10 @@ struct NamespacePlanning {
   std::string note;
   bool nvme_admitted = true;
   double nvme_value_seconds_per_token = 0;  // 0 when not evaluated
+  // What a hit saves per byte of this rank's blocks (recompute seconds over
+  // costmodel.admission_tokens, per KV byte), given to the cache's eviction
+  // policy (BlockCache::SetRetentionValue); 0 when not priced.
+  double retention_seconds_per_byte = 0;
 };
 
 struct TierReading {
@@ -159,6 +163,9 @@ class LookupPlanner {
   costmodel::TierLink NvmeLink() const;
   // Re-evaluates NVMe admission (d null: no model); tells the cache when it
   // changes.
+  // Prices a hit on the namespace's blocks for the eviction policy.
+  void UpdateRetentionValue(const NamespaceId& ns, const NamespaceSpec& spec,
+                            const costmodel::Deployment* d) ABSL_LOCKS_EXCLUDED(mu_);
   void UpdateAdmission(const NamespaceId& ns, const costmodel::Deployment* d)
       ABSL_LOCKS_EXCLUDED(mu_);
   // INVALID_ARGUMENT unless the layout is what one rank of the model holds.

@@ -256,5 +256,25 @@ TEST_F(LookupPlannerTest, NvmeAdmissionFollowsTierValue) {
   EXPECT_EQ(cache_->RunMoverOnce(), 4u);
 }
 
+TEST_F(LookupPlannerTest, PricesAHitPerByteForTheEvictionPolicy) {
+  auto p = Planner();
+  NamespacePlanning small = p->Attach(ns_, Spec1b(), *p->Prepare(Spec1b(), "llama-3.2-1b", ""));
+  NamespaceSpec spec8b;
+  spec8b.model_id = "meta-llama/Llama-3.1-8B";
+  spec8b.layout = KvLayout{32, 8, 128, DType::kBf16, 16, 0, 1};
+  const NamespaceId ns8b = cache_->OpenNamespace(spec8b)->id;
+  NamespacePlanning big = p->Attach(ns8b, spec8b, *p->Prepare(spec8b, "llama-3.1-8b", ""));
+  // Per KV byte, the 8B model recomputes about 6.5x the FLOPs of the 1B
+  // model over 4x the bytes: a hit on its blocks is worth more.
+  EXPECT_GT(small.retention_seconds_per_byte, 0);
+  EXPECT_GT(big.retention_seconds_per_byte, 1.3 * small.retention_seconds_per_byte);
+  EXPECT_LT(big.retention_seconds_per_byte, 2.5 * small.retention_seconds_per_byte);
+  // Without a model nothing is priced.
+  NamespaceSpec bare = Spec1b();
+  bare.model_id = "unpriced";
+  const NamespaceId ns_bare = cache_->OpenNamespace(bare)->id;
+  EXPECT_EQ(p->Attach(ns_bare, bare, std::nullopt).retention_seconds_per_byte, 0);
+}
+
 }  // namespace
 }  // namespace kvtier

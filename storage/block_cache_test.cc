@@ -345,5 +345,64 @@ TEST_F(BlockCacheTest, ReadPinsBlocksAgainstEvictionAndDeletion) {
   EXPECT_TRUE(std::equal(expect.begin(), expect.end(), (*h)[0].bytes().begin()));
 }
 
+TEST_F(BlockCacheTest, BlocksWorthMorePerByteOutliveCheaperOnes) {
+  // Two namespaces share the 128-slot tier; a hit on b's blocks saves 8x the
+  // recompute per byte. Both put the same stream of one-block chains.
+  const NamespaceId b = OpenNs("model-b", "");
+  ASSERT_TRUE(cache_->SetRetentionValue(ns_, 1e-10).ok());
+  ASSERT_TRUE(cache_->SetRetentionValue(b, 8e-10).ok());
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_TRUE(Put(ns_, {absl::StrCat("a", i)}).ok());
+    ASSERT_TRUE(Put(b, {absl::StrCat("b", i)}).ok());
+  }
+  int kept_a = 0, kept_b = 0;
+  for (int i = 0; i < 400; ++i) {
+    kept_a += static_cast<int>(Matched(ns_, {absl::StrCat("a", i)}));
+    kept_b += static_cast<int>(Matched(b, {absl::StrCat("b", i)}));
+  }
+  EXPECT_GT(kept_b, 3 * kept_a) << kept_a << " vs " << kept_b;
+  EXPECT_EQ(cache_->SetRetentionValue(ns_, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache_->SetRetentionValue(ns_, std::nan("")).code(),
+            absl::StatusCode::kInvalidArgument);
+  NamespaceSpec unknown;
+  unknown.model_id = "never-opened";
+  unknown.layout = KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1};
+  EXPECT_EQ(cache_->SetRetentionValue(NamespaceId::Of(unknown), 1).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(BlockCacheTest, APartialLastBlockGoesFirstUnlessTheEngineAsks) {
+  // Chains of a full block and a shorter last one (in the same slab class,
+  // so they compete for the same slots). Unasked, the short tails are
+  // reclaimed before any full block; asked (retention 35), they are not.
+  auto put_chain = [&](const std::string& name, std::optional<uint8_t> retention) {
+    auto batch = cache_->BeginPut(ns_);
+    ASSERT_TRUE(batch.ok());
+    (*batch)->set_retention(retention);
+    const BlockKey head = *BlockKey::Create(name + "-head");
+    const BlockKey tail = *BlockKey::Create(name + "-tail");
+    ASSERT_TRUE((*batch)->StartBlock(head, BlockKey(), 64 * kKiB).ok());
+    ASSERT_TRUE((*batch)->Append(std::vector<uint8_t>(64 * kKiB, 1)).ok());
+    ASSERT_TRUE((*batch)->StartBlock(tail, head, 62 * kKiB).ok());
+    ASSERT_TRUE((*batch)->Append(std::vector<uint8_t>(62 * kKiB, 2)).ok());
+    ASSERT_TRUE((*batch)->Commit().ok());
+  };
+  for (int i = 0; i < 20; ++i) put_chain(absl::StrCat("plain", i), std::nullopt);
+  for (int i = 0; i < 20; ++i) put_chain(absl::StrCat("asked", i), 35);
+  // 80 of the 128 slots are taken; 68 full blocks more: 20 blocks must go.
+  for (int i = 0; i < 68; ++i) ASSERT_TRUE(Put(ns_, {absl::StrCat("fill", i)}).ok());
+  int plain_tails = 0, asked_tails = 0, heads = 0;
+  for (int i = 0; i < 20; ++i) {
+    plain_tails +=
+        Matched(ns_, {absl::StrCat("plain", i, "-head"), absl::StrCat("plain", i, "-tail")}) == 2;
+    asked_tails +=
+        Matched(ns_, {absl::StrCat("asked", i, "-head"), absl::StrCat("asked", i, "-tail")}) == 2;
+    heads += Matched(ns_, {absl::StrCat("plain", i, "-head")});
+  }
+  EXPECT_EQ(plain_tails, 0) << "every unasked partial tail went first";
+  EXPECT_EQ(asked_tails, 20);
+  EXPECT_EQ(heads, 20) << "only the unasked tails had to go";
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -284,6 +284,37 @@ class PythonClientTest(unittest.TestCase):
             self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
 
 
+class RetentionTest(unittest.TestCase):
+    def test_retention_priorities(self):
+        """Put/Save/Lookup take a retention priority: bad values change nothing;
+        a prefix marked 100 outlives the others, one marked 0 (its conversation
+        ended) goes first."""
+        # 4 MiB of host tier in 1 MiB slabs: 512 slots of 8 KiB.
+        with own_daemon("kvtier-py-retention-", ("--set", "host_tier.bytes=4MiB")) as (_, client):
+            ns = client.open_namespace("retention-model", num_layers=1, num_kv_heads=1,
+                                       head_dim=128, tokens_per_block=BLOCK_TOKENS)
+            block = b"r" * BLOCK_BYTES
+            with self.assertRaises(KvtierError) as e:
+                client.put(ns.id, [b"bad"], [block], retention_priority=101)
+            self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertEqual(client.lookup(ns.id, [b"bad"]).matched, 0)
+            client.put(ns.id, [b"system", b"system-2"], [block, block], retention_priority=100)
+            client.put(ns.id, [b"ended", b"ended-2"], [block, block])
+            client.put(ns.id, [b"plain", b"plain-2"], [block, block])
+            with self.assertRaises(KvtierError) as e:
+                client.lookup(ns.id, [b"ended", b"ended-2"], retention_priority=200)
+            self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertEqual(
+                client.lookup(ns.id, [b"ended", b"ended-2"], retention_priority=0).matched, 2)
+            # 600 one-block chains: the tier turns over about once.
+            for i in range(600):
+                client.put(ns.id, [b"fill-%d" % i], [block])
+            self.assertEqual(client.lookup(ns.id, [b"system", b"system-2"]).matched, 2)
+            self.assertEqual(client.lookup(ns.id, [b"ended"]).matched, 0)
+            self.assertEqual(client.lookup(ns.id, [b"plain"]).matched, 0)
+            self.assertEqual(client.lookup(ns.id, [b"fill-599"]).matched, 1)
+
+
 class DaemonKilledMidLoadTest(unittest.TestCase):
     """kill -9 during a Load: the client gets an error, every block it was told
     is loaded holds the right bytes, and no other block is claimed loaded."""
