@@ -104,6 +104,7 @@ const std::vector<KeySpec>& Keys() {
       Field("server.shm_dir", &DaemonConfig::shm_dir, ParseString),
       Field("host_tier.bytes", &DaemonConfig::host_tier_bytes, ParseBytes),
       Field("host_tier.slab_bytes", &DaemonConfig::host_slab_bytes, ParseBytes),
+      Field("cache.eviction_policy", &DaemonConfig::eviction_policy, ParseString),
       Field("limits.max_block_bytes", &DaemonConfig::max_block_bytes, ParseBytes),
       Field("limits.max_namespaces", &DaemonConfig::max_namespaces, ParseU32),
       Field("limits.max_keys_per_request", &DaemonConfig::max_keys_per_request, ParseU32),
@@ -320,6 +321,9 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
   }
   if (c.max_block_bytes == 0 || c.max_block_bytes > c.host_slab_bytes) {
     return bad("limits.max_block_bytes must be in 1..host_tier.slab_bytes");
+  }
+  if (c.eviction_policy != "value" && c.eviction_policy != "lru") {
+    return bad("cache.eviction_policy must be value or lru, not '", c.eviction_policy, "'");
   }
   if (c.tenant_max_namespaces == 0 || c.tenant_max_leases == 0 || c.tenant_max_lease_blocks == 0 ||
       c.tenant_max_regions == 0 || c.tenant_max_region_bytes == 0) {

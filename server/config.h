@@ -46,6 +46,8 @@ struct DaemonConfig {
 
   uint64_t host_tier_bytes = 0;  // set by DefaultConfig from RAM
   uint64_t host_slab_bytes = uint64_t{64} << 20;
+  // Which blocks the tiers reclaim first: "value" or "lru" (BlockCacheOptions).
+  std::string eviction_policy = "value";
 
   uint64_t max_block_bytes = uint64_t{64} << 20;
   uint32_t max_namespaces = 1024;

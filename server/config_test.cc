@@ -89,6 +89,18 @@ TEST(ConfigTest, MalformedYamlAndBadValuesAreErrors) {
   EXPECT_EQ(ApplyYamlFile("/nonexistent/kvtier.yaml", &c).code(), absl::StatusCode::kNotFound);
 }
 
+TEST(ConfigTest, EvictionPolicyIsValueByDefaultAndLruOnRequest) {
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  EXPECT_EQ(c.eviction_policy, "value");
+  ASSERT_TRUE(ApplyYaml("cache:\n  eviction_policy: lru\n", &c).ok());
+  EXPECT_EQ(c.eviction_policy, "lru");
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  ASSERT_TRUE(ApplyYaml("cache:\n  eviction_policy: lfu\n", &c).ok());
+  const absl::Status s = ValidateConfig(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("cache.eviction_policy must be value or lru"), std::string::npos) << s;
+}
+
 // Regression (tests/fuzz/config_fuzz found it): a value with carriage
 // returns applied, then printed as YAML that read back differently. Control
 // characters are refused, naming the key; other odd but printable values

@@ -261,7 +261,7 @@ TEST_F(LookupPlannerTest, PricesAHitPerByteForTheEvictionPolicy) {
   NamespacePlanning small = p->Attach(ns_, Spec1b(), *p->Prepare(Spec1b(), "llama-3.2-1b", ""));
   NamespaceSpec spec8b;
   spec8b.model_id = "meta-llama/Llama-3.1-8B";
-  spec8b.layout = KvLayout{32, 8, 128, DType::kBf16, 16, 0, 1};
+  spec8b.layout = KvLayout{32, 8, 128, DType::kBf16, 4, 0, 1};  // 512 KiB blocks
   const NamespaceId ns8b = cache_->OpenNamespace(spec8b)->id;
   NamespacePlanning big = p->Attach(ns8b, spec8b, *p->Prepare(spec8b, "llama-3.1-8b", ""));
   // Per KV byte, the 8B model recomputes about 6.5x the FLOPs of the 1B

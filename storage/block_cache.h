@@ -523,9 +523,9 @@ class BlockCache::PutBatch {
   // The engine's retention priority for the blocks this batch stores
   // (0..100, as EvictionPolicy's; larger values count as 100). Without one,
   // blocks get kDefaultRetention, except a partial last block (the batch's
-  // last, the child of the block before it and shorter than it, not
-  // hybrid), which gets 0: reclaimed first and never written to NVMe, since
-  // such a block is almost never reused.
+  // last, shorter than its parent, not hybrid), which gets 0: reclaimed
+  // first and never written to NVMe, since such a block is almost never
+  // reused.
   void set_retention(std::optional<uint8_t> retention) { retention_ = retention; }
   // Slots of blocks KeepVerifiedPrefix dropped, freed with the batch.
   size_t held_slots() const { return held_.size(); }

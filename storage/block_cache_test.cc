@@ -389,8 +389,16 @@ TEST_F(BlockCacheTest, APartialLastBlockGoesFirstUnlessTheEngineAsks) {
   };
   for (int i = 0; i < 20; ++i) put_chain(absl::StrCat("plain", i), std::nullopt);
   for (int i = 0; i < 20; ++i) put_chain(absl::StrCat("asked", i), 35);
-  // 80 of the 128 slots are taken; 68 full blocks more: 20 blocks must go.
-  for (int i = 0; i < 68; ++i) ASSERT_TRUE(Put(ns_, {absl::StrCat("fill", i)}).ok());
+  // A tail Put on its own, its parent cached by an earlier Put (a turn that
+  // continues a conversation): partial too.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(Put(ns_, {absl::StrCat("later", i, "-head")}).ok());
+    ASSERT_TRUE(
+        Put(ns_, {absl::StrCat("later", i, "-tail")}, absl::StrCat("later", i, "-head"), 62 * kKiB)
+            .ok());
+  }
+  // 100 of the 128 slots are taken; 58 full blocks more: 30 blocks must go.
+  for (int i = 0; i < 58; ++i) ASSERT_TRUE(Put(ns_, {absl::StrCat("fill", i)}).ok());
   int plain_tails = 0, asked_tails = 0, heads = 0;
   for (int i = 0; i < 20; ++i) {
     plain_tails +=
@@ -399,9 +407,16 @@ TEST_F(BlockCacheTest, APartialLastBlockGoesFirstUnlessTheEngineAsks) {
         Matched(ns_, {absl::StrCat("asked", i, "-head"), absl::StrCat("asked", i, "-tail")}) == 2;
     heads += Matched(ns_, {absl::StrCat("plain", i, "-head")});
   }
+  int later_tails = 0;
+  for (int i = 0; i < 10; ++i) {
+    later_tails +=
+        Matched(ns_, {absl::StrCat("later", i, "-head"), absl::StrCat("later", i, "-tail")}) == 2;
+    heads += Matched(ns_, {absl::StrCat("later", i, "-head")});
+  }
   EXPECT_EQ(plain_tails, 0) << "every unasked partial tail went first";
+  EXPECT_EQ(later_tails, 0);
   EXPECT_EQ(asked_tails, 20);
-  EXPECT_EQ(heads, 20) << "only the unasked tails had to go";
+  EXPECT_EQ(heads, 30) << "only the unasked tails had to go";
 }
 
 }  // namespace

@@ -298,11 +298,17 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
       ++result.blocks_already_cached;
       continue;
     }
-    // A partial last block: shorter than the block before it in the same
-    // chain (an engine's full blocks are all alike; a one-block Put is never
+    // A partial last block: shorter than its parent, earlier in the batch
+    // or cached (an engine's full blocks are all alike; a root is never
     // judged partial).
-    const bool partial_tail = !hybrid_ && i > 0 && i + 1 == staged_.size() &&
-                              staged_[i - 1].key == s.parent && s.size < staged_[i - 1].size;
+    bool partial_tail = false;
+    if (!hybrid_ && i + 1 == staged_.size() && !s.parent.empty()) {
+      if (i > 0 && staged_[i - 1].key == s.parent) {
+        partial_tail = s.size < staged_[i - 1].size;
+      } else if (const BlockRecord* p = index.Find(targets_[s.group].storage, s.parent)) {
+        partial_tail = s.size < p->size;
+      }
+    }
     auto rec = std::make_unique<BlockRecord>();
     rec->value = values[s.group];
     rec->retention = retention_.has_value() ? std::min(*retention_, kMaxRetention)

@@ -167,7 +167,7 @@ struct PutOptions {
   // blocks and the snapshot that makes them restorable together.
   std::vector<uint32_t> groups = {};
   // Retention priority of the blocks (0..100, higher kept longer). Unset:
-  // 35, and 0 for a partial last block (shorter than the one before it).
+  // 35, and 0 for a partial last block (shorter than its parent).
   std::optional<uint32_t> retention_priority = std::nullopt;
 };
 

@@ -345,7 +345,7 @@ class Client:
         same group; one put is judged whole (attention blocks and the
         snapshot that makes them restorable belong together).
         `retention_priority` (0..100, higher kept longer); unset: 35, and 0
-        for a partial last block (shorter than the one before it)."""
+        for a partial last block (shorter than its parent)."""
         if len(keys) != len(blocks) or not keys:
             raise KvtierError(grpc.StatusCode.INVALID_ARGUMENT,
                               "put needs one block per key, and at least one key")
