@@ -1,21 +1,40 @@
-// bench/trace_replay: replays shared/traces/synthetic_trace.jsonl (Mooncake
-// FAST'25, 512 tokens per block) through the store at cache sizes of 10% and
-// 25% of the distinct blocks. For each request: Lookup its hash ids, count the
-// matched prefix as hit tokens, then Put the missing suffix as a chain. Side
-// by side: the real BlockCache (LRU restricted to leaves: never strands) and
-// a plain-LRU simulation of the same capacity (evicts the least recently used
-// block whatever its children), which strands blocks: cached, but behind a
-// missing parent, so no prefix lookup can reach them.
+// bench/trace_replay: replays a Mooncake-format trace (JSON lines with
+// input_length and hash_ids, 512 tokens per block) through the real store
+// with each eviction policy, against the offline optimum computed in the
+// same run.
+//
+// For each request: Lookup its block keys, count the matched prefix as hit
+// tokens, then Put the missing suffix as a chain; a partial last block is put
+// a little shorter than a full one (same slab class), as an engine would.
+//
+// Scenario 1 (one model): capacity 5%, 10% and 25% of the distinct blocks.
+// Each policy's token-weighted prefix hit ratio, its ratio to the offline
+// optimum (Belady restricted to leaves: LeafBelady), and the prefill seconds
+// its hits save for Llama-3.1-8B on an H100 (MFU 0.5). Plain LRU (evicts any
+// block, leaves or not) shows what stranding costs.
+//
+// Scenario 2 (two models over one tier): each conversation (requests sharing
+// a first block) goes to one of two namespaces, shaped after Llama-3.1-70B
+// and Llama-3.2-1B: a hit on the first saves 5-6x more prefill seconds per
+// KV byte (the planner's pricing; the daemon passes it to the store). Both
+// use the same block bytes here, since the store's slab classes keep blocks
+// of different sizes in different slots. Scored by prefill seconds saved
+// per byte of hits, against a greedy value-weighted LeafBelady (weighted
+// caching has no simple exact optimum).
 //
 //   build/bench/trace_replay [--trace ../shared/traces/synthetic_trace.jsonl]
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <list>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/container/flat_hash_map.h"
+#include "bench/leaf_belady.h"
+#include "costmodel/catalog.h"
+#include "costmodel/fetch_plan.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #include "storage/block_cache.h"
@@ -24,11 +43,14 @@ namespace kvtier {
 namespace {
 
 constexpr uint64_t kTokensPerBlock = 512;
-constexpr uint64_t kBlockBytes = 4096;  // stand-in payload; the policy sees blocks, not bytes
+constexpr uint64_t kBlockBytes = 16 * 1024;         // stand-in payload
+constexpr uint64_t kPartialBlockBytes = 15 * 1024;  // same slab class as a full one
 
 struct Request {
   uint64_t input_tokens = 0;
   std::vector<uint64_t> ids;
+  std::vector<uint64_t> next_use;  // per block: next request using it
+  int model = 0;                   // scenario 2: which namespace
 };
 
 // Tokens of block i of a request (the last block may be partial).
@@ -38,44 +60,83 @@ uint64_t BlockTokens(const Request& r, size_t i) {
   return std::min<uint64_t>(std::max<uint64_t>(rest, 1), kTokensPerBlock);
 }
 
+bool Partial(const Request& r, size_t i) {
+  return i + 1 == r.ids.size() && BlockTokens(r, i) < kTokensPerBlock;
+}
+
 BlockKey KeyOf(uint64_t id) {
   char bytes[8];
   for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(id >> (8 * i));
   return *BlockKey::Create(absl::string_view(bytes, 8));
 }
 
-struct Result {
-  double hit_ratio = 0;      // token-weighted
+costmodel::Deployment OnH100(const char* model) {
+  costmodel::Deployment d;
+  d.model = *costmodel::CatalogModel(model);
+  d.gpu = *costmodel::CatalogGpu("h100-sxm");
+  return d;
+}
+
+// Prefill seconds a hit on the first `tokens` tokens saves.
+double SavedSeconds(const costmodel::Deployment& d, uint64_t tokens) {
+  return tokens == 0 ? 0 : costmodel::RecomputeSeconds(d, 0, static_cast<double>(tokens));
+}
+
+struct Score {
+  double hit_ratio = 0;  // token-weighted
+  double saved_seconds = 0;
   double mean_stranded = 0;  // blocks, sampled after every request
   uint64_t max_stranded = 0;
 };
 
-Result ReplayLeafFirst(const std::vector<Request>& trace, uint64_t capacity_blocks) {
+// One model, or two (by Request::model). `saved(model, tokens)`: what a hit
+// on the first `tokens` tokens of a request saves.
+struct Scenario {
+  std::vector<std::string> names;
+  std::vector<double> value_per_byte;  // two models: given to the store
+  std::function<double(int model, uint64_t tokens)> saved;
+};
+
+Score ReplayStore(const std::vector<Request>& trace, uint64_t capacity_blocks,
+                  const std::string& policy, const Scenario& sc) {
   BlockCacheOptions o;
-  o.slab_bytes = 64 * 1024;
+  o.slab_bytes = 1024 * 1024;
   o.max_block_bytes = kBlockBytes;
   o.host_bytes = (capacity_blocks * kBlockBytes + o.slab_bytes - 1) / o.slab_bytes * o.slab_bytes;
+  o.eviction_policy = policy;
   SystemClock clock;
   auto cache = *BlockCache::Create(o, &clock);
-  NamespaceSpec spec{"trace", KvLayout{1, 1, 1, DType::kFp8E4m3, 2048, 0, 1}, "", "", "",
-                     {}};  // 4 KiB
-  const NamespaceId ns = cache->OpenNamespace(spec)->id;
+  std::vector<NamespaceId> ns;
+  for (size_t m = 0; m < sc.names.size(); ++m) {
+    // 16 KiB blocks: 2 x 1 layer x 1 head x 64 dim x 64 tokens x 2 bytes.
+    NamespaceSpec spec{sc.names[m], KvLayout{1, 1, 64, DType::kBf16, 64, 0, 1}, "", "", "", {}};
+    ns.push_back(cache->OpenNamespace(spec)->id);
+    if (sc.names.size() > 1)
+      cache->SetRetentionValue(ns.back(), sc.value_per_byte[m]).IgnoreError();
+  }
   std::vector<uint8_t> payload(kBlockBytes, 7);
   uint64_t hit = 0, total = 0, stranded_sum = 0, stranded_max = 0;
+  double saved = 0;
   for (const Request& r : trace) {
+    const int m = sc.names.size() > 1 ? r.model : 0;
+    const NamespaceId& n = ns[m];
     std::vector<BlockKey> keys;
     for (uint64_t id : r.ids) keys.push_back(KeyOf(id));
-    const size_t k = cache->Lookup(ns, keys, false, absl::ZeroDuration())->blocks.size();
+    const size_t k = cache->Lookup(n, keys, false, absl::ZeroDuration())->blocks.size();
+    uint64_t hit_tokens = 0;
     for (size_t i = 0; i < r.ids.size(); ++i) {
       total += BlockTokens(r, i);
-      if (i < k) hit += BlockTokens(r, i);
+      if (i < k) hit_tokens += BlockTokens(r, i);
     }
+    hit += hit_tokens;
+    saved += sc.saved(m, hit_tokens);
     if (k < keys.size()) {
-      auto batch = *cache->BeginPut(ns);
+      auto batch = *cache->BeginPut(n);
       bool ok = true;
       for (size_t i = k; i < keys.size() && ok; ++i) {
-        ok = batch->StartBlock(keys[i], i == 0 ? BlockKey() : keys[i - 1], kBlockBytes).ok() &&
-             batch->Append(payload).ok();
+        const uint64_t bytes = Partial(r, i) ? kPartialBlockBytes : kBlockBytes;
+        ok = batch->StartBlock(keys[i], i == 0 ? BlockKey() : keys[i - 1], bytes).ok() &&
+             batch->Append(absl::MakeConstSpan(payload).subspan(0, bytes)).ok();
       }
       if (ok) batch->Commit().IgnoreError();
     }
@@ -83,11 +144,34 @@ Result ReplayLeafFirst(const std::vector<Request>& trace, uint64_t capacity_bloc
     stranded_sum += stranded;
     stranded_max = std::max(stranded_max, stranded);
   }
-  return {static_cast<double>(hit) / total, static_cast<double>(stranded_sum) / trace.size(),
+  return {static_cast<double>(hit) / total, saved, static_cast<double>(stranded_sum) / trace.size(),
           stranded_max};
 }
 
-Result ReplayPlainLru(const std::vector<Request>& trace, uint64_t capacity_blocks) {
+Score ReplayOptimum(const std::vector<Request>& trace, uint64_t capacity_blocks,
+                    const Scenario& sc) {
+  const bool weighted = sc.names.size() > 1;
+  LeafBelady opt(capacity_blocks, weighted);
+  uint64_t hit = 0, total = 0;
+  double saved = 0;
+  for (uint64_t r = 0; r < trace.size(); ++r) {
+    const Request& q = trace[r];
+    const int m = weighted ? q.model : 0;
+    const size_t k = opt.Request(r, q.ids, q.next_use, weighted ? sc.value_per_byte[m] : 1.0);
+    uint64_t hit_tokens = 0;
+    for (size_t i = 0; i < q.ids.size(); ++i) {
+      total += BlockTokens(q, i);
+      if (i < k) hit_tokens += BlockTokens(q, i);
+    }
+    hit += hit_tokens;
+    saved += sc.saved(m, hit_tokens);
+  }
+  return {static_cast<double>(hit) / total, saved, 0, 0};
+}
+
+// Plain LRU over all blocks, leaves or not: strands blocks behind evicted
+// parents, which no prefix lookup can reach.
+Score ReplayPlainLru(const std::vector<Request>& trace, uint64_t capacity_blocks) {
   std::list<uint64_t> lru;  // front = most recent
   absl::flat_hash_map<uint64_t, std::pair<std::list<uint64_t>::iterator, uint64_t>> cached;
   // id -> (position, parent id + 1; 0 for a root)
@@ -120,9 +204,26 @@ Result ReplayPlainLru(const std::vector<Request>& trace, uint64_t capacity_block
     stranded_sum += stranded;
     stranded_max = std::max(stranded_max, stranded);
   }
-  return {static_cast<double>(hit) / total, static_cast<double>(stranded_sum) / trace.size(),
+  return {static_cast<double>(hit) / total, 0, static_cast<double>(stranded_sum) / trace.size(),
           stranded_max};
 }
+
+// Fills Request::next_use; returns the number of distinct blocks.
+size_t IndexNextUses(std::vector<Request>* trace) {
+  absl::flat_hash_map<uint64_t, uint64_t> next;
+  for (size_t r = trace->size(); r-- > 0;) {
+    Request& q = (*trace)[r];
+    q.next_use.resize(q.ids.size());
+    for (size_t i = 0; i < q.ids.size(); ++i) {
+      auto it = next.find(q.ids[i]);
+      q.next_use[i] = it == next.end() ? LeafBelady::kNever : it->second;
+    }
+    for (uint64_t id : q.ids) next[id] = r;
+  }
+  return next.size();
+}
+
+const char* FractionName(double f) { return f < 0.07 ? "5%" : f < 0.2 ? "10%" : "25%"; }
 
 }  // namespace
 }  // namespace kvtier
@@ -130,7 +231,7 @@ Result ReplayPlainLru(const std::vector<Request>& trace, uint64_t capacity_block
 int main(int argc, char** argv) {
   using namespace kvtier;
   std::string path = "../shared/traces/synthetic_trace.jsonl";
-  CLI::App app{"Replay a Mooncake trace through the store"};
+  CLI::App app{"Replay a Mooncake trace through the store with each eviction policy"};
   app.add_option("--trace", path, "the trace (JSON lines)")->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
   std::ifstream in(path);
@@ -140,35 +241,94 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::warn);
   std::vector<Request> trace;
-  absl::flat_hash_map<uint64_t, bool> distinct;
   std::string line;
+  size_t bad = 0;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) continue;
+    if (j.is_discarded() || !j.contains("input_length") || !j.contains("hash_ids")) {
+      ++bad;
+      continue;
+    }
     Request r;
     r.input_tokens = j["input_length"].get<uint64_t>();
     r.ids = j["hash_ids"].get<std::vector<uint64_t>>();
-    for (uint64_t id : r.ids) distinct[id] = true;
+    // Conversations (requests sharing a first block) stay with one model.
+    if (!r.ids.empty()) r.model = static_cast<int>((r.ids[0] * 0x9e3779b97f4a7c15ULL) >> 63);
     if (!r.ids.empty()) trace.push_back(std::move(r));
   }
-  std::printf("%zu requests, %zu distinct blocks of %llu tokens\n", trace.size(), distinct.size(),
-              static_cast<unsigned long long>(kTokensPerBlock));
-  std::printf("%-6s %8s | %-22s | %-22s\n", "size", "blocks", "leaf-first LRU (ours)",
-              "plain LRU (baseline)");
-  std::printf("%-6s %8s | %9s %12s | %9s %12s\n", "", "", "hit ratio", "stranded", "hit ratio",
-              "stranded");
-  for (double frac : {0.10, 0.25}) {
-    const uint64_t cap = static_cast<uint64_t>(frac * distinct.size());
-    const Result ours = ReplayLeafFirst(trace, cap);
-    const Result base = ReplayPlainLru(trace, cap);
-    std::printf("%-6s %8llu | %9.4f %5.0f (%4llu) | %9.4f %5.0f (%4llu)\n",
-                frac < 0.2 ? "10%" : "25%", static_cast<unsigned long long>(cap), ours.hit_ratio,
-                ours.mean_stranded, static_cast<unsigned long long>(ours.max_stranded),
-                base.hit_ratio, base.mean_stranded,
-                static_cast<unsigned long long>(base.max_stranded));
+  if (trace.empty()) {
+    std::fprintf(stderr, "%s holds no request with hash_ids (%zu lines skipped)\n", path.c_str(),
+                 bad);
+    return 2;
+  }
+  const size_t distinct = IndexNextUses(&trace);
+  std::printf("%s: %zu requests, %zu distinct blocks of %llu tokens (%zu lines skipped)\n",
+              path.c_str(), trace.size(), distinct,
+              static_cast<unsigned long long>(kTokensPerBlock), bad);
+
+  const costmodel::Deployment llama8b = OnH100("llama-3.1-8b");
+  const Scenario one{
+      {"llama-3.1-8b"}, {1.0}, [&](int, uint64_t tokens) { return SavedSeconds(llama8b, tokens); }};
+  std::printf(
+      "\nScenario 1: one model (Llama-3.1-8B on an H100); token-weighted prefix hit ratio, its "
+      "ratio to the\noffline optimum (leaf-restricted Belady, same run), prefill seconds the "
+      "hits save\n");
+  std::printf("%-5s %7s | %-25s | %-25s | %-15s | %-17s\n", "size", "blocks", "value (default)",
+              "leaf-LRU (reference)", "optimum", "plain LRU");
+  for (double frac : {0.05, 0.10, 0.25}) {
+    const uint64_t cap = static_cast<uint64_t>(frac * static_cast<double>(distinct));
+    const Score opt = ReplayOptimum(trace, cap, one);
+    const Score value = ReplayStore(trace, cap, "value", one);
+    const Score lru = ReplayStore(trace, cap, "lru", one);
+    const Score plain = ReplayPlainLru(trace, cap);
+    std::printf(
+        "%-5s %7llu | %.4f %.3fx %7.1f s | %.4f %.3fx %7.1f s | %.4f %7.1f s | %.4f strands "
+        "%4.0f\n",
+        FractionName(frac), static_cast<unsigned long long>(cap), value.hit_ratio,
+        value.hit_ratio / opt.hit_ratio, value.saved_seconds, lru.hit_ratio,
+        lru.hit_ratio / opt.hit_ratio, lru.saved_seconds, opt.hit_ratio, opt.saved_seconds,
+        plain.hit_ratio, plain.mean_stranded);
+    if (value.max_stranded != 0 || lru.max_stranded != 0) {
+      std::printf("  BROKEN: the store stranded blocks (value %llu, lru %llu)\n",
+                  static_cast<unsigned long long>(value.max_stranded),
+                  static_cast<unsigned long long>(lru.max_stranded));
+    }
+  }
+
+  // What a hit saves per KV byte, as the daemon's planner prices it
+  // (recompute seconds of 4096 tokens per KV byte). The bench's blocks are
+  // the same size for both: a hit scores its value per byte times the
+  // bench's bytes per token.
+  Scenario two{{"llama-3.1-70b", "llama-3.2-1b"}, {}, nullptr};
+  for (const std::string& name : two.names) {
+    const costmodel::Deployment d = OnH100(name.c_str());
+    const double bytes_per_token =
+        2.0 * d.model.num_layers * d.model.num_kv_heads * d.model.head_dim * d.kv_bytes_per_element;
+    two.value_per_byte.push_back(SavedSeconds(d, 4096) / 4096 / bytes_per_token);
+  }
+  two.saved = [&](int m, uint64_t tokens) {
+    return static_cast<double>(tokens) * two.value_per_byte[m] *
+           (static_cast<double>(kBlockBytes) / kTokensPerBlock);
+  };
+  std::printf(
+      "\nScenario 2: two models over one tier (Llama-3.1-70B and Llama-3.2-1B shapes on an H100; "
+      "a hit on\nthe first saves %.1fx more per KV byte); prefill seconds the hits save at the "
+      "bench's KV bytes per token\n",
+      two.value_per_byte[0] / two.value_per_byte[1]);
+  std::printf("%-5s %7s | %-19s | %-12s | %-26s\n", "size", "blocks", "value (default)", "leaf-LRU",
+              "greedy weighted optimum");
+  for (double frac : {0.05, 0.10, 0.25}) {
+    const uint64_t cap = static_cast<uint64_t>(frac * static_cast<double>(distinct));
+    const Score value = ReplayStore(trace, cap, "value", two);
+    const Score lru = ReplayStore(trace, cap, "lru", two);
+    const Score opt = ReplayOptimum(trace, cap, two);
+    std::printf("%-5s %7llu | %9.1f s %.2fx | %9.1f s | %9.1f s (value %.3fx)\n",
+                FractionName(frac), static_cast<unsigned long long>(cap), value.saved_seconds,
+                value.saved_seconds / lru.saved_seconds, lru.saved_seconds, opt.saved_seconds,
+                value.saved_seconds / opt.saved_seconds);
   }
   std::printf(
-      "(token-weighted prefix hit ratio; stranded = cached blocks whose parent is not "
-      "cached: mean per request (max), 512-token blocks)\n");
+      "(ratios: value policy against leaf-LRU, and against the greedy weighted optimum, same "
+      "run)\n");
   return 0;
 }
