@@ -88,35 +88,30 @@ void NamespaceTable::Close(const NamespaceId& id) {
   }
 }
 
-absl::Status NamespaceTable::SetNvmeAdmission(const NamespaceId& id, bool admit) {
+absl::Status NamespaceTable::SetWithGroups(const NamespaceId& id,
+                                           const std::function<void(NamespaceEntry&)>& set) {
   auto it = entries_.find(id);
   if (it == entries_.end()) {
     return absl::NotFoundError(absl::StrCat("namespace ", id.ToHex(), " is not open"));
   }
-  it->second.nvme_admit = admit;
+  set(it->second);
   // A hybrid's blocks are its groups': they follow it.
   if (it->second.spec.hybrid()) {
     for (uint32_t g = 0; g < it->second.spec.groups.size(); ++g) {
       auto group = entries_.find(NamespaceId::OfGroup(id, g));
-      if (group != entries_.end()) group->second.nvme_admit = admit;
+      if (group != entries_.end()) set(group->second);
     }
   }
   return absl::OkStatus();
 }
 
+absl::Status NamespaceTable::SetNvmeAdmission(const NamespaceId& id, bool admit) {
+  return SetWithGroups(id, [admit](NamespaceEntry& e) { e.nvme_admit = admit; });
+}
+
 absl::Status NamespaceTable::SetRetentionValue(const NamespaceId& id, double seconds_per_byte) {
-  auto it = entries_.find(id);
-  if (it == entries_.end()) {
-    return absl::NotFoundError(absl::StrCat("namespace ", id.ToHex(), " is not open"));
-  }
-  it->second.retention_value = seconds_per_byte;
-  if (it->second.spec.hybrid()) {
-    for (uint32_t g = 0; g < it->second.spec.groups.size(); ++g) {
-      auto group = entries_.find(NamespaceId::OfGroup(id, g));
-      if (group != entries_.end()) group->second.retention_value = seconds_per_byte;
-    }
-  }
-  return absl::OkStatus();
+  return SetWithGroups(
+      id, [seconds_per_byte](NamespaceEntry& e) { e.retention_value = seconds_per_byte; });
 }
 
 double NamespaceTable::MeanRetentionValue() const {

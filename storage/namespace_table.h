@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -105,6 +106,11 @@ class NamespaceTable {
   const absl::flat_hash_map<NamespaceId, NamespaceEntry>& entries() const { return entries_; }
 
  private:
+  // Applies `set` to the entry of `id` and to its group entries; NOT_FOUND
+  // if unknown.
+  absl::Status SetWithGroups(const NamespaceId& id,
+                             const std::function<void(NamespaceEntry&)>& set);
+
   const uint32_t max_namespaces_;
   TenantQuotas* const quotas_;
   absl::flat_hash_map<NamespaceId, NamespaceEntry> entries_;

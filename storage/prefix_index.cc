@@ -166,6 +166,9 @@ void PrefixIndex::RefilePending() const {
 void PrefixIndex::Refile(BlockRecord* record) const {
   // Queued blocks stay in the same sets and host class (any change of
   // either goes through SetCandidates, which refiles first).
+  record->clock_at_use = policy_clock_;
+  record->refile_pending = false;
+  if (record->candidate_of == 0) return;
   const FiledKey old{record->priority, record->filed_at};
   const uint64_t now = record->last_access;
   record->priority = policy_->Priority(*record);

@@ -165,15 +165,17 @@ class PrefixIndex {
   // order in which they can be removed.
   std::vector<BlockRecord*> SubtreePostOrder(BlockRecord* root) const;
 
-  // Marks a block as just used: O(1). A block in candidate sets is not moved
-  // at once but queued; the queue is refiled, each block once however often
-  // it was touched meanwhile, before the sets are next read in order or the
-  // block's sets change. Readers see exact recency order; a Lookup under no
-  // memory pressure pays no set update.
+  // Marks a block as just used: O(1), writing only the record's leading
+  // bytes. The block is not moved at once but queued; the queue is settled,
+  // each block once however often it was touched meanwhile, before the sets
+  // are next read in order, the block's sets change, or the policy's clock
+  // moves: each queued block is then stamped with the policy's clock (the
+  // clock of its last use, since it has not moved since) and, if it is a
+  // candidate, refiled. Readers see the exact policy order; a Lookup under
+  // no memory pressure pays no set update.
   void Touch(BlockRecord* record) {
     record->last_access = ++clock_;
-    record->clock_at_use = policy_clock_;
-    if (record->candidate_of != 0 && !record->refile_pending) {
+    if (!record->refile_pending) {
       record->refile_pending = true;
       pending_refiles_.push_back(record);
     }
@@ -287,7 +289,8 @@ class PrefixIndex {
   using CandidateSet = absl::btree_map<FiledKey, BlockRecord*>;
   mutable CandidateSet sets_[kNumCandidates];
   mutable std::vector<CandidateSet> by_class_[kNumCandidates];
-  // Blocks touched since they were filed, each once (refile_pending).
+  // Blocks touched since the queue was last settled, each once
+  // (refile_pending).
   mutable std::vector<BlockRecord*> pending_refiles_;
   uint64_t clock_ = 0;
   std::unique_ptr<EvictionPolicy> own_policy_;  // when none is given
