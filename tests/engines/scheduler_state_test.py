@@ -75,6 +75,13 @@ class SchedulerStateTest(unittest.TestCase):
         self.assertEqual([(s.first_index, s.engine_blocks) for s in plan.saves], [(3, [[106, 107]])])
         self.assertEqual(self.s.build([ScheduledView("r", [], False, 140, 1)], {}).saves, [])
 
+    def test_saves_carry_the_requests_retention_priority(self):
+        v = RequestView("p", hashes(4), 4, 70, retention=100)
+        self.s.allocated(v, list(range(200, 205)), self.s.match(v, 0))
+        plan = self.s.build([ScheduledView("p", list(range(200, 205)), True, 0, 70)], {})
+        self.assertTrue(plan.saves)
+        self.assertEqual({s.retention for s in plan.saves}, {100})
+
     def test_the_engines_own_hit_is_not_saved_again(self):
         v = self.view("r", 8, 129)
         self.assertEqual(self.s.match(v, 64), 0)

@@ -41,7 +41,7 @@ from vllm_sim import (BS, KV_CACHE_CONFIG, NUM_BLOCKS, Request, block_kv, call_o
 
 from kvtier import Client, KvtierError  # noqa: E402
 from kvtier.vllm import KvtierConnectorV1  # noqa: E402
-from kvtier.vllm.connector import _namespace_options  # noqa: E402
+from kvtier.vllm.connector import _namespace_options, _retention  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorRole,  # noqa: E402
                                                                 supports_hma)
 
@@ -172,6 +172,19 @@ class Engine:
         self.scheduler.request_finished_all_groups(req, (list(blocks),))
         self.free.extend(blocks)
         return first_ext
+
+
+class RetentionParamTest(unittest.TestCase):
+    def test_a_requests_retention_priority_comes_from_its_kv_transfer_params(self):
+        def req(params):
+            return SimpleNamespace(request_id="r", kv_transfer_params=params)
+        self.assertEqual(_retention(req({"kvtier_retention_priority": 90})), 90)
+        self.assertEqual(_retention(req({"kvtier_retention_priority": 0})), 0)
+        self.assertIsNone(_retention(req(None)))
+        self.assertIsNone(_retention(req({"other": 1})))
+        for bad in (101, -1, "90", 2.5, True):
+            with self.assertLogs("kvtier.vllm", "WARNING"):
+                self.assertIsNone(_retention(req({"kvtier_retention_priority": bad})))
 
 
 class VllmConnectorTest(unittest.TestCase):

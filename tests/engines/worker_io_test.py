@@ -25,12 +25,14 @@ class FakeTransfer:
         self.stats = {}
         self.loadable = 10 ** 6
         self.saved = []
+        self.retentions = []
 
     def load(self, keys, spans):
         return min(len(keys), self.loadable)
 
-    def save(self, keys, parents, spans):
+    def save(self, keys, parents, spans, retention=None):
         self.saved.extend(keys)
+        self.retentions.append(retention)
         return len(keys)
 
     def close(self):
@@ -82,6 +84,12 @@ class WorkerIoTest(unittest.TestCase):
         self.assertEqual(self.io.load(plan.loads), {2, 3})
         self.io.save(plan)
         self.assertEqual(self.t.saved, [])
+
+    def test_a_save_carries_its_requests_retention_priority(self):
+        keep = op(SaveOp, "k", 0, [1])
+        keep.retention = 90
+        self.io.save(StepPlan(saves=[keep, op(SaveOp, "d", 0, [2])]))
+        self.assertEqual(self.t.retentions, [90, None])
 
     def test_finished_requests_are_forgotten(self):
         self.t.loadable = 0

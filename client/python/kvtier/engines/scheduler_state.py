@@ -49,6 +49,8 @@ class SaveOp:
     keys: List[bytes]
     parents: List[bytes]
     engine_blocks: List[List[int]]
+    # The request's retention priority (0..100), if the engine gave one.
+    retention: Optional[int] = None
 
 
 @dataclass
@@ -67,6 +69,7 @@ class RequestView:
     block_hashes: Sequence[bytes]
     num_publishable: int  # hashes that may be published (<= len(block_hashes))
     num_tokens: int       # prompt and output tokens so far
+    retention: Optional[int] = None  # retention priority for its saves, 0..100
 
 
 @dataclass
@@ -193,7 +196,7 @@ class SchedulerState:
             return LoadOp(t.view.req_id, begin, [b.key for b in blocks], engine,
                           self.async_loads)
         return SaveOp(t.view.req_id, begin, [b.key for b in blocks], [b.parent for b in blocks],
-                      engine)
+                      engine, t.view.retention)
 
     def failed(self, engine_block_ids: Set[int]) -> None:
         """The engine reports blocks whose load failed: the requests using them

@@ -41,7 +41,8 @@ class StagedTransfer:
         self.stats: Dict[str, int] = {"loaded_blocks": 0, "load_failures": 0, "saved_blocks": 0,
                                       "save_failures": 0, "daemon_errors": 0}
 
-    def _call(self, save: bool, refs: List[BlockRef]) -> Optional[List[Completion]]:
+    def _call(self, save: bool, refs: List[BlockRef],
+              retention: Optional[int] = None) -> Optional[List[Completion]]:
         for attempt in range(2):
             try:
                 if self._namespace is None:
@@ -49,8 +50,10 @@ class StagedTransfer:
                 if self._region is None:
                     self._region = self._client.register_memory(self._staging.path,
                                                                 self._staging.size)
-                op = self._client.save if save else self._client.load
-                return op(self._namespace, self._region, refs)
+                if save:
+                    return self._client.save(self._namespace, self._region, refs,
+                                             retention_priority=retention)
+                return self._client.load(self._namespace, self._region, refs)
             except Exception as e:  # never into the engine
                 self.stats["daemon_errors"] += 1
                 log.warning("kvtier %s failed (attempt %d): %s", "save" if save else "load",
@@ -111,14 +114,15 @@ class StagedTransfer:
         return len(keys)
 
     def save(self, keys: Sequence[bytes], parents: Sequence[bytes],
-             spans: Sequence[Sequence[Span]]) -> int:
+             spans: Sequence[Sequence[Span]], retention: Optional[int] = None) -> int:
         """Saves blocks in order until one fails (the next ones would lack
-        their parent); returns how many are cached."""
+        their parent); returns how many are cached. `retention`: the
+        blocks' retention priority (0..100), or None for the daemon's."""
         with self.lock:
-            return self._save(keys, parents, spans)
+            return self._save(keys, parents, spans, retention)
 
     def _save(self, keys: Sequence[bytes], parents: Sequence[bytes],
-              spans: Sequence[Sequence[Span]]) -> int:
+              spans: Sequence[Sequence[Span]], retention: Optional[int] = None) -> int:
         if len(spans) != len(keys) or len(parents) != len(keys) or not self._fits(spans):
             self.stats["save_failures"] += len(keys)
             return 0
@@ -128,7 +132,7 @@ class StagedTransfer:
                 self._copy(spans[i], slot, to_staging=True)
             refs = [BlockRef(keys[i], slot * self.block_bytes, self.block_bytes,
                              parent_key=parents[i]) for slot, i in enumerate(idx)]
-            done = self._call(True, refs)
+            done = self._call(True, refs, retention)
             ok = {c.index for c in done or [] if c.ok}
             for slot, i in enumerate(idx):
                 if slot not in ok:

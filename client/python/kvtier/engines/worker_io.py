@@ -129,7 +129,8 @@ class WorkerIO:
                     self.stats["dropped_saves"] += len(op.keys) - n
             try:
                 self._transfer.save(op.keys[:n], op.parents[:n],
-                                    [self._spans(e) for e in op.engine_blocks[:n]])
+                                    [self._spans(e) for e in op.engine_blocks[:n]],
+                                    retention=op.retention)
             except Exception as e:  # a layout error: the save is dropped
                 log.error("kvtier: save of %s: %s", op.req_id, e)
 

@@ -95,11 +95,26 @@ def _namespace_options(vllm_config: Any, kv_cache_config: Any, tp_rank: int,
         salt=f"vllm;hash={algo};{seeded}".encode())
 
 
+def _retention(request: Any) -> Optional[int]:
+    """The request's "kvtier_retention_priority" (0..100) from its
+    kv_transfer_params (vLLM takes them from sampling_params.extra_args);
+    None, with a warning, for anything else."""
+    params = getattr(request, "kv_transfer_params", None)
+    if not isinstance(params, dict) or "kvtier_retention_priority" not in params:
+        return None
+    p = params["kvtier_retention_priority"]
+    if isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= 100:
+        return p
+    log.warning("request %s: kvtier_retention_priority %r is not an integer in 0..100; ignored",
+                request.request_id, p)
+    return None
+
+
 def _request_view(request: Any) -> RequestView:
     hashes = request.block_hashes
     publishable = getattr(request, "num_publishable_block_hashes", len(hashes))
     return RequestView(request.request_id, hashes, min(len(hashes), publishable),
-                       request.num_tokens)
+                       request.num_tokens, _retention(request))
 
 
 class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
