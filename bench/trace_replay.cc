@@ -23,10 +23,14 @@
 // caching has no simple exact optimum).
 //
 //   build/bench/trace_replay [--trace ../shared/traces/synthetic_trace.jsonl]
+#include <stdlib.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,8 +99,11 @@ double SavedSeconds(const costmodel::Deployment& d, uint64_t tokens) {
 }
 
 struct Score {
-  double hit_ratio = 0;       // token-weighted
-  double replay_seconds = 0;  // wall time of the replay (Lookups and Puts)
+  double hit_ratio = 0;  // token-weighted
+  uint64_t hit_blocks = 0;
+  uint64_t nvme_hit_blocks = 0;     // matched while held only on NVMe
+  uint64_t nvme_bytes_written = 0;  // with an NVMe tier
+  double replay_seconds = 0;        // wall time of the replay (Lookups and Puts)
   double saved_seconds = 0;
   double mean_stranded = 0;  // blocks, sampled after every request
   uint64_t max_stranded = 0;
@@ -111,14 +118,21 @@ struct Scenario {
 };
 
 Score ReplayStore(const std::vector<Request>& trace, uint64_t capacity_blocks,
-                  const std::string& policy, const Scenario& sc) {
+                  const std::string& policy, const Scenario& sc,
+                  const std::optional<NvmeTierOptions>& nvme = std::nullopt) {
   BlockCacheOptions o;
+  o.nvme = nvme;
   o.slab_bytes = 1024 * 1024;
   o.max_block_bytes = kBlockBytes;
   o.host_bytes = (capacity_blocks * kBlockBytes + o.slab_bytes - 1) / o.slab_bytes * o.slab_bytes;
   o.eviction_policy = policy;
   SystemClock clock;
-  auto cache = *BlockCache::Create(o, &clock);
+  absl::StatusOr<std::unique_ptr<BlockCache>> created = BlockCache::Create(o, &clock);
+  if (!created.ok()) {
+    std::fprintf(stderr, "cannot create the store: %s\n", created.status().ToString().c_str());
+    std::exit(2);
+  }
+  std::unique_ptr<BlockCache> cache = *std::move(created);
   std::vector<NamespaceId> ns;
   for (size_t m = 0; m < sc.names.size(); ++m) {
     // 16 KiB blocks: 2 x 1 layer x 1 head x 64 dim x 64 tokens x 2 bytes.
@@ -128,7 +142,8 @@ Score ReplayStore(const std::vector<Request>& trace, uint64_t capacity_blocks,
       cache->SetRetentionValue(ns.back(), sc.value_per_byte[m]).IgnoreError();
   }
   std::vector<uint8_t> payload(kBlockBytes, 7);
-  uint64_t hit = 0, total = 0, stranded_sum = 0, stranded_max = 0;
+  uint64_t hit = 0, total = 0, stranded_sum = 0, stranded_max = 0, hit_blocks = 0,
+           nvme_hit_blocks = 0;
   double saved = 0, replay_seconds = 0;
   for (const Request& r : trace) {
     const absl::Time start = absl::Now();
@@ -136,9 +151,13 @@ Score ReplayStore(const std::vector<Request>& trace, uint64_t capacity_blocks,
     const NamespaceId& n = ns[m];
     std::vector<BlockKey> keys;
     for (uint64_t id : r.ids) keys.push_back(KeyOf(id));
-    const size_t k = cache->Lookup(n, keys, false, absl::ZeroDuration())->blocks.size();
+    const std::vector<MatchedBlock> matched =
+        cache->Lookup(n, keys, false, absl::ZeroDuration())->blocks;
+    const size_t k = matched.size();
+    for (const MatchedBlock& b : matched) nvme_hit_blocks += b.on_host ? 0 : 1;
     const uint64_t hit_tokens = CountHitTokens(r, k, &total);
     hit += hit_tokens;
+    hit_blocks += k;
     saved += sc.saved(m, hit_tokens);
     if (k < keys.size()) {
       auto batch = *cache->BeginPut(n);
@@ -150,13 +169,21 @@ Score ReplayStore(const std::vector<Request>& trace, uint64_t capacity_blocks,
       }
       if (ok) batch->Commit().IgnoreError();
     }
+    if (nvme.has_value()) cache->RunMoverOnce();  // demotes under host pressure
     replay_seconds += absl::ToDoubleSeconds(absl::Now() - start);
     const uint64_t stranded = cache->Snapshot(true).stranded_blocks;
     stranded_sum += stranded;
     stranded_max = std::max(stranded_max, stranded);
   }
-  return {static_cast<double>(hit) / total, replay_seconds, saved,
-          static_cast<double>(stranded_sum) / trace.size(), stranded_max};
+  const uint64_t written = cache->Snapshot().counters.bytes_host_to_nvme;
+  return {.hit_ratio = static_cast<double>(hit) / total,
+          .hit_blocks = hit_blocks,
+          .nvme_hit_blocks = nvme_hit_blocks,
+          .nvme_bytes_written = written,
+          .replay_seconds = replay_seconds,
+          .saved_seconds = saved,
+          .mean_stranded = static_cast<double>(stranded_sum) / trace.size(),
+          .max_stranded = stranded_max};
 }
 
 Score ReplayOptimum(const std::vector<Request>& trace, uint64_t capacity_blocks,
@@ -173,7 +200,7 @@ Score ReplayOptimum(const std::vector<Request>& trace, uint64_t capacity_blocks,
     hit += hit_tokens;
     saved += sc.saved(m, hit_tokens);
   }
-  return {static_cast<double>(hit) / total, 0, saved, 0, 0};
+  return {.hit_ratio = static_cast<double>(hit) / total, .saved_seconds = saved};
 }
 
 // Plain LRU over all blocks, leaves or not: strands blocks behind evicted
@@ -208,8 +235,9 @@ Score ReplayPlainLru(const std::vector<Request>& trace, uint64_t capacity_blocks
     stranded_sum += stranded;
     stranded_max = std::max(stranded_max, stranded);
   }
-  return {static_cast<double>(hit) / total, 0, 0, static_cast<double>(stranded_sum) / trace.size(),
-          stranded_max};
+  return {.hit_ratio = static_cast<double>(hit) / total,
+          .mean_stranded = static_cast<double>(stranded_sum) / trace.size(),
+          .max_stranded = stranded_max};
 }
 
 // Fills Request::next_use; returns the number of distinct blocks.
@@ -235,8 +263,12 @@ const char* FractionName(double f) { return f < 0.07 ? "5%" : f < 0.2 ? "10%" : 
 int main(int argc, char** argv) {
   using namespace kvtier;
   std::string path = "../shared/traces/synthetic_trace.jsonl";
+  std::string nvme_dir = "/tmp";
   CLI::App app{"Replay a Mooncake trace through the store with each eviction policy"};
   app.add_option("--trace", path, "the trace (JSON lines)")->check(CLI::ExistingFile);
+  app.add_option("--nvme-dir", nvme_dir,
+                 "scenario 3: where to make the NVMe tier's temporary directory (not tmpfs)")
+      ->check(CLI::ExistingDirectory);
   CLI11_PARSE(app, argc, argv);
   std::ifstream in(path);
   if (!in) {
@@ -337,5 +369,41 @@ int main(int argc, char** argv) {
   std::printf(
       "(ratios: value policy against leaf-LRU, and against the greedy weighted optimum, same "
       "run)\n");
+
+  // Scenario 3: the host tier at 5% of the distinct blocks over an NVMe tier
+  // of 20% (write_back: blocks go to NVMe under host pressure, after their
+  // second use).
+  std::printf(
+      "\nScenario 3: host 5%% + NVMe 20%% (write_back, admit after 2 uses), one model: hit ratio, "
+      "bytes written to NVMe,\nblocks hit on NVMe, and NVMe bytes written per block hit (any "
+      "tier) and per NVMe hit\n");
+  std::printf("%-9s | %9s | %9s | %9s | %13s | %13s\n", "policy", "hit ratio", "NVMe MiB",
+              "NVMe hits", "written / hit", "/ NVMe hit");
+  double per_hit[2] = {0, 0};
+  int row = 0;
+  for (const char* policy : {"value", "lru"}) {
+    std::string dir = nvme_dir + "/kvtier-trace-replay-XXXXXX";
+    if (mkdtemp(dir.data()) == nullptr) {
+      std::perror("mkdtemp");
+      return 2;
+    }
+    const uint64_t host_cap = static_cast<uint64_t>(0.05 * static_cast<double>(distinct));
+    const uint64_t nvme_cap = static_cast<uint64_t>(0.20 * static_cast<double>(distinct));
+    NvmeTierOptions nvme;
+    nvme.store.dirs = {dir};
+    nvme.store.slab_bytes = 1024 * 1024;
+    nvme.store.bytes_per_dir = (nvme_cap * (kBlockBytes + 4096) / nvme.store.slab_bytes + 1) *
+                               nvme.store.slab_bytes;  // a 4 KiB header per slot
+    nvme.start_mover = false;
+    const Score s = ReplayStore(trace, host_cap, policy, one, nvme);
+    std::filesystem::remove_all(dir);
+    per_hit[row++] = static_cast<double>(s.nvme_bytes_written) / static_cast<double>(s.hit_blocks);
+    std::printf("%-9s | %9.4f | %9.1f | %9llu | %11.0f B | %11.0f B\n", policy, s.hit_ratio,
+                static_cast<double>(s.nvme_bytes_written) / (1 << 20),
+                static_cast<unsigned long long>(s.nvme_hit_blocks), per_hit[row - 1],
+                static_cast<double>(s.nvme_bytes_written) /
+                    static_cast<double>(std::max<uint64_t>(s.nvme_hit_blocks, 1)));
+  }
+  std::printf("(value writes %.2fx the NVMe bytes per hit of leaf-LRU)\n", per_hit[0] / per_hit[1]);
   return 0;
 }
