@@ -36,6 +36,8 @@ bench: configure
 	./$(BUILD_DIR)/bench/nvme_store --dir $(BUILD_DIR)/nvme-bench
 	./$(BUILD_DIR)/bench/lookup_plan
 	./$(BUILD_DIR)/bench/hybrid_groups
+	./$(BUILD_DIR)/bench/prefix_lookup
+	./$(BUILD_DIR)/bench/trace_replay --nvme-dir $(BUILD_DIR)
 	./$(BUILD_DIR)/bench/scale --dir $(BUILD_DIR)/scale-bench
 	./$(BUILD_DIR)/bench/lookup_rpc
 	./$(BUILD_DIR)/bench/secure_rpc

@@ -57,6 +57,8 @@ void AdminService::StatusView(v1::GetStatusResponse* response, bool scan_for_str
   response->set_registered_regions(static_cast<uint32_t>(deps_.regions->size()));
   response->set_stranded_blocks(snap.stranded_blocks);
   response->set_stranded_bytes(snap.stranded_bytes);
+  response->mutable_eviction()->set_policy(snap.eviction_policy);
+  response->mutable_eviction()->set_history_bytes(snap.eviction_history_bytes);
   const PlannerSnapshot planner = deps_.planner->Snapshot();
   v1::PlannerStatus* ps = response->mutable_planner();
   ps->set_enabled(planner.enabled);

@@ -505,6 +505,8 @@ CacheSnapshot BlockCache::Snapshot(bool scan_for_stranded) {
   snap.blocks = index_.size();
   snap.bytes = namespaces_.total_bytes();
   snap.active_leases = static_cast<uint32_t>(leases_.size());
+  snap.eviction_policy = std::string(policy_->name());
+  snap.eviction_history_bytes = policy_->memory_bytes();
   if (scan_for_stranded) {
     snap.stranded_blocks = index_.CountStranded(&snap.stranded_bytes);
     // A hybrid's group bytes that no restorable cut can use (invariant 9).

@@ -168,6 +168,8 @@ struct CacheSnapshot {
   CacheCounters counters;
   TierSnapshot host;
   NvmeSnapshot nvme;
+  std::string eviction_policy;          // "value" or "lru"
+  uint64_t eviction_history_bytes = 0;  // the policy's own memory (its reuse history)
 };
 
 // GroupSnapshot: see storage/cache_stats.h.

@@ -160,8 +160,9 @@ int Status(const Globals& g) {
             << "  stranded:   " << r.stranded_blocks() << "\n"
             << "  lookups:    " << r.counters().lookup_hits() << " of "
             << r.counters().lookup_keys() << " keys hit\n"
-            << "  evictions:  " << r.counters().evictions()
-            << ", checksum mismatches: " << r.counters().checksum_mismatches() << "\n";
+            << "  evictions:  " << r.counters().evictions() << " (policy " << r.eviction().policy()
+            << ", reuse history " << HumanBytes(r.eviction().history_bytes())
+            << "), checksum mismatches: " << r.counters().checksum_mismatches() << "\n";
   if (r.nvme().enabled()) {
     const v1::Counters& c = r.counters();
     std::cout << "  nvme:       " << r.nvme().write_policy() << " via " << r.nvme().io_engine()
