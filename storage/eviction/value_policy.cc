@@ -3,13 +3,18 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/hash/hash.h"
+#include "base/checksum.h"
 #include "storage/prefix_index.h"
 
 namespace kvtier {
 namespace {
 
-uint64_t Fingerprint(const BlockRecord& record) { return absl::HashOf(record.ns, record.key); }
+// Stable across runs (unlike absl::Hash), so replays are reproducible.
+uint64_t Fingerprint(const BlockRecord& record) {
+  const absl::string_view key = record.key.bytes();
+  const uint64_t k = Checksum64({reinterpret_cast<const uint8_t*>(key.data()), key.size()});
+  return k ^ (record.ns.high() * 0x9e3779b97f4a7c15ULL) ^ record.ns.low();
+}
 
 }  // namespace
 
