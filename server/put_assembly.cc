@@ -45,6 +45,9 @@ absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
   ++index_;
   if (batch_ == nullptr) {
     RETURN_IF_ERROR(Begin(chunk));
+  } else if (chunk.retention.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", index_, ": retention_priority is read from the first chunk only"));
   } else if (!chunk.namespace_id.empty()) {
     ASSIGN_OR_RETURN(NamespaceId ns, NamespaceIdFromProto(chunk.namespace_id));
     if (!(ns == batch_->ns())) {

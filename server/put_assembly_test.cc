@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/clock.h"
+#include "server/proto_convert.h"
 
 namespace kvtier {
 namespace {
@@ -82,6 +83,32 @@ TEST_F(PutAssemblyTest, InOrderChunksStoreEachBlock) {
   EXPECT_EQ(r->bytes_stored, kBlock + 100);
   EXPECT_EQ(Stored(plain_, "k1"), a);
   EXPECT_EQ(Stored(plain_, "k2"), b);
+}
+
+TEST_F(PutAssemblyTest, RetentionIsReadFromTheFirstChunkOnly) {
+  PutAssembly put(cache_.get(), &transforms_, "");
+  const std::string a = Bytes('a', kBlock);
+  PutChunkFields first{hex_, "r1", "", kBlock, a};
+  first.retention = 90;
+  ASSERT_TRUE(put.Add(first).ok());
+  PutChunkFields later{"", "r2", "r1", kBlock, a};
+  later.retention = 10;
+  const absl::Status s = put.Add(later);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("chunk 1: retention_priority is read from the first chunk only"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(cache_->Lookup(plain_, {Key("r1")}, false, absl::ZeroDuration())->matched, 0u)
+      << "nothing was stored";
+}
+
+TEST(RetentionFromProtoTest, UnsetIsNulloptAndAbove100IsRefused) {
+  EXPECT_EQ(*RetentionFromProto(false, 7), std::nullopt);
+  EXPECT_EQ(*RetentionFromProto(true, 0), std::optional<uint8_t>(0));
+  EXPECT_EQ(*RetentionFromProto(true, 100), std::optional<uint8_t>(100));
+  const absl::StatusOr<std::optional<uint8_t>> bad = RetentionFromProto(true, 101);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("retention_priority 101 is above 100"), std::string::npos);
 }
 
 TEST_F(PutAssemblyTest, BlockSplitOverChunksIsConcatenated) {

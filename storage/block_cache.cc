@@ -140,7 +140,12 @@ absl::StatusOr<size_t> BlockCache::SetRetention(const NamespaceId& ns,
                                                 absl::Span<const BlockKey> keys,
                                                 uint8_t retention) {
   MutexLock lock(&mu_);
-  RETURN_IF_ERROR(namespaces_.FindOpen(ns).status());
+  ASSIGN_OR_RETURN(NamespaceEntry * entry, namespaces_.FindOpen(ns));
+  if (entry->spec.hybrid()) {
+    return absl::UnimplementedError(
+        "retention priorities on a Lookup of a namespace with layer groups are not supported "
+        "yet; give them with Save or Put");
+  }
   std::vector<BlockRecord*> matched;
   index_.MatchChain(ns, keys, &matched);
   for (BlockRecord* rec : matched) {

@@ -333,7 +333,8 @@ class BlockCache {
   absl::string_view eviction_policy() const { return policy_->name(); }
   // Sets the retention priority (0..100, see PutBatch::set_retention) of
   // the cached leading run of `keys` in `ns`; returns how many blocks it set.
-  // NOT_FOUND for a namespace that is not open.
+  // NOT_FOUND for a namespace that is not open; UNIMPLEMENTED for a hybrid
+  // one.
   absl::StatusOr<size_t> SetRetention(const NamespaceId& ns, absl::Span<const BlockKey> keys,
                                       uint8_t retention) ABSL_LOCKS_EXCLUDED(mu_);
   bool nvme_enabled() const { return nvme_ != nullptr; }

@@ -419,5 +419,23 @@ TEST_F(BlockCacheTest, APartialLastBlockGoesFirstUnlessTheEngineAsks) {
   EXPECT_EQ(heads, 30) << "only the unasked tails had to go";
 }
 
+TEST_F(BlockCacheTest, SetRetentionReMarksTheMatchedPrefix) {
+  // Two chains, "ended" the newer; marked 0, it goes before the older one.
+  ASSERT_TRUE(Put(ns_, {"old0", "old1"}).ok());
+  ASSERT_TRUE(Put(ns_, {"ended0", "ended1"}).ok());
+  absl::StatusOr<size_t> set = cache_->SetRetention(ns_, Keys({"ended0", "ended1", "none"}), 0);
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(*set, 2u) << "the cached leading run only";
+  // 124 free slots of 128; 126 more blocks: 2 must go.
+  for (int i = 0; i < 126; ++i) ASSERT_TRUE(Put(ns_, {absl::StrCat("fill", i)}).ok());
+  EXPECT_EQ(Matched(ns_, {"ended0"}), 0u);
+  EXPECT_EQ(Matched(ns_, {"old0", "old1"}), 2u);
+  NamespaceSpec unknown;
+  unknown.model_id = "never-opened";
+  unknown.layout = KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1};
+  EXPECT_EQ(cache_->SetRetention(NamespaceId::Of(unknown), Keys({"old0"}), 0).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace kvtier

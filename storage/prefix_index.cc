@@ -223,7 +223,16 @@ void PrefixIndex::NoteReclaimed(BlockRecord* record, bool dropped) {
   // Blocks used before this reclamation are priced before it moves the
   // policy (an inflation level): as if priced at their use.
   RefilePending();
-  policy_->OnReclaim(*record, record->priority, dropped, size_);
+  // A tier may reclaim a block that is not the lowest of its sets (the
+  // coldest of one size class, every block of a slab): the policy sees the
+  // lowest priority of the sets the block is in, never more.
+  double floor = record->priority;
+  for (int k = 0; k < kNumCandidates; ++k) {
+    if (((record->candidate_of >> k) & 1) != 0 && !sets_[k].empty()) {
+      floor = std::min(floor, sets_[k].begin()->first.first);
+    }
+  }
+  policy_->OnReclaim(*record, floor, dropped, size_);
   policy_clock_ = policy_->clock();
 }
 

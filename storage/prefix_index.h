@@ -195,7 +195,10 @@ class PrefixIndex {
 
   // Tells the policy that a tier reclaims `record`, a candidate: its host
   // copy (dropped = false) or the whole block (dropped = true, before
-  // Remove). Explicit deletes are not reclamations and do not call this.
+  // Remove), at the lowest priority of the sets it is in (a tier may pick a
+  // block that is not the lowest: the coldest of one size class, or every
+  // block of a slab). Explicit deletes are not reclamations and do not call
+  // this.
   void NoteReclaimed(BlockRecord* record, bool dropped);
   const EvictionPolicy& policy() const { return *policy_; }
 

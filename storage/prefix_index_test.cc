@@ -202,6 +202,26 @@ TEST_P(PrefixIndexRandomizedTest, NeverStrandsAndKeepsThePolicyOrder) {
     return inflation + (r.uses >= 2 ? 4.0 : 1.0) * factor;
   };
   const uint8_t retentions[] = {0, 20, 35, 35, 35, 90};
+  // The candidate kinds a block is in, and the lowest model priority among
+  // the blocks of those kinds: what the clock may rise to when it is
+  // reclaimed (it may not be the lowest itself: the coldest of one class).
+  auto kinds = [](const BlockRecord& r) {
+    uint8_t k = 0;
+    if (r.pinned()) return k;
+    const bool leaf = r.children().empty();
+    if (r.in_host && !r.on_nvme && leaf) k |= 1 << PrefixIndex::kHostOnlyLeaf;
+    if (r.in_host && r.on_nvme) k |= 1 << PrefixIndex::kHostCopy;
+    if (!r.in_host && r.on_nvme && leaf) k |= 1 << PrefixIndex::kNvmeOnlyLeaf;
+    return k;
+  };
+  auto floor_of = [&](const BlockRecord& victim) {
+    double floor = model[&victim];
+    const uint8_t of = kinds(victim);
+    index.ForEach([&](const BlockRecord& r) {
+      if ((kinds(r) & of) != 0) floor = std::min(floor, model[&r]);
+    });
+    return floor;
+  };
   std::mt19937_64 rng(12345);
   std::vector<std::string> live;
   std::vector<BlockRecord*> pinned;
@@ -246,8 +266,8 @@ TEST_P(PrefixIndexRandomizedTest, NeverStrandsAndKeepsThePolicyOrder) {
       BlockRecord* victim = index.Coldest(PrefixIndex::kHostCopy, std::nullopt);
       if (victim == nullptr) continue;
       ASSERT_TRUE(victim->on_nvme && victim->in_host && !victim->pinned());
+      inflation = std::max(inflation, floor_of(*victim));
       index.NoteReclaimed(victim, /*dropped=*/false);
-      inflation = std::max(inflation, model[victim]);
       victim->in_host = false;
       index.Reclassify(victim);
     } else if (rng() % 3 == 0) {
@@ -271,8 +291,8 @@ TEST_P(PrefixIndexRandomizedTest, NeverStrandsAndKeepsThePolicyOrder) {
         ASSERT_EQ(victim->slot.size_class, *cls);
       }
       std::string key(victim->key.bytes());
+      inflation = std::max(inflation, floor_of(*victim));
       index.NoteReclaimed(victim, /*dropped=*/true);
-      inflation = std::max(inflation, model[victim]);
       model.erase(victim);
       index.Remove(victim);
       live.erase(std::find(live.begin(), live.end(), key));

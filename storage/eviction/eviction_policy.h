@@ -53,8 +53,9 @@ class EvictionPolicy {
   // OnReclaim.
   virtual double clock() const = 0;
 
-  // The tiers reclaimed `record`, filed under `priority`: its host copy
-  // (dropped = false) or the whole block (dropped = true). `indexed` is the
+  // The tiers reclaimed `record`: its host copy (dropped = false) or the
+  // whole block (dropped = true). `priority` is the lowest priority among
+  // the candidates it was reclaimed from (at most its own); `indexed` is the
   // number of blocks indexed at that moment.
   virtual void OnReclaim(const BlockRecord& record, double priority, bool dropped,
                          size_t indexed) = 0;

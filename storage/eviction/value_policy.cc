@@ -33,7 +33,11 @@ void ValuePolicy::OnInsert(BlockRecord* record) {
 }
 
 double ValuePolicy::Priority(const BlockRecord& record) const {
-  const double value = record.value > 0 ? record.value : default_value_ > 0 ? default_value_ : 1.0;
+  // Relative to the default (the geometric mean of the priced namespaces),
+  // so priorities stay near 1 whatever the seconds-per-byte scale, and the
+  // inflation built before any namespace was priced stays comparable.
+  double value = record.value > 0 ? record.value : 1.0;
+  if (default_value_ > 0) value = record.value > 0 ? record.value / default_value_ : 1.0;
   const double reuse = record.uses >= 2 ? kReuseWeight : 1.0;
   return record.clock_at_use + value * reuse * RetentionFactor(record.retention);
 }

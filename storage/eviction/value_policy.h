@@ -8,8 +8,9 @@
 // times as many turnovers.
 //   value:     the recompute seconds a hit saves per byte of the block, from
 //              its namespace's cost model (BlockCache::SetRetentionValue);
-//              blocks of namespaces without one count as the geometric mean
-//              of those with one (SetDefaultValue), or 1 when none has.
+//              taken relative to the geometric mean of the priced
+//              namespaces (SetDefaultValue), which is what blocks of a
+//              namespace without one count as; all 1 when none is priced.
 //   reuse:     1 for a block used once, kReuseWeight once used again (a
 //              lookup hit or a read, or a Put of a block the ReuseHistory
 //              remembers as evicted). Measured on public traces: a block used

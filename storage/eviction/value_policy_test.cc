@@ -56,11 +56,12 @@ TEST(ValuePolicyTest, PriorityIsInflationPlusValueTimesReuseTimesRetention) {
   EXPECT_DOUBLE_EQ(policy.Priority(Block("d", 1)), 1.0) << "last used at clock 0";
 }
 
-TEST(ValuePolicyTest, BlocksWithoutAValueCountAsTheDefault) {
+TEST(ValuePolicyTest, ValuesCountRelativeToTheDefaultWhichUnpricedBlocksTake) {
   ValuePolicy policy;
   policy.SetDefaultValue(0.125);
-  EXPECT_DOUBLE_EQ(policy.Priority(Block("a", 1)), 0.125);
-  EXPECT_DOUBLE_EQ(policy.Priority(Block("a", 1, kDefaultRetention, 2.0f)), 2.0);
+  EXPECT_DOUBLE_EQ(policy.Priority(Block("a", 1)), 1.0);
+  EXPECT_DOUBLE_EQ(policy.Priority(Block("a", 1, kDefaultRetention, 2.0f)), 16.0);
+  EXPECT_DOUBLE_EQ(policy.Priority(Block("a", 1, kDefaultRetention, 0.0625f)), 0.5);
   policy.SetDefaultValue(0);
   EXPECT_DOUBLE_EQ(policy.Priority(Block("a", 1)), 1.0);
 }
@@ -117,6 +118,24 @@ TEST(EvictionPolicyTest, TheIndexOrdersCandidatesByPolicyPriority) {
       EXPECT_EQ(order, (std::vector<std::string>{"hot", "cold1", "cold2"}));
     }
   }
+}
+
+// A tier may reclaim a block that is not the lowest of its set (the coldest
+// of one size class): the clock rises only to the set's lowest priority, so
+// one such reclaim of a block kept at retention 100 does not lift the clock
+// past every block.
+TEST(EvictionPolicyTest, TheClockRisesOnlyToTheLowestPriorityOfTheVictimsSets) {
+  ValuePolicy policy;
+  PrefixIndex index(&policy);
+  auto kept = std::make_unique<BlockRecord>(Block("kept", 1, 100));
+  kept->slot.size_class = 1;
+  BlockRecord* k = kept.get();
+  ASSERT_TRUE(index.Insert(std::move(kept)).ok());
+  ASSERT_TRUE(index.Insert(std::make_unique<BlockRecord>(Block("plain", 1))).ok());
+  ASSERT_EQ(index.Coldest(PrefixIndex::kHostOnlyLeaf, 1), k);  // the only one of class 1
+  index.NoteReclaimed(k, /*dropped=*/true);
+  index.Remove(k);
+  EXPECT_DOUBLE_EQ(policy.clock(), 1.0) << "plain's priority, not kept's 32";
 }
 
 }  // namespace

@@ -287,8 +287,8 @@ class PythonClientTest(unittest.TestCase):
 class RetentionTest(unittest.TestCase):
     def test_retention_priorities(self):
         """Put/Save/Lookup take a retention priority: bad values change nothing;
-        a prefix marked 100 outlives the others, one marked 0 (its conversation
-        ended) goes first."""
+        a prefix re-marked 0 (its conversation ended) goes first, though it is
+        the most recently used; one marked 100 outlives a turnover."""
         # 4 MiB of host tier in 1 MiB slabs: 512 slots of 8 KiB.
         with own_daemon("kvtier-py-retention-", ("--set", "host_tier.bytes=4MiB")) as (_, client):
             ns = client.open_namespace("retention-model", num_layers=1, num_kv_heads=1,
@@ -299,20 +299,26 @@ class RetentionTest(unittest.TestCase):
             self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
             self.assertEqual(client.lookup(ns.id, [b"bad"]).matched, 0)
             client.put(ns.id, [b"system", b"system-2"], [block, block], retention_priority=100)
-            client.put(ns.id, [b"ended", b"ended-2"], [block, block])
             client.put(ns.id, [b"plain", b"plain-2"], [block, block])
+            client.put(ns.id, [b"ended", b"ended-2"], [block, block])
+            # Refused whole: had it marked plain 0, plain would go first below.
             with self.assertRaises(KvtierError) as e:
-                client.lookup(ns.id, [b"ended", b"ended-2"], retention_priority=200)
+                client.lookup(ns.id, [b"plain", b"plain-2"], retention_priority=200)
             self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
             self.assertEqual(
                 client.lookup(ns.id, [b"ended", b"ended-2"], retention_priority=0).matched, 2)
-            # 600 one-block chains: the tier turns over about once.
-            for i in range(600):
+            # 6 of the 512 slots are taken; 508 more blocks: exactly 2 must go.
+            for i in range(508):
+                client.put(ns.id, [b"fill-%d" % i], [block])
+            self.assertEqual(client.lookup(ns.id, [b"ended"]).matched, 0)
+            self.assertEqual(client.lookup(ns.id, [b"plain", b"plain-2"]).matched, 2)
+            self.assertEqual(client.lookup(ns.id, [b"system", b"system-2"]).matched, 2)
+            self.assertEqual(client.lookup(ns.id, [b"fill-0"]).matched, 1)
+            # A full turnover more: the retention-100 prefix is still there.
+            for i in range(508, 1100):
                 client.put(ns.id, [b"fill-%d" % i], [block])
             self.assertEqual(client.lookup(ns.id, [b"system", b"system-2"]).matched, 2)
-            self.assertEqual(client.lookup(ns.id, [b"ended"]).matched, 0)
-            self.assertEqual(client.lookup(ns.id, [b"plain"]).matched, 0)
-            self.assertEqual(client.lookup(ns.id, [b"fill-599"]).matched, 1)
+            self.assertEqual(client.lookup(ns.id, [b"fill-1"]).matched, 0)  # used once: gone
 
 
 class DaemonKilledMidLoadTest(unittest.TestCase):
