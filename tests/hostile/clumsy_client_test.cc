@@ -253,8 +253,9 @@ TEST_F(ClumsyClientTest, TruncationDuringALongLoad) {
 // Item 2: deleting a 120,000-block chain took 44.6 s under the cache lock
 // (a walk to the root per block); a Lookup in another namespace waited all
 // along. Now the delete is linear and lets other calls in: the concurrent
-// Lookups each answer within 50 ms (under a sanitizer, within a quarter of
-// the delete's own time: the lock is not held throughout).
+// Lookups each answer within 50 ms, or half the delete's time on a loaded
+// machine (under a sanitizer, within a quarter of the delete's own time: the
+// lock is not held throughout).
 TEST_F(ClumsyClientTest, LongChainDeleteDoesNotStallOthers) {
   constexpr int kChain = 120'000;
   Start(640ull << 20);
@@ -310,7 +311,11 @@ TEST_F(ClumsyClientTest, LongChainDeleteDoesNotStallOthers) {
   EXPECT_LT(worst_us.load(), absl::ToInt64Microseconds(took) / 4)
       << "a Lookup waited behind the delete";
 #else
-  EXPECT_LT(worst_us.load(), 50'000) << "a Lookup waited behind the delete";
+  // 50 ms, or half the delete's own time when a loaded machine slows it
+  // (CI saw a 220 ms delete and a 55 ms Lookup): a lock held throughout
+  // would make a Lookup wait about the whole delete.
+  EXPECT_LT(worst_us.load(), std::max<int64_t>(50'000, absl::ToInt64Microseconds(took) / 2))
+      << "a Lookup waited behind the delete";
 #endif
   EXPECT_EQ(client_->Lookup(chain_ns->id, {keys[0]})->matched, 0u);
   EXPECT_EQ(daemon_->cache().Snapshot(true).stranded_blocks, 0u);
