@@ -330,11 +330,9 @@ class BlockCache {
   // unless finite and > 0.
   absl::Status SetRetentionValue(const NamespaceId& ns, double seconds_per_byte)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::string_view eviction_policy() const { return policy_->name(); }
   // Sets the retention priority (0..100, see PutBatch::set_retention) of
   // the cached leading run of `keys` in `ns`; returns how many blocks it set.
-  // NOT_FOUND for a namespace that is not open; UNIMPLEMENTED for a hybrid
-  // one.
+  // NOT_FOUND for a namespace not open; UNIMPLEMENTED for a hybrid one.
   absl::StatusOr<size_t> SetRetention(const NamespaceId& ns, absl::Span<const BlockKey> keys,
                                       uint8_t retention) ABSL_LOCKS_EXCLUDED(mu_);
   bool nvme_enabled() const { return nvme_ != nullptr; }
