@@ -1,7 +1,10 @@
 #include "server/admin_service.h"
 
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/async/unary_call.h"
 #include "server/build_info.h"
 #include "server/grpc_auth.h"
 #include "server/proto_convert.h"
@@ -242,50 +245,83 @@ void AdminService::PeersView(v1::ListPeersResponse* response) {
   }
 }
 
-grpc::Status AdminService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest*,
-                                     v1::GetStatusResponse* response) {
+AdminService::AdminService(Deps deps)
+    : deps_(std::move(deps)),
+      limits_("Admin",
+              {"GetStatus", "ListTiers", "ListNamespaces", "GetWear", "ListPeers", "ListBlocks",
+               "Evict"},
+              deps_.max_calls_per_method) {
+  if (deps_.executor == nullptr) {
+    spdlog::critical("AdminService needs a CallExecutor");
+    std::abort();
+  }
+}
+
+#define KVTIER_UNARY(Method) \
+  KVTIER_UNARY_ON_EXECUTOR(AdminService, Method, *deps_.executor, limits_)
+KVTIER_UNARY(GetStatus)
+KVTIER_UNARY(ListTiers)
+KVTIER_UNARY(ListNamespaces)
+KVTIER_UNARY(GetWear)
+KVTIER_UNARY(ListPeers)
+KVTIER_UNARY(ListBlocks)
+#undef KVTIER_UNARY
+
+grpc::ServerWriteReactor<v1::EvictProgress>* AdminService::Evict(Ctx* context,
+                                                                 const v1::EvictRequest* request) {
+  absl::StatusOr<CallLimit::Ticket> ticket = limits_.Of("Evict").Enter();
+  auto* out =
+      new QueuedWriter<v1::EvictProgress>(ticket.ok() ? *std::move(ticket) : CallLimit::Ticket());
+  if (!ticket.ok()) {
+    out->Close(ToGrpc(ticket.status()));
+  } else if (!deps_.executor->Submit([=, this] { out->Close(DoEvict(context, request, out)); })) {
+    out->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  }
+  return out;
+}
+
+grpc::Status AdminService::DoGetStatus(Ctx* context, const v1::GetStatusRequest*,
+                                       v1::GetStatusResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "GetStatus")); !s.ok())
     return s;
   StatusView(response);
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::ListTiers(grpc::ServerContext* context, const v1::ListTiersRequest*,
-                                     v1::ListTiersResponse* response) {
+grpc::Status AdminService::DoListTiers(Ctx* context, const v1::ListTiersRequest*,
+                                       v1::ListTiersResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "ListTiers")); !s.ok())
     return s;
   TiersView(response);
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::ListNamespaces(grpc::ServerContext* context,
-                                          const v1::ListNamespacesRequest*,
-                                          v1::ListNamespacesResponse* response) {
+grpc::Status AdminService::DoListNamespaces(Ctx* context, const v1::ListNamespacesRequest*,
+                                            v1::ListNamespacesResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "ListNamespaces")); !s.ok())
     return s;
   NamespacesView(response, /*scan_groups=*/true);
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::GetWear(grpc::ServerContext* context, const v1::GetWearRequest*,
-                                   v1::GetWearResponse* response) {
+grpc::Status AdminService::DoGetWear(Ctx* context, const v1::GetWearRequest*,
+                                     v1::GetWearResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "GetWear")); !s.ok())
     return s;
   WearView(response);
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::ListPeers(grpc::ServerContext* context, const v1::ListPeersRequest*,
-                                     v1::ListPeersResponse* response) {
+grpc::Status AdminService::DoListPeers(Ctx* context, const v1::ListPeersRequest*,
+                                       v1::ListPeersResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "ListPeers")); !s.ok())
     return s;
   PeersView(response);
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::ListBlocks(grpc::ServerContext* context,
-                                      const v1::ListBlocksRequest* request,
-                                      v1::ListBlocksResponse* response) {
+grpc::Status AdminService::DoListBlocks(Ctx* context, const v1::ListBlocksRequest* request,
+                                        v1::ListBlocksResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "ListBlocks")); !s.ok())
     return s;
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
@@ -310,8 +346,8 @@ grpc::Status AdminService::ListBlocks(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
-                                 grpc::ServerWriter<v1::EvictProgress>* writer) {
+grpc::Status AdminService::DoEvict(Ctx* context, const v1::EvictRequest* request,
+                                   QueuedWriter<v1::EvictProgress>* out) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "Evict")); !s.ok())
     return s;
   std::optional<NamespaceId> ns;
@@ -341,7 +377,7 @@ grpc::Status AdminService::Evict(grpc::ServerContext* context, const v1::EvictRe
     progress.set_blocks_left(r.blocks_left);
     const bool done = r.blocks_evicted == 0 || r.blocks_left == 0;
     progress.set_done(done);
-    if (!writer->Write(progress)) {
+    if (!out->Push(progress)) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "client went away during Evict");
     }
     if (done) break;

@@ -1,6 +1,11 @@
 // AdminService: the gRPC adapter for kvtier.v1.Admin (operator views of the
 // daemon: status, tiers, namespaces).
 //
+// Asynchronous like KvCacheService: gRPC's callback API, the work on the
+// service's own CallExecutor (an Evict or a scan never delays engines'
+// calls beyond the cache lock they share), at most
+// Deps::max_calls_per_method calls per method.
+//
 // Thread-safety: thread-safe.
 #ifndef KVTIER_SERVER_ADMIN_SERVICE_H_
 #define KVTIER_SERVER_ADMIN_SERVICE_H_
@@ -16,6 +21,8 @@
 #include "datapath/memory_region.h"
 #include "gpu/gpu_probe.h"
 #include "kvtier/v1/admin.grpc.pb.h"
+#include "server/async/call_executor.h"
+#include "server/async/queued_writer.h"
 #include "server/auth.h"
 #include "server/lookup_planner.h"
 #include "server/storage_encoding.h"
@@ -24,7 +31,7 @@
 
 namespace kvtier {
 
-class AdminService final : public v1::Admin::Service {
+class AdminService final : public v1::Admin::CallbackService {
  public:
   // What the service reads. Pointers must outlive the service.
   struct Deps {
@@ -42,9 +49,12 @@ class AdminService final : public v1::Admin::Service {
     std::string gpu_tier_note;
     const RegionTable* regions = nullptr;
     PeerTransfer* peer_transfer = nullptr;
+    // Runs the calls' work (required).
+    CallExecutor* executor = nullptr;
+    uint32_t max_calls_per_method = 256;
   };
 
-  explicit AdminService(Deps deps) : deps_(std::move(deps)) {}
+  explicit AdminService(Deps deps);
 
   // The address is known only once the server has bound it.
   void set_listen_address(std::string address) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -66,24 +76,41 @@ class AdminService final : public v1::Admin::Service {
   void WearView(v1::GetWearResponse* response);  // reads SMART logs (I/O)
   void PeersView(v1::ListPeersResponse* response);
 
-  grpc::Status GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest* request,
-                         v1::GetStatusResponse* response) override;
-  grpc::Status ListTiers(grpc::ServerContext* context, const v1::ListTiersRequest* request,
-                         v1::ListTiersResponse* response) override;
-  grpc::Status ListNamespaces(grpc::ServerContext* context,
-                              const v1::ListNamespacesRequest* request,
-                              v1::ListNamespacesResponse* response) override;
-  grpc::Status GetWear(grpc::ServerContext* context, const v1::GetWearRequest* request,
-                       v1::GetWearResponse* response) override;
-  grpc::Status ListPeers(grpc::ServerContext* context, const v1::ListPeersRequest* request,
-                         v1::ListPeersResponse* response) override;
-  grpc::Status ListBlocks(grpc::ServerContext* context, const v1::ListBlocksRequest* request,
-                          v1::ListBlocksResponse* response) override;
-  grpc::Status Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
-                     grpc::ServerWriter<v1::EvictProgress>* writer) override;
+  using Ctx = grpc::CallbackServerContext;
+  grpc::ServerUnaryReactor* GetStatus(Ctx* context, const v1::GetStatusRequest* request,
+                                      v1::GetStatusResponse* response) override;
+  grpc::ServerUnaryReactor* ListTiers(Ctx* context, const v1::ListTiersRequest* request,
+                                      v1::ListTiersResponse* response) override;
+  grpc::ServerUnaryReactor* ListNamespaces(Ctx* context, const v1::ListNamespacesRequest* request,
+                                           v1::ListNamespacesResponse* response) override;
+  grpc::ServerUnaryReactor* GetWear(Ctx* context, const v1::GetWearRequest* request,
+                                    v1::GetWearResponse* response) override;
+  grpc::ServerUnaryReactor* ListPeers(Ctx* context, const v1::ListPeersRequest* request,
+                                      v1::ListPeersResponse* response) override;
+  grpc::ServerUnaryReactor* ListBlocks(Ctx* context, const v1::ListBlocksRequest* request,
+                                       v1::ListBlocksResponse* response) override;
+  grpc::ServerWriteReactor<v1::EvictProgress>* Evict(Ctx* context,
+                                                     const v1::EvictRequest* request) override;
 
  private:
+  // The synchronous bodies, run on the executor.
+  grpc::Status DoGetStatus(Ctx* context, const v1::GetStatusRequest* request,
+                           v1::GetStatusResponse* response);
+  grpc::Status DoListTiers(Ctx* context, const v1::ListTiersRequest* request,
+                           v1::ListTiersResponse* response);
+  grpc::Status DoListNamespaces(Ctx* context, const v1::ListNamespacesRequest* request,
+                                v1::ListNamespacesResponse* response);
+  grpc::Status DoGetWear(Ctx* context, const v1::GetWearRequest* request,
+                         v1::GetWearResponse* response);
+  grpc::Status DoListPeers(Ctx* context, const v1::ListPeersRequest* request,
+                           v1::ListPeersResponse* response);
+  grpc::Status DoListBlocks(Ctx* context, const v1::ListBlocksRequest* request,
+                            v1::ListBlocksResponse* response);
+  grpc::Status DoEvict(Ctx* context, const v1::EvictRequest* request,
+                       QueuedWriter<v1::EvictProgress>* out);
+
   const Deps deps_;
+  const CallLimits limits_;
   Mutex mu_;
   std::string listen_address_ ABSL_GUARDED_BY(mu_);
 };

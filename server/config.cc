@@ -102,6 +102,7 @@ const std::vector<KeySpec>& Keys() {
       Field("server.shutdown_grace_ms", &DaemonConfig::shutdown_grace_ms, ParseU32),
       Field("server.max_connection_idle_ms", &DaemonConfig::max_connection_idle_ms, ParseU32),
       Field("server.shm_dir", &DaemonConfig::shm_dir, ParseString),
+      Field("server.call_threads", &DaemonConfig::call_threads, ParseU32),
       Field("host_tier.bytes", &DaemonConfig::host_tier_bytes, ParseBytes),
       Field("host_tier.slab_bytes", &DaemonConfig::host_slab_bytes, ParseBytes),
       Field("cache.eviction_policy", &DaemonConfig::eviction_policy, ParseString),
@@ -118,6 +119,7 @@ const std::vector<KeySpec>& Keys() {
       Field("limits.tenant_max_region_bytes", &DaemonConfig::tenant_max_region_bytes, ParseBytes),
       Field("limits.tenant_reserved_bytes", &DaemonConfig::tenant_reserved_bytes, ParseBytes),
       Field("limits.stream_idle_timeout_ms", &DaemonConfig::stream_idle_timeout_ms, ParseU32),
+      Field("limits.max_calls_per_method", &DaemonConfig::max_calls_per_method, ParseU32),
       Field("leases.default_ttl_ms", &DaemonConfig::default_lease_ttl_ms, ParseU32),
       Field("leases.max_ttl_ms", &DaemonConfig::max_lease_ttl_ms, ParseU32),
       Field("log.level", &DaemonConfig::log_level, ParseString),
@@ -331,6 +333,10 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
         "limits.tenant_max_namespaces, tenant_max_leases, tenant_max_lease_blocks, "
         "tenant_max_regions and tenant_max_region_bytes must be > 0");
   }
+  if (c.call_threads < 1 || c.call_threads > 1024) {
+    return bad("server.call_threads must be in 1..1024");
+  }
+  if (c.max_calls_per_method == 0) return bad("limits.max_calls_per_method must be > 0");
   if (c.max_namespaces == 0 || c.max_keys_per_request == 0 || c.max_leases == 0) {
     return bad("limits.max_namespaces, max_keys_per_request and max_leases must be > 0");
   }

@@ -5,9 +5,10 @@
 //
 // YAML layout (every key optional):
 //   server:    listen, max_message_bytes, get_chunk_bytes, shutdown_grace_ms,
-//              max_connection_idle_ms
+//              max_connection_idle_ms, call_threads
 //   host_tier: bytes, slab_bytes
-//   limits:    max_block_bytes, max_namespaces, max_keys_per_request, max_leases
+//   limits:    max_block_bytes, max_namespaces, max_keys_per_request, max_leases,
+//              max_calls_per_method
 //   leases:    default_ttl_ms, max_ttl_ms
 //   log:       level
 //   security:  tls_cert, tls_key, tls_client_ca, identities_file, peer_tls_ca,
@@ -69,6 +70,12 @@ struct DaemonConfig {
   // A Put, Get, Save or Load stream that moves nothing for this long is
   // cancelled (and what it reserved or pinned is freed); 0: never.
   uint32_t stream_idle_timeout_ms = 30'000;
+  // Threads that run the KvCache service's calls (the Admin and Peer
+  // services have a quarter each, at least 2): calls beyond them queue.
+  uint32_t call_threads = 16;
+  // Calls of one method in flight (queued or running); the next is
+  // RESOURCE_EXHAUSTED.
+  uint32_t max_calls_per_method = 1024;
   std::string shm_dir = "/dev/shm";  // where RegisterMemory files must be
 
   uint32_t default_lease_ttl_ms = 30'000;

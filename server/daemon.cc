@@ -259,6 +259,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   InstallSigbusGuard();
   d->idle_reaper_ = std::make_unique<StreamIdleReaper>(
       absl::Milliseconds(config.stream_idle_timeout_ms), &d->clock_);
+  ASSIGN_OR_RETURN(d->kvcache_calls_,
+                   CallExecutor::Create({.name = "kvcache", .threads = config.call_threads}));
+  const uint32_t side_threads = std::max<uint32_t>(2, config.call_threads / 4);
+  ASSIGN_OR_RETURN(d->admin_calls_,
+                   CallExecutor::Create({.name = "admin", .threads = side_threads}));
+  ASSIGN_OR_RETURN(d->peer_calls_, CallExecutor::Create({.name = "peer", .threads = side_threads}));
   d->kvcache_service_ = std::make_unique<KvCacheService>(KvCacheService::Deps{
       .auth = d->auth_.get(),
       .cache = d->cache_.get(),
@@ -272,6 +278,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       .gpu_tier = d->gpu_tier_.get(),
       .peer_transfer = d->peer_transfer_.get(),
       .idle_reaper = d->idle_reaper_.get(),
+      .executor = d->kvcache_calls_.get(),
+      .max_calls_per_method = config.max_calls_per_method,
   });
 
   // Both are process-wide switches of gRPC's; they only affect servers built
@@ -308,6 +316,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       .gpu_tier_note = d->gpu_tier_note_,
       .regions = d->regions_.get(),
       .peer_transfer = d->peer_transfer_.get(),
+      .executor = d->admin_calls_.get(),
+      .max_calls_per_method = config.max_calls_per_method,
   });
   builder.RegisterService(d->admin_service_.get());
   d->metrics_ = std::make_unique<DaemonMetrics>(d->admin_service_.get(), d->auth_.get(),
@@ -318,7 +328,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     builder.experimental().SetInterceptorCreators(std::move(rpc));
   }
   d->peer_service_ = std::make_unique<PeerService>(
-      PeerService::Deps{.auth = d->auth_.get(), .transfer = d->peer_transfer_.get()});
+      PeerService::Deps{.auth = d->auth_.get(),
+                        .transfer = d->peer_transfer_.get(),
+                        .executor = d->peer_calls_.get(),
+                        .max_calls_per_method = config.max_calls_per_method});
   builder.RegisterService(d->peer_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || port == 0) {
@@ -356,6 +369,10 @@ void Daemon::Shutdown(absl::Duration grace) {
   const absl::Duration calls = cache_->nvme_enabled() ? grace / 2 : grace;
   server_->Shutdown(absl::ToChronoTime(absl::Now() + calls));
   server_->Wait();
+  // Every call has finished, so nothing submits any more.
+  kvcache_calls_->Stop();
+  admin_calls_->Stop();
+  peer_calls_->Stop();
   // No call runs any more: persist what the write policy still owes NVMe
   // (write-through blocks acknowledged but not yet written) in what is left
   // of the grace period.

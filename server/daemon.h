@@ -21,6 +21,7 @@
 #include "datapath/memory_region.h"
 #include "gpu/gpu_probe.h"
 #include "server/admin_service.h"
+#include "server/async/call_executor.h"
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/daemon_metrics.h"
@@ -92,6 +93,12 @@ class Daemon {
   std::string listen_address_;
   // Cancels streams that stop moving; outlives the services that use it.
   std::unique_ptr<StreamIdleReaper> idle_reaper_;
+  // Run the services' calls (one each: a call of one never queues behind
+  // another's). Declared before the services and the server: they outlive
+  // both, and Shutdown stops them once the server has ended every call.
+  std::unique_ptr<CallExecutor> kvcache_calls_;
+  std::unique_ptr<CallExecutor> admin_calls_;
+  std::unique_ptr<CallExecutor> peer_calls_;
   std::unique_ptr<KvCacheService> kvcache_service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<PeerService> peer_service_;

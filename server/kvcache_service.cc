@@ -1,6 +1,7 @@
 #include "server/kvcache_service.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "base/status_macros.h"
 #include "datapath/region_copy.h"
 #include "datapath/shared_memory_region.h"
+#include "server/async/unary_call.h"
 #include "server/grpc_auth.h"
 #include "server/peer_service.h"
 #include "server/proto_convert.h"
@@ -45,11 +47,33 @@ KvCacheService::KvCacheService(Deps deps)
           .per_tenant_dirs = deps_.auth->enabled(),
           .copy_engine = deps_.copy_engine,
           .open_cuda_ipc = deps_.open_cuda_ipc,
-      }) {}
+      }),
+      limits_("KvCache",
+              {"OpenNamespace", "Lookup", "Put", "Get", "Release", "Delete", "CloseNamespace",
+               "RegisterMemory", "UnregisterMemory", "Save", "Load", "Transfer"},
+              deps_.max_calls_per_method) {
+  if (deps_.executor == nullptr) {
+    spdlog::critical("KvCacheService needs a CallExecutor");
+    std::abort();
+  }
+}
 
-grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext* context,
-                                           const v1::OpenNamespaceRequest* request,
-                                           v1::OpenNamespaceResponse* response) {
+// The unary methods: each body, Do<Method>, runs on the executor
+// (server/async/unary_call.h).
+#define KVTIER_UNARY(Method) \
+  KVTIER_UNARY_ON_EXECUTOR(KvCacheService, Method, *deps_.executor, limits_)
+KVTIER_UNARY(OpenNamespace)
+KVTIER_UNARY(Lookup)
+KVTIER_UNARY(Release)
+KVTIER_UNARY(Delete)
+KVTIER_UNARY(CloseNamespace)
+KVTIER_UNARY(RegisterMemory)
+KVTIER_UNARY(UnregisterMemory)
+KVTIER_UNARY(Transfer)
+#undef KVTIER_UNARY
+
+grpc::Status KvCacheService::DoOpenNamespace(Ctx* context, const v1::OpenNamespaceRequest* request,
+                                             v1::OpenNamespaceResponse* response) {
   KVTIER_ADMIT("OpenNamespace", who);
   absl::StatusOr<NamespaceSpec> spec = NamespaceSpecFromProto(*request);
   if (!spec.ok()) return Finish("OpenNamespace", spec.status());
@@ -93,8 +117,8 @@ grpc::Status KvCacheService::OpenNamespace(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
-                                    v1::LookupResponse* response) {
+grpc::Status KvCacheService::DoLookup(Ctx* context, const v1::LookupRequest* request,
+                                      v1::LookupResponse* response) {
   KVTIER_ADMIT("Lookup", who);
   absl::StatusOr<NamespaceKeys> req =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
@@ -170,93 +194,8 @@ grpc::Status KvCacheService::Lookup(grpc::ServerContext* context, const v1::Look
   return grpc::Status::OK;
 }
 
-absl::Status KvCacheService::DoPut(grpc::ServerContext* context, const Identity& who,
-                                   grpc::ServerReader<v1::PutChunk>* reader,
-                                   v1::PutResponse* response) {
-  PutAssembly put(deps_.cache, deps_.transforms, who.tenant);
-  v1::PutChunk chunk;
-  const std::unique_ptr<StreamIdleReaper::Watch> watch = WatchIdle(context);
-  while (reader->Read(&chunk)) {
-    watch->Touch();
-    ASSIGN_OR_RETURN(
-        std::optional<uint8_t> retention,
-        RetentionFromProto(chunk.has_retention_priority(), chunk.retention_priority()));
-    if (absl::Status s = put.Add({chunk.namespace_id(), chunk.key(), chunk.parent_key(),
-                                  chunk.block_bytes(), chunk.data(), chunk.group(), retention});
-        !s.ok()) {
-      return s;
-    }
-  }
-  // Read() also returns false when the call was cancelled (client gone,
-  // deadline, shutdown): only a cleanly finished stream commits.
-  if (context->IsCancelled()) return absl::CancelledError("Put cancelled before it finished");
-  ASSIGN_OR_RETURN(PutResult r, put.Commit());
-  response->set_blocks_stored(r.blocks_stored);
-  response->set_blocks_already_cached(r.blocks_already_cached);
-  response->set_bytes_stored(r.bytes_stored);
-  response->set_blocks_unusable(r.blocks_unusable);
-  return absl::OkStatus();
-}
-
-grpc::Status KvCacheService::Put(grpc::ServerContext* context,
-                                 grpc::ServerReader<v1::PutChunk>* reader,
-                                 v1::PutResponse* response) {
-  KVTIER_ADMIT("Put", who);
-  return Finish("Put", DoPut(context, *who, reader, response));
-}
-
-grpc::Status KvCacheService::Get(grpc::ServerContext* context, const v1::GetRequest* request,
-                                 grpc::ServerWriter<v1::GetChunk>* writer) {
-  KVTIER_ADMIT("Get", who);
-  absl::StatusOr<NamespaceKeys> req =
-      NamespaceKeysFromProto(request->namespace_id(), request->keys());
-  if (!req.ok()) return Finish("Get", req.status());
-  if (absl::Status s = deps_.cache->CheckTenant(req->ns, who->tenant); !s.ok())
-    return Finish("Get", s);
-  const uint64_t chunk_bytes =
-      request->max_chunk_bytes() == 0
-          ? deps_.get_chunk_bytes
-          : std::min<uint64_t>(request->max_chunk_bytes(), deps_.max_chunk_bytes);
-  absl::StatusOr<std::vector<BlockCache::ReadHandle>> handles =
-      deps_.cache->Read(req->ns, req->keys, /*verify=*/true, request->group());
-  if (!handles.ok()) return Finish("Get", handles.status());
-  const std::shared_ptr<BlockTransform> transform = deps_.transforms->Find(req->ns);
-  std::vector<uint8_t> decoded(transform != nullptr ? transform->plain_bytes() : 0);
-  v1::GetChunk chunk;
-  const std::unique_ptr<StreamIdleReaper::Watch> watch = WatchIdle(context);
-  for (const BlockCache::ReadHandle& h : *handles) {
-    absl::Span<const uint8_t> bytes = h.bytes();
-    if (transform != nullptr) {
-      // Verified by Read; a block that does not decode is not served.
-      if (absl::Status s = transform->Decode(bytes, absl::MakeSpan(decoded)); !s.ok()) {
-        return Finish(
-            "Get", absl::DataLossError(absl::StrCat("block ", h.key().ToHex(), ": ", s.message())));
-      }
-      bytes = decoded;
-    }
-    uint64_t offset = 0;
-    do {
-      const uint64_t n = std::min<uint64_t>(chunk_bytes, bytes.size() - offset);
-      chunk.Clear();
-      if (offset == 0) {
-        chunk.set_key(std::string(h.key().bytes()));
-        chunk.set_block_bytes(bytes.size());
-      }
-      chunk.set_offset(offset);
-      chunk.set_data(bytes.data() + offset, n);
-      if (!writer->Write(chunk)) {
-        return Finish("Get", absl::CancelledError("client went away during Get"));
-      }
-      watch->Touch();
-      offset += n;
-    } while (offset < bytes.size());
-  }
-  return grpc::Status::OK;
-}
-
-grpc::Status KvCacheService::Release(grpc::ServerContext* context,
-                                     const v1::ReleaseRequest* request,
-                                     v1::ReleaseResponse* response) {
+grpc::Status KvCacheService::DoRelease(Ctx* context, const v1::ReleaseRequest* request,
+                                       v1::ReleaseResponse* response) {
   KVTIER_ADMIT("Release", who);
   if (request->lease_id().empty()) {
     return Finish("Release", absl::InvalidArgumentError("lease_id is required"));
@@ -267,8 +206,8 @@ grpc::Status KvCacheService::Release(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status KvCacheService::Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
-                                    v1::DeleteResponse* response) {
+grpc::Status KvCacheService::DoDelete(Ctx* context, const v1::DeleteRequest* request,
+                                      v1::DeleteResponse* response) {
   KVTIER_ADMIT("Delete", who);
   absl::StatusOr<NamespaceKeys> req =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
@@ -283,9 +222,9 @@ grpc::Status KvCacheService::Delete(grpc::ServerContext* context, const v1::Dele
   return grpc::Status::OK;
 }
 
-grpc::Status KvCacheService::CloseNamespace(grpc::ServerContext* context,
-                                            const v1::CloseNamespaceRequest* request,
-                                            v1::CloseNamespaceResponse* response) {
+grpc::Status KvCacheService::DoCloseNamespace(Ctx* context,
+                                              const v1::CloseNamespaceRequest* request,
+                                              v1::CloseNamespaceResponse* response) {
   KVTIER_ADMIT("CloseNamespace", who);
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
   if (!ns.ok()) return Finish("CloseNamespace", ns.status());
@@ -307,14 +246,15 @@ grpc::Status KvCacheService::CloseNamespace(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-std::unique_ptr<StreamIdleReaper::Watch> KvCacheService::WatchIdle(grpc::ServerContext* context) {
+std::unique_ptr<StreamIdleReaper::Watch> KvCacheService::WatchIdle(
+    grpc::ServerContextBase* context) {
   if (deps_.idle_reaper == nullptr) return StreamIdleReaper::Unwatched();
   return deps_.idle_reaper->Track([context] { context->TryCancel(); });
 }
 
-grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext* context,
-                                            const v1::RegisterMemoryRequest* request,
-                                            v1::RegisterMemoryResponse* response) {
+grpc::Status KvCacheService::DoRegisterMemory(Ctx* context,
+                                              const v1::RegisterMemoryRequest* request,
+                                              v1::RegisterMemoryResponse* response) {
   KVTIER_ADMIT("RegisterMemory", who);
   RegionRequest req;
   req.tenant = who->tenant;
@@ -346,9 +286,9 @@ grpc::Status KvCacheService::RegisterMemory(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status KvCacheService::UnregisterMemory(grpc::ServerContext* context,
-                                              const v1::UnregisterMemoryRequest* request,
-                                              v1::UnregisterMemoryResponse*) {
+grpc::Status KvCacheService::DoUnregisterMemory(Ctx* context,
+                                                const v1::UnregisterMemoryRequest* request,
+                                                v1::UnregisterMemoryResponse*) {
   KVTIER_ADMIT("UnregisterMemory", who);
   if (request->region_id().empty()) {
     return Finish("UnregisterMemory", absl::InvalidArgumentError("region_id is required"));
@@ -357,13 +297,16 @@ grpc::Status KvCacheService::UnregisterMemory(grpc::ServerContext* context,
 }
 
 grpc::Status KvCacheService::RegionTransfer(
-    const char* rpc, bool save, const Identity& who, grpc::ServerContext* context,
-    const std::string& namespace_id, const std::string& region_id,
-    const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
-    grpc::ServerWriter<v1::BlockCompletion>* writer, std::optional<uint8_t> retention) {
+    const char* rpc, bool save, Ctx* context, const std::string& namespace_id,
+    const std::string& region_id, const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
+    QueuedWriter<v1::BlockCompletion>* out, std::optional<uint8_t> retention) {
+  // RoleOf is evaluated at compile time, so one literal per direction.
+  absl::StatusOr<Identity> who =
+      Admit(*deps_.auth, *context, save ? RoleOf("KvCache", "Save") : RoleOf("KvCache", "Load"));
+  if (!who.ok()) return Finish(rpc, who.status());
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(namespace_id);
   if (!ns.ok()) return Finish(rpc, ns.status());
-  if (absl::Status s = deps_.cache->CheckTenant(*ns, who.tenant); !s.ok()) return Finish(rpc, s);
+  if (absl::Status s = deps_.cache->CheckTenant(*ns, who->tenant); !s.ok()) return Finish(rpc, s);
   if (refs.empty() ||
       static_cast<uint64_t>(refs.size()) > deps_.cache->options().max_keys_per_request) {
     return Finish(rpc, absl::InvalidArgumentError(
@@ -404,19 +347,19 @@ grpc::Status KvCacheService::RegionTransfer(
     }
     blocks.push_back(std::move(block));
   }
-  absl::StatusOr<std::shared_ptr<MemoryRegion>> region = deps_.regions->Find(region_id, who.tenant);
+  absl::StatusOr<std::shared_ptr<MemoryRegion>> region =
+      deps_.regions->Find(region_id, who->tenant);
   if (!region.ok()) return Finish(rpc, region.status());
-  v1::BlockCompletion c;
   const std::unique_ptr<StreamIdleReaper::Watch> watch = WatchIdle(context);
   auto sink = [&](const BlockOutcome& o) {
     if (context->IsCancelled()) return false;
-    c.Clear();
+    v1::BlockCompletion c;
     c.set_index(o.index);
     c.set_key(std::string(blocks[o.index].key.bytes()));
     c.set_code(static_cast<int32_t>(o.status.code()));
     c.set_message(std::string(o.status.message()));
     c.set_size_bytes(o.bytes);
-    if (!writer->Write(c)) return false;
+    if (!out->Push(std::move(c))) return false;
     watch->Touch();
     return true;
   };
@@ -428,26 +371,47 @@ grpc::Status KvCacheService::RegionTransfer(
                                            deps_.copy_engine, transform.get(), deps_.gpu_tier));
 }
 
-grpc::Status KvCacheService::Save(grpc::ServerContext* context, const v1::SaveRequest* request,
-                                  grpc::ServerWriter<v1::BlockCompletion>* writer) {
-  KVTIER_ADMIT("Save", who);
-  absl::StatusOr<std::optional<uint8_t>> retention =
-      RetentionFromProto(request->has_retention_priority(), request->retention_priority());
-  if (!retention.ok()) return Finish("Save", retention.status());
-  return RegionTransfer("Save", true, *who, context, request->namespace_id(), request->region_id(),
-                        request->blocks(), writer, *retention);
+grpc::ServerWriteReactor<v1::BlockCompletion>* KvCacheService::StartRegionTransfer(
+    const char* rpc, bool save, Ctx* context, const v1::SaveRequest* save_request,
+    const v1::LoadRequest* load_request) {
+  absl::StatusOr<CallLimit::Ticket> ticket = limits_.Of(rpc).Enter();
+  if (!ticket.ok()) {
+    auto* refused = new QueuedWriter<v1::BlockCompletion>();
+    refused->Close(ToGrpc(ticket.status()));
+    return refused;
+  }
+  auto* out = new QueuedWriter<v1::BlockCompletion>(*std::move(ticket));
+  const bool queued = deps_.executor->Submit([=, this] {
+    grpc::Status status;
+    if (save) {
+      absl::StatusOr<std::optional<uint8_t>> retention = RetentionFromProto(
+          save_request->has_retention_priority(), save_request->retention_priority());
+      status = !retention.ok() ? Finish(rpc, retention.status())
+                               : RegionTransfer(rpc, true, context, save_request->namespace_id(),
+                                                save_request->region_id(), save_request->blocks(),
+                                                out, *retention);
+    } else {
+      status = RegionTransfer(rpc, false, context, load_request->namespace_id(),
+                              load_request->region_id(), load_request->blocks(), out);
+    }
+    out->Close(std::move(status));
+  });
+  if (!queued) out->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  return out;
 }
 
-grpc::Status KvCacheService::Load(grpc::ServerContext* context, const v1::LoadRequest* request,
-                                  grpc::ServerWriter<v1::BlockCompletion>* writer) {
-  KVTIER_ADMIT("Load", who);
-  return RegionTransfer("Load", false, *who, context, request->namespace_id(), request->region_id(),
-                        request->blocks(), writer);
+grpc::ServerWriteReactor<v1::BlockCompletion>* KvCacheService::Save(
+    Ctx* context, const v1::SaveRequest* request) {
+  return StartRegionTransfer("Save", true, context, request, nullptr);
 }
 
-grpc::Status KvCacheService::Transfer(grpc::ServerContext* context,
-                                      const v1::TransferRequest* request,
-                                      v1::TransferResponse* response) {
+grpc::ServerWriteReactor<v1::BlockCompletion>* KvCacheService::Load(
+    Ctx* context, const v1::LoadRequest* request) {
+  return StartRegionTransfer("Load", false, context, nullptr, request);
+}
+
+grpc::Status KvCacheService::DoTransfer(Ctx* context, const v1::TransferRequest* request,
+                                        v1::TransferResponse* response) {
   KVTIER_ADMIT("Transfer", who);
   absl::StatusOr<NamespaceKeys> nk =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());

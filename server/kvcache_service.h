@@ -5,6 +5,13 @@
 // result to a gRPC status; its only state is a mutex that keeps
 // OpenNamespace and CloseNamespace out of one another's way.
 //
+// Asynchronous: every method is on gRPC's callback API. Domain work (all
+// that takes the cache's lock, copies or may wait) runs on the service's
+// CallExecutor (server/async/), never on gRPC's threads; each method has at
+// most Deps::max_calls_per_method calls in flight. Put and Get stream chunk
+// by chunk without holding a worker while the client sends or receives
+// (server/kvcache_streams.cc).
+//
 // Thread-safety: thread-safe (BlockCache is).
 #ifndef KVTIER_SERVER_KVCACHE_SERVICE_H_
 #define KVTIER_SERVER_KVCACHE_SERVICE_H_
@@ -12,12 +19,15 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "base/mutex.h"
 #include "datapath/copy_engine.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
+#include "server/async/call_executor.h"
+#include "server/async/queued_writer.h"
 #include "server/auth.h"
 #include "server/lookup_planner.h"
 #include "server/region_registration.h"
@@ -28,7 +38,7 @@
 
 namespace kvtier {
 
-class KvCacheService final : public v1::KvCache::Service {
+class KvCacheService final : public v1::KvCache::CallbackService {
  public:
   // What the service delegates to. Pointers must outlive the service.
   struct Deps {
@@ -56,50 +66,73 @@ class KvCacheService final : public v1::KvCache::Service {
     PeerTransfer* peer_transfer = nullptr;
     // Cancels streams that stop moving (may be null: never).
     StreamIdleReaper* idle_reaper = nullptr;
+    // Runs the calls' work (required).
+    CallExecutor* executor = nullptr;
+    // Calls of one method in flight; the next is RESOURCE_EXHAUSTED.
+    uint32_t max_calls_per_method = 256;
   };
 
   explicit KvCacheService(Deps deps);
 
-  grpc::Status OpenNamespace(grpc::ServerContext* context, const v1::OpenNamespaceRequest* request,
-                             v1::OpenNamespaceResponse* response) override;
-  grpc::Status Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
-                      v1::LookupResponse* response) override;
-  grpc::Status Put(grpc::ServerContext* context, grpc::ServerReader<v1::PutChunk>* reader,
-                   v1::PutResponse* response) override;
-  grpc::Status Get(grpc::ServerContext* context, const v1::GetRequest* request,
-                   grpc::ServerWriter<v1::GetChunk>* writer) override;
-  grpc::Status Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
-                       v1::ReleaseResponse* response) override;
-  grpc::Status Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
-                      v1::DeleteResponse* response) override;
-  grpc::Status CloseNamespace(grpc::ServerContext* context,
-                              const v1::CloseNamespaceRequest* request,
-                              v1::CloseNamespaceResponse* response) override;
-  grpc::Status RegisterMemory(grpc::ServerContext* context,
-                              const v1::RegisterMemoryRequest* request,
-                              v1::RegisterMemoryResponse* response) override;
-  grpc::Status UnregisterMemory(grpc::ServerContext* context,
-                                const v1::UnregisterMemoryRequest* request,
-                                v1::UnregisterMemoryResponse* response) override;
-  grpc::Status Save(grpc::ServerContext* context, const v1::SaveRequest* request,
-                    grpc::ServerWriter<v1::BlockCompletion>* writer) override;
-  grpc::Status Load(grpc::ServerContext* context, const v1::LoadRequest* request,
-                    grpc::ServerWriter<v1::BlockCompletion>* writer) override;
-  grpc::Status Transfer(grpc::ServerContext* context, const v1::TransferRequest* request,
-                        v1::TransferResponse* response) override;
+  using Ctx = grpc::CallbackServerContext;
+  grpc::ServerUnaryReactor* OpenNamespace(Ctx* context, const v1::OpenNamespaceRequest* request,
+                                          v1::OpenNamespaceResponse* response) override;
+  grpc::ServerUnaryReactor* Lookup(Ctx* context, const v1::LookupRequest* request,
+                                   v1::LookupResponse* response) override;
+  grpc::ServerReadReactor<v1::PutChunk>* Put(Ctx* context, v1::PutResponse* response) override;
+  grpc::ServerWriteReactor<v1::GetChunk>* Get(Ctx* context, const v1::GetRequest* request) override;
+  grpc::ServerUnaryReactor* Release(Ctx* context, const v1::ReleaseRequest* request,
+                                    v1::ReleaseResponse* response) override;
+  grpc::ServerUnaryReactor* Delete(Ctx* context, const v1::DeleteRequest* request,
+                                   v1::DeleteResponse* response) override;
+  grpc::ServerUnaryReactor* CloseNamespace(Ctx* context, const v1::CloseNamespaceRequest* request,
+                                           v1::CloseNamespaceResponse* response) override;
+  grpc::ServerUnaryReactor* RegisterMemory(Ctx* context, const v1::RegisterMemoryRequest* request,
+                                           v1::RegisterMemoryResponse* response) override;
+  grpc::ServerUnaryReactor* UnregisterMemory(Ctx* context,
+                                             const v1::UnregisterMemoryRequest* request,
+                                             v1::UnregisterMemoryResponse* response) override;
+  grpc::ServerWriteReactor<v1::BlockCompletion>* Save(Ctx* context,
+                                                      const v1::SaveRequest* request) override;
+  grpc::ServerWriteReactor<v1::BlockCompletion>* Load(Ctx* context,
+                                                      const v1::LoadRequest* request) override;
+  grpc::ServerUnaryReactor* Transfer(Ctx* context, const v1::TransferRequest* request,
+                                     v1::TransferResponse* response) override;
 
  private:
-  // Save and Load share everything but the copy direction.
-  grpc::Status RegionTransfer(const char* rpc, bool save, const Identity& who,
-                              grpc::ServerContext* context, const std::string& namespace_id,
-                              const std::string& region_id,
+  class PutCall;
+  class GetCall;
+  // The synchronous bodies, run on the executor.
+  grpc::Status DoOpenNamespace(Ctx* context, const v1::OpenNamespaceRequest* request,
+                               v1::OpenNamespaceResponse* response);
+  grpc::Status DoLookup(Ctx* context, const v1::LookupRequest* request,
+                        v1::LookupResponse* response);
+  grpc::Status DoRelease(Ctx* context, const v1::ReleaseRequest* request,
+                         v1::ReleaseResponse* response);
+  grpc::Status DoDelete(Ctx* context, const v1::DeleteRequest* request,
+                        v1::DeleteResponse* response);
+  grpc::Status DoCloseNamespace(Ctx* context, const v1::CloseNamespaceRequest* request,
+                                v1::CloseNamespaceResponse* response);
+  grpc::Status DoRegisterMemory(Ctx* context, const v1::RegisterMemoryRequest* request,
+                                v1::RegisterMemoryResponse* response);
+  grpc::Status DoUnregisterMemory(Ctx* context, const v1::UnregisterMemoryRequest* request,
+                                  v1::UnregisterMemoryResponse* response);
+  grpc::Status DoTransfer(Ctx* context, const v1::TransferRequest* request,
+                          v1::TransferResponse* response);
+  // Save and Load share everything but the copy direction; completions go
+  // to `out`, which the caller closes with the returned status.
+  grpc::Status RegionTransfer(const char* rpc, bool save, Ctx* context,
+                              const std::string& namespace_id, const std::string& region_id,
                               const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
-                              grpc::ServerWriter<v1::BlockCompletion>* writer,
+                              QueuedWriter<v1::BlockCompletion>* out,
                               std::optional<uint8_t> retention = std::nullopt);
-  absl::Status DoPut(grpc::ServerContext* context, const Identity& who,
-                     grpc::ServerReader<v1::PutChunk>* reader, v1::PutResponse* response);
+  // Starts a Save or Load: the work runs on the executor, its completions
+  // stream as they come.
+  grpc::ServerWriteReactor<v1::BlockCompletion>* StartRegionTransfer(
+      const char* rpc, bool save, Ctx* context, const v1::SaveRequest* save_request,
+      const v1::LoadRequest* load_request);
   // Tracks a streaming call with the idle reaper (an inert watch without one).
-  std::unique_ptr<StreamIdleReaper::Watch> WatchIdle(grpc::ServerContext* context);
+  std::unique_ptr<StreamIdleReaper::Watch> WatchIdle(grpc::ServerContextBase* context);
 
   const Deps deps_;
   // RegisterMemory's policy: which memory a tenant may register.
@@ -107,6 +140,7 @@ class KvCacheService final : public v1::KvCache::Service {
   // Serializes the namespace-table steps of OpenNamespace and CloseNamespace
   // (transform, cache, planner), so one never sees the other half done.
   Mutex open_close_mu_;
+  const CallLimits limits_;
 };
 
 }  // namespace kvtier

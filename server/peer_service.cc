@@ -1,13 +1,16 @@
 #include "server/peer_service.h"
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "server/async/unary_call.h"
 #include "server/grpc_auth.h"
 #include "server/proto_convert.h"
 #include "server/rpc_roles.h"
+#include "spdlog/spdlog.h"
 
 namespace kvtier {
 
@@ -57,8 +60,26 @@ absl::Status CompletionToStatus(const v1::BlockCompletion& completion) {
   return absl::Status(static_cast<absl::StatusCode>(code), completion.message());
 }
 
-grpc::Status PeerService::Hello(grpc::ServerContext* context, const v1::HelloRequest* request,
-                                v1::HelloResponse* response) {
+PeerService::PeerService(Deps deps)
+    : deps_(deps),
+      limits_("Peer", {"Hello", "Stage", "Commit", "Export", "ReleaseExport"},
+              deps_.max_calls_per_method) {
+  if (deps_.executor == nullptr) {
+    spdlog::critical("PeerService needs a CallExecutor");
+    std::abort();
+  }
+}
+
+#define KVTIER_UNARY(Method) KVTIER_UNARY_ON_EXECUTOR(PeerService, Method, *deps_.executor, limits_)
+KVTIER_UNARY(Hello)
+KVTIER_UNARY(Stage)
+KVTIER_UNARY(Commit)
+KVTIER_UNARY(Export)
+KVTIER_UNARY(ReleaseExport)
+#undef KVTIER_UNARY
+
+grpc::Status PeerService::DoHello(Ctx* context, const v1::HelloRequest* request,
+                                  v1::HelloResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "Hello")); !s.ok()) return s;
   absl::StatusOr<PeerHello> hello = deps_.transfer->Hello(request->daemon_id());
   if (!hello.ok()) return ToGrpc(hello.status());
@@ -74,8 +95,8 @@ grpc::Status PeerService::Hello(grpc::ServerContext* context, const v1::HelloReq
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Stage(grpc::ServerContext* context, const v1::StageRequest* request,
-                                v1::StageResponse* response) {
+grpc::Status PeerService::DoStage(Ctx* context, const v1::StageRequest* request,
+                                  v1::StageResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "Stage")); !s.ok()) return s;
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(request->namespace_id());
   if (!ns.ok()) return ToGrpc(ns.status());
@@ -98,8 +119,8 @@ grpc::Status PeerService::Stage(grpc::ServerContext* context, const v1::StageReq
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Commit(grpc::ServerContext* context, const v1::CommitRequest* request,
-                                 v1::CommitResponse* response) {
+grpc::Status PeerService::DoCommit(Ctx* context, const v1::CommitRequest* request,
+                                   v1::CommitResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "Commit")); !s.ok())
     return s;
   absl::StatusOr<std::vector<absl::Status>> done =
@@ -109,8 +130,8 @@ grpc::Status PeerService::Commit(grpc::ServerContext* context, const v1::CommitR
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Export(grpc::ServerContext* context, const v1::ExportRequest* request,
-                                 v1::ExportResponse* response) {
+grpc::Status PeerService::DoExport(Ctx* context, const v1::ExportRequest* request,
+                                   v1::ExportResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "Export")); !s.ok())
     return s;
   absl::StatusOr<NamespaceKeys> nk =
@@ -125,9 +146,8 @@ grpc::Status PeerService::Export(grpc::ServerContext* context, const v1::ExportR
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::ReleaseExport(grpc::ServerContext* context,
-                                        const v1::ReleaseExportRequest* request,
-                                        v1::ReleaseExportResponse*) {
+grpc::Status PeerService::DoReleaseExport(Ctx* context, const v1::ReleaseExportRequest* request,
+                                          v1::ReleaseExportResponse*) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Peer", "ReleaseExport")); !s.ok())
     return s;
   return ToGrpc(deps_.transfer->ReleaseExport(request->export_id()));

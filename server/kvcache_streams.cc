@@ -1,0 +1,256 @@
+// KvCacheService's two byte streams on gRPC's callback API. Neither holds a
+// worker while the client sends or receives:
+// - Put reads a chunk, hands it to the executor (PutAssembly::Add copies it
+//   into its slot under the cache's lock), and reads the next only then; the
+//   end of the stream commits on the executor too.
+// - Get reads its blocks (pinned) on the executor, then writes chunk after
+//   chunk from the reactor as the client takes them: a chunk is a copy out
+//   of a pinned block, no lock held. The pins are dropped on the executor.
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/grpc_status.h"
+#include "base/status_macros.h"
+#include "server/grpc_auth.h"
+#include "server/kvcache_service.h"
+#include "server/proto_convert.h"
+#include "server/put_assembly.h"
+#include "server/rpc_roles.h"
+#include "spdlog/spdlog.h"
+
+namespace kvtier {
+namespace {
+
+grpc::Status Finished(const char* rpc, const absl::Status& status) {
+  if (!status.ok()) spdlog::debug("{}: {}", rpc, status.ToString());
+  return ToGrpc(status);
+}
+
+const grpc::Status kShuttingDown(grpc::StatusCode::UNAVAILABLE, "server shutting down");
+
+}  // namespace
+
+// One Put stream. Owned by gRPC; deletes itself in OnDone.
+class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChunk> {
+ public:
+  PutCall(KvCacheService* service, Ctx* context, v1::PutResponse* response,
+          CallLimit::Ticket ticket)
+      : service_(service),
+        context_(context),
+        response_(response),
+        ticket_(std::move(ticket)),
+        watch_(service->WatchIdle(context)) {
+    StartRead(&chunk_);
+  }
+
+ private:
+  void OnReadDone(bool ok) override {
+    if (ok) watch_->Touch();
+    const bool queued = service_->deps_.executor->Submit([this, ok] {
+      if (ok) {
+        absl::Status s = AddChunk();
+        if (s.ok()) {
+          StartRead(&chunk_);
+          return;
+        }
+        End(s);
+      } else {
+        End(Commit());
+      }
+    });
+    if (!queued) End(absl::UnavailableError(kShuttingDown.error_message()));
+  }
+  void OnDone() override { delete this; }
+
+  // On the executor.
+  absl::Status AddChunk() {
+    if (!admitted_) {
+      absl::StatusOr<Identity> who =
+          Admit(*service_->deps_.auth, *context_, RoleOf("KvCache", "Put"));
+      if (!who.ok()) return who.status();
+      put_.emplace(service_->deps_.cache, service_->deps_.transforms, who->tenant);
+      admitted_ = true;
+    }
+    ASSIGN_OR_RETURN(
+        std::optional<uint8_t> retention,
+        RetentionFromProto(chunk_.has_retention_priority(), chunk_.retention_priority()));
+    return put_->Add({chunk_.namespace_id(), chunk_.key(), chunk_.parent_key(),
+                      chunk_.block_bytes(), chunk_.data(), chunk_.group(), retention});
+  }
+
+  // On the executor, after the client closed its side (or went away).
+  absl::Status Commit() {
+    // A read also fails when the call was cancelled (client gone, deadline,
+    // shutdown): only a cleanly finished stream commits.
+    if (context_->IsCancelled()) return absl::CancelledError("Put cancelled before it finished");
+    if (!admitted_) {
+      // No chunk came: still the caller's role first, then the empty Put.
+      RETURN_IF_ERROR(Admit(*service_->deps_.auth, *context_, RoleOf("KvCache", "Put")).status());
+      put_.emplace(service_->deps_.cache, service_->deps_.transforms, std::string());
+      admitted_ = true;
+    }
+    ASSIGN_OR_RETURN(PutResult r, put_->Commit());
+    response_->set_blocks_stored(r.blocks_stored);
+    response_->set_blocks_already_cached(r.blocks_already_cached);
+    response_->set_bytes_stored(r.bytes_stored);
+    response_->set_blocks_unusable(r.blocks_unusable);
+    return absl::OkStatus();
+  }
+
+  // Drops what the call holds (an uncommitted batch is abandoned here, off
+  // gRPC's threads when possible), then answers.
+  void End(const absl::Status& status) {
+    put_.reset();
+    watch_.reset();
+    ticket_.Reset();
+    Finish(Finished("Put", status));
+  }
+
+  KvCacheService* const service_;
+  Ctx* const context_;
+  v1::PutResponse* const response_;
+  CallLimit::Ticket ticket_;
+  std::unique_ptr<StreamIdleReaper::Watch> watch_;
+  // Reused for every chunk: one read in flight at a time, and the executor
+  // is done with it before the next read starts.
+  v1::PutChunk chunk_;
+  bool admitted_ = false;
+  std::optional<PutAssembly> put_;
+};
+
+grpc::ServerReadReactor<v1::PutChunk>* KvCacheService::Put(Ctx* context,
+                                                           v1::PutResponse* response) {
+  absl::StatusOr<CallLimit::Ticket> ticket = limits_.Of("Put").Enter();
+  if (!ticket.ok()) {
+    // A reactor that answers at once (gRPC needs one to finish the call).
+    class Refused final : public grpc::ServerReadReactor<v1::PutChunk> {
+     public:
+      explicit Refused(grpc::Status s) { Finish(std::move(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused(ToGrpc(ticket.status()));
+  }
+  return new PutCall(this, context, response, *std::move(ticket));
+}
+
+// One Get stream. Owned by gRPC; deletes itself in OnDone.
+class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChunk> {
+ public:
+  GetCall(KvCacheService* service, Ctx* context, const v1::GetRequest* request,
+          CallLimit::Ticket ticket)
+      : service_(service), context_(context), request_(request), ticket_(std::move(ticket)) {
+    if (!service_->deps_.executor->Submit([this] {
+          absl::Status s = Prepare();
+          if (!s.ok()) return End(s);
+          WriteNext();
+        })) {
+      Finish(kShuttingDown);
+    }
+  }
+
+ private:
+  void OnWriteDone(bool ok) override {
+    if (!ok) return Release(absl::CancelledError("client went away during Get"));
+    watch_->Touch();
+    WriteNext();
+  }
+  void OnDone() override { delete this; }
+
+  // On the executor: admits, reads and pins the blocks.
+  absl::Status Prepare() {
+    const Deps& deps = service_->deps_;
+    ASSIGN_OR_RETURN(Identity who, Admit(*deps.auth, *context_, RoleOf("KvCache", "Get")));
+    ASSIGN_OR_RETURN(NamespaceKeys req,
+                     NamespaceKeysFromProto(request_->namespace_id(), request_->keys()));
+    RETURN_IF_ERROR(deps.cache->CheckTenant(req.ns, who.tenant));
+    chunk_bytes_ = request_->max_chunk_bytes() == 0
+                       ? deps.get_chunk_bytes
+                       : std::min<uint64_t>(request_->max_chunk_bytes(), deps.max_chunk_bytes);
+    ASSIGN_OR_RETURN(handles_,
+                     deps.cache->Read(req.ns, req.keys, /*verify=*/true, request_->group()));
+    transform_ = deps.transforms->Find(req.ns);
+    if (transform_ != nullptr) decoded_.resize(transform_->plain_bytes());
+    watch_ = service_->WatchIdle(context_);
+    return absl::OkStatus();
+  }
+
+  // Writes the next chunk, or ends the call after the last. Runs on the
+  // executor first, then from OnWriteDone; one write is in flight at a time.
+  void WriteNext() {
+    if (block_ == handles_.size()) return Release(absl::OkStatus());
+    const BlockCache::ReadHandle& h = handles_[block_];
+    if (offset_ == 0 && transform_ != nullptr) {
+      // Verified by Read; a block that does not decode is not served.
+      if (absl::Status s = transform_->Decode(h.bytes(), absl::MakeSpan(decoded_)); !s.ok()) {
+        return Release(
+            absl::DataLossError(absl::StrCat("block ", h.key().ToHex(), ": ", s.message())));
+      }
+    }
+    const absl::Span<const uint8_t> bytes =
+        transform_ != nullptr ? absl::Span<const uint8_t>(decoded_) : h.bytes();
+    const uint64_t n = std::min<uint64_t>(chunk_bytes_, bytes.size() - offset_);
+    chunk_.Clear();
+    if (offset_ == 0) {
+      chunk_.set_key(std::string(h.key().bytes()));
+      chunk_.set_block_bytes(bytes.size());
+    }
+    chunk_.set_offset(offset_);
+    chunk_.set_data(bytes.data() + offset_, n);
+    offset_ += n;
+    if (offset_ == bytes.size()) {
+      ++block_;
+      offset_ = 0;
+    }
+    // No buffer hint: in gRPC 1.51 a write with it may not complete until a
+    // later write flushes it, and the next write waits for this one.
+    StartWrite(&chunk_);
+  }
+
+  // Drops the pins (on the executor: unpinning takes the cache's lock),
+  // then answers.
+  void Release(absl::Status status) {
+    if (!service_->deps_.executor->Submit([this, status = std::move(status)] { End(status); })) {
+      End(status);  // shutting down: the workers have stopped
+    }
+  }
+  void End(const absl::Status& status) {
+    handles_.clear();
+    watch_.reset();
+    ticket_.Reset();
+    Finish(Finished("Get", status));
+  }
+
+  KvCacheService* const service_;
+  Ctx* const context_;
+  const v1::GetRequest* const request_;
+  CallLimit::Ticket ticket_;
+  std::unique_ptr<StreamIdleReaper::Watch> watch_;
+  uint64_t chunk_bytes_ = 0;
+  std::vector<BlockCache::ReadHandle> handles_;
+  std::shared_ptr<BlockTransform> transform_;
+  std::vector<uint8_t> decoded_;
+  size_t block_ = 0;     // the block being written
+  uint64_t offset_ = 0;  // within it
+  v1::GetChunk chunk_;
+};
+
+grpc::ServerWriteReactor<v1::GetChunk>* KvCacheService::Get(Ctx* context,
+                                                            const v1::GetRequest* request) {
+  absl::StatusOr<CallLimit::Ticket> ticket = limits_.Of("Get").Enter();
+  if (!ticket.ok()) {
+    class Refused final : public grpc::ServerWriteReactor<v1::GetChunk> {
+     public:
+      explicit Refused(grpc::Status s) { Finish(std::move(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused(ToGrpc(ticket.status()));
+  }
+  return new GetCall(this, context, request, *std::move(ticket));
+}
+
+}  // namespace kvtier
