@@ -3,6 +3,9 @@
 // in-process kvtierd on loopback TCP. Prints Put and Get operations per
 // second and MB/s per value size. bench/put_get_vs_redis.sh runs it beside
 // redis-benchmark doing SET/GET of the same sizes at the same concurrency.
+// Its floor, in the same run: the same clients calling the service's
+// cheapest RPC (UnregisterMemory without an id, refused at once), which is
+// what gRPC and the server's dispatch cost before any byte moves.
 //
 //   build/bench/put_get_rpc [--clients 8] [--ops 2000] [--sizes 4096,65536,262144] [--csv]
 #include <grpcpp/grpcpp.h>
@@ -43,6 +46,32 @@ int main(int argc, char** argv) {
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
   if (!csv) std::printf("put_get_rpc: %d clients, %d operations per size\n", clients, ops);
+  {
+    std::atomic<int> next{0};
+    std::vector<std::thread> threads;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int t = 0; t < clients; ++t) {
+      threads.emplace_back([&, t] {
+        grpc::ChannelArguments a = args;
+        a.SetInt("kvtier.client", t);
+        auto kv = v1::KvCache::NewStub(grpc::CreateCustomChannel(
+            daemon->listen_address(), grpc::InsecureChannelCredentials(), a));
+        for (int i = next++; i < ops; i = next++) {
+          grpc::ClientContext ctx;
+          v1::UnregisterMemoryRequest req;
+          v1::UnregisterMemoryResponse resp;
+          kv->UnregisterMemory(&ctx, req, &resp).IgnoreError();
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (csv) {
+      std::printf("kvtier,NOOP,0,%.0f\n", ops / s);
+    } else {
+      std::printf("  empty KvCache RPC (the floor): %8.0f calls/s\n", ops / s);
+    }
+  }
   for (uint64_t size : sizes) {
     // Blocks of `size` bytes: 1 layer x 1 head x 128 dims x bf16 x size/512 tokens.
     auto setup = v1::KvCache::NewStub(grpc::CreateCustomChannel(

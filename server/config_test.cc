@@ -348,5 +348,25 @@ TEST(ConfigTest, TlsFilesMustBePem) {
   EXPECT_EQ(s.message(), "security.tls_cert: '/etc/kvtier/cert.pem' is not a PEM certificate");
 }
 
+TEST(ConfigTest, CallThreadsAndCallLimitsAreReadAndBounded) {
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  EXPECT_EQ(c.call_threads, 16u);
+  EXPECT_EQ(c.max_calls_per_method, 1024u);
+  ASSERT_TRUE(
+      ApplyYaml("server:\n  call_threads: 4\nlimits:\n  max_calls_per_method: 32\n", &c).ok());
+  EXPECT_EQ(c.call_threads, 4u);
+  EXPECT_EQ(c.max_calls_per_method, 32u);
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.call_threads = 0;
+  EXPECT_NE(ValidateConfig(c).message().find("server.call_threads must be in 1..1024"),
+            std::string::npos);
+  c.call_threads = 1025;
+  EXPECT_FALSE(ValidateConfig(c).ok());
+  c.call_threads = 1;
+  c.max_calls_per_method = 0;
+  EXPECT_NE(ValidateConfig(c).message().find("limits.max_calls_per_method must be > 0"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -5,7 +5,8 @@
 //   end of the stream commits on the executor too.
 // - Get reads its blocks (pinned) on the executor, then writes chunk after
 //   chunk from the reactor as the client takes them: a chunk is a copy out
-//   of a pinned block, no lock held. The pins are dropped on the executor.
+//   of a pinned block, no lock held. The last chunk carries the status; the
+//   pins are dropped on the executor, which the call does not wait for.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -146,8 +147,8 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
       : service_(service), context_(context), request_(request), ticket_(std::move(ticket)) {
     if (!service_->deps_.executor->Submit([this] {
           absl::Status s = Prepare();
-          if (!s.ok()) return End(s);
-          WriteNext();
+          if (!s.ok()) return End(s, /*on_executor=*/true);
+          WriteNext(/*on_executor=*/true);
         })) {
       Finish(kShuttingDown);
     }
@@ -155,9 +156,9 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
 
  private:
   void OnWriteDone(bool ok) override {
-    if (!ok) return Release(absl::CancelledError("client went away during Get"));
+    if (!ok) return End(absl::CancelledError("client went away during Get"), false);
     watch_->Touch();
-    WriteNext();
+    WriteNext(/*on_executor=*/false);
   }
   void OnDone() override { delete this; }
 
@@ -179,16 +180,17 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
     return absl::OkStatus();
   }
 
-  // Writes the next chunk, or ends the call after the last. Runs on the
-  // executor first, then from OnWriteDone; one write is in flight at a time.
-  void WriteNext() {
-    if (block_ == handles_.size()) return Release(absl::OkStatus());
+  // Writes the next chunk; the last goes with the call's status. Runs on
+  // the executor first (on_executor), then from OnWriteDone; one write is in
+  // flight at a time.
+  void WriteNext(bool on_executor) {
+    if (block_ == handles_.size()) return End(absl::OkStatus(), on_executor);
     const BlockCache::ReadHandle& h = handles_[block_];
     if (offset_ == 0 && transform_ != nullptr) {
       // Verified by Read; a block that does not decode is not served.
       if (absl::Status s = transform_->Decode(h.bytes(), absl::MakeSpan(decoded_)); !s.ok()) {
-        return Release(
-            absl::DataLossError(absl::StrCat("block ", h.key().ToHex(), ": ", s.message())));
+        return End(absl::DataLossError(absl::StrCat("block ", h.key().ToHex(), ": ", s.message())),
+                   on_executor);
       }
     }
     const absl::Span<const uint8_t> bytes =
@@ -206,22 +208,26 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
       ++block_;
       offset_ = 0;
     }
-    // No buffer hint: in gRPC 1.51 a write with it may not complete until a
-    // later write flushes it, and the next write waits for this one.
-    StartWrite(&chunk_);
+    if (block_ < handles_.size()) return StartWrite(&chunk_);
+    // The last chunk is a copy: the pins can go now, and the status leaves
+    // with it.
+    DropPins(on_executor);
+    StartWriteAndFinish(&chunk_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
-  // Drops the pins (on the executor: unpinning takes the cache's lock),
-  // then answers.
-  void Release(absl::Status status) {
-    if (!service_->deps_.executor->Submit([this, status = std::move(status)] { End(status); })) {
-      End(status);  // shutting down: the workers have stopped
+  // Drops the pins. Unpinning takes the cache's lock, so off the executor
+  // it goes to a task of its own, which the call does not wait for (when
+  // Submit refuses, shutting down, destroying the task unpins here). The
+  // idle watch and the call's place in its limit stay until gRPC is done
+  // with the call (the destructor).
+  void DropPins(bool on_executor) {
+    if (!on_executor && !handles_.empty()) {
+      service_->deps_.executor->Submit([handles = std::move(handles_)] {});
     }
-  }
-  void End(const absl::Status& status) {
     handles_.clear();
-    watch_.reset();
-    ticket_.Reset();
+  }
+  void End(const absl::Status& status, bool on_executor) {
+    DropPins(on_executor);
     Finish(Finished("Get", status));
   }
 

@@ -25,35 +25,36 @@ absl::StatusOr<std::unique_ptr<CallExecutor>> CallExecutor::Create(Options optio
 CallExecutor::~CallExecutor() { Stop(); }
 
 bool CallExecutor::Submit(absl::AnyInvocable<void() &&> work) {
-  MutexLock lock(&mu_);
-  if (stopping_) return false;
-  queue_.push_back(std::move(work));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    queue_.push_back(std::move(work));
+  }
+  ready_.notify_one();
   return true;
 }
 
 void CallExecutor::Stop() {
   {
-    MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
   }
+  ready_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
 
 size_t CallExecutor::queued() const {
-  MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return queue_.size();
 }
 
 void CallExecutor::Run() {
-  const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || !queue_.empty();
-  };
   while (true) {
     absl::AnyInvocable<void() &&> work;
     {
-      MutexLock lock(&mu_);
-      mu_.Await(Condition(&ready));
+      std::unique_lock<std::mutex> lock(mu_);
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, and nothing left to run
       work = std::move(queue_.front());
       queue_.pop_front();

@@ -19,10 +19,12 @@
 #define KVTIER_SERVER_ASYNC_CALL_EXECUTOR_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,7 +33,6 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "base/mutex.h"
 
 namespace kvtier {
 
@@ -63,10 +64,16 @@ class CallExecutor {
   void Run();
 
   const Options options_;
-  mutable Mutex mu_;
-  std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> workers_;  // written by Create and Stop only
+  // A plain std::mutex and condition variable, not base/mutex.h: Submit
+  // wakes one idle worker (notify_one), where base's Mutex wakes every
+  // waiter on each unlock, a herd of all idle workers per call. (libstdc++'s
+  // std::mutex carries no capability annotation, so the two fields below
+  // say their guard in words.)
+  mutable std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<absl::AnyInvocable<void() &&>> queue_;  // guarded by mu_
+  bool stopping_ = false;                            // guarded by mu_
+  std::vector<std::thread> workers_;                 // written by Create and Stop only
 };
 
 // The cap on one method's calls in flight. A Ticket holds one place until
