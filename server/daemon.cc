@@ -333,6 +333,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                         .executor = d->peer_calls_.get(),
                         .max_calls_per_method = config.max_calls_per_method});
   builder.RegisterService(d->peer_service_.get());
+  // After every service is built: their construction happens-before all
+  // the work the executors run.
+  for (CallExecutor* e : {d->kvcache_calls_.get(), d->admin_calls_.get(), d->peer_calls_.get()}) {
+    e->Start();
+  }
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || port == 0) {
     return absl::UnavailableError(

@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/grpc_status.h"
 #include "base/status_macros.h"
+#include "server/async/tsan_handoff.h"
+#include "server/async/unary_call.h"
 #include "server/grpc_auth.h"
 #include "server/kvcache_service.h"
 #include "server/proto_convert.h"
@@ -46,16 +48,19 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
         response_(response),
         ticket_(std::move(ticket)),
         watch_(service->WatchIdle(context)) {
+    HandOff(this);
     StartRead(&chunk_);
   }
 
  private:
   void OnReadDone(bool ok) override {
+    TakeOver(this);
     if (ok) watch_->Touch();
     const bool queued = service_->deps_.executor->Submit([this, ok] {
       if (ok) {
         absl::Status s = AddChunk();
         if (s.ok()) {
+          HandOff(this);
           StartRead(&chunk_);
           return;
         }
@@ -66,7 +71,10 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
     });
     if (!queued) End(absl::UnavailableError(kShuttingDown.error_message()));
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    TakeOver(this);
+    delete this;
+  }
 
   // On the executor.
   absl::Status AddChunk() {
@@ -109,6 +117,7 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
     put_.reset();
     watch_.reset();
     ticket_.Reset();
+    HandOff(this);
     Finish(Finished("Put", status));
   }
 
@@ -132,7 +141,10 @@ grpc::ServerReadReactor<v1::PutChunk>* KvCacheService::Put(Ctx* context,
     class Refused final : public grpc::ServerReadReactor<v1::PutChunk> {
      public:
       explicit Refused(grpc::Status s) { Finish(std::move(s)); }
-      void OnDone() override { delete this; }
+      void OnDone() override {
+        TakeOver(this);
+        delete this;
+      }
     };
     return new Refused(ToGrpc(ticket.status()));
   }
@@ -150,17 +162,22 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
           if (!s.ok()) return End(s, /*on_executor=*/true);
           WriteNext(/*on_executor=*/true);
         })) {
+      HandOff(this);
       Finish(kShuttingDown);
     }
   }
 
  private:
   void OnWriteDone(bool ok) override {
+    TakeOver(this);
     if (!ok) return End(absl::CancelledError("client went away during Get"), false);
     watch_->Touch();
     WriteNext(/*on_executor=*/false);
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    TakeOver(this);
+    delete this;
+  }
 
   // On the executor: admits, reads and pins the blocks.
   absl::Status Prepare() {
@@ -208,10 +225,14 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
       ++block_;
       offset_ = 0;
     }
-    if (block_ < handles_.size()) return StartWrite(&chunk_);
+    if (block_ < handles_.size()) {
+      HandOff(this);
+      return StartWrite(&chunk_);
+    }
     // The last chunk is a copy: the pins can go now, and the status leaves
     // with it.
     DropPins(on_executor);
+    HandOff(this);
     StartWriteAndFinish(&chunk_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
@@ -228,6 +249,7 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
   }
   void End(const absl::Status& status, bool on_executor) {
     DropPins(on_executor);
+    HandOff(this);
     Finish(Finished("Get", status));
   }
 
@@ -252,7 +274,10 @@ grpc::ServerWriteReactor<v1::GetChunk>* KvCacheService::Get(Ctx* context,
     class Refused final : public grpc::ServerWriteReactor<v1::GetChunk> {
      public:
       explicit Refused(grpc::Status s) { Finish(std::move(s)); }
-      void OnDone() override { delete this; }
+      void OnDone() override {
+        TakeOver(this);
+        delete this;
+      }
     };
     return new Refused(ToGrpc(ticket.status()));
   }

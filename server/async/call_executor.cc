@@ -14,12 +14,13 @@ absl::StatusOr<std::unique_ptr<CallExecutor>> CallExecutor::Create(Options optio
     return absl::InvalidArgumentError(absl::StrCat("call executor '", options.name, "': threads ",
                                                    options.threads, " not in 1..1024"));
   }
-  std::unique_ptr<CallExecutor> e(new CallExecutor(std::move(options)));
-  e->workers_.reserve(e->options_.threads);
-  for (uint32_t i = 0; i < e->options_.threads; ++i) {
-    e->workers_.emplace_back([raw = e.get()] { raw->Run(); });
-  }
-  return e;
+  return std::unique_ptr<CallExecutor>(new CallExecutor(std::move(options)));
+}
+
+void CallExecutor::Start() {
+  if (!workers_.empty()) return;
+  workers_.reserve(options_.threads);
+  for (uint32_t i = 0; i < options_.threads; ++i) workers_.emplace_back([this] { Run(); });
 }
 
 CallExecutor::~CallExecutor() { Stop(); }

@@ -23,6 +23,7 @@ TEST(CallExecutorTest, RefusesThreadCountsOutsideItsRange) {
 TEST(CallExecutorTest, OneThreadRunsWorkInArrivalOrder) {
   auto e = CallExecutor::Create({.name = "fifo", .threads = 1});
   ASSERT_TRUE(e.ok()) << e.status();
+  (*e)->Start();
   Mutex mu;
   std::vector<int> order;
   for (int i = 0; i < 100; ++i) {
@@ -39,6 +40,7 @@ TEST(CallExecutorTest, OneThreadRunsWorkInArrivalOrder) {
 TEST(CallExecutorTest, NeverRunsMoreThanItsThreadsAtOnce) {
   auto e = CallExecutor::Create({.name = "bounded", .threads = 3});
   ASSERT_TRUE(e.ok()) << e.status();
+  (*e)->Start();
   std::atomic<int> running{0}, most{0};
   Notification release;
   for (int i = 0; i < 12; ++i) {
@@ -65,6 +67,7 @@ TEST(CallExecutorTest, NeverRunsMoreThanItsThreadsAtOnce) {
 TEST(CallExecutorTest, RefusesWorkOnceStoppedAndDestroysItUnrun) {
   auto e = CallExecutor::Create({.name = "stopped", .threads = 2});
   ASSERT_TRUE(e.ok()) << e.status();
+  (*e)->Start();
   (*e)->Stop();
   (*e)->Stop();  // idempotent
   bool ran = false;

@@ -23,6 +23,7 @@
 #include "base/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "server/async/call_executor.h"
+#include "server/async/tsan_handoff.h"
 
 namespace kvtier {
 
@@ -62,6 +63,7 @@ class QueuedWriter final : public grpc::ServerWriteReactor<Msg> {
 
  private:
   void OnWriteDone(bool ok) override {
+    TakeOver(this);
     if (!ok) {
       MutexLock lock(&mu_);
       failed_ = true;
@@ -69,7 +71,10 @@ class QueuedWriter final : public grpc::ServerWriteReactor<Msg> {
     }
     Pump();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    TakeOver(this);
+    delete this;
+  }
 
   // REQUIRES: this thread owns the writer (writing_ set by it).
   void Pump() {
@@ -97,6 +102,7 @@ class QueuedWriter final : public grpc::ServerWriteReactor<Msg> {
       }
     }
     // Outside the lock: gRPC may run a reaction inline.
+    if (step != kIdle) HandOff(this);
     switch (step) {
       case kWrite:
         this->StartWrite(&current_);

@@ -3,6 +3,9 @@
 // the method's CallLimit, and its status finishes the call. The context,
 // request and response stay valid until then (gRPC's contract for a unary
 // callback), so `work` may use them freely.
+//
+// RefusedCall: a streaming call answered at once with an error (gRPC needs
+// a reactor to finish any call).
 #ifndef KVTIER_SERVER_ASYNC_UNARY_CALL_H_
 #define KVTIER_SERVER_ASYNC_UNARY_CALL_H_
 
@@ -11,30 +14,63 @@
 #include "base/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "server/async/call_executor.h"
+#include "server/async/tsan_handoff.h"
 
 namespace kvtier {
+
+// A unary call's reactor: answers once, deletes itself when gRPC is done.
+class UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  void Answer(grpc::Status status) {
+    HandOff(this);
+    Finish(std::move(status));
+  }
+
+ private:
+  void OnDone() override {
+    TakeOver(this);
+    delete this;
+  }
+};
 
 // `work`: grpc::Status() (moved to the worker).
 template <typename Work>
 grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExecutor& executor,
                                    CallLimit& limit, Work work) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  (void)context;
+  auto* call = new UnaryCall();
   absl::StatusOr<CallLimit::Ticket> ticket = limit.Enter();
   if (!ticket.ok()) {
-    reactor->Finish(ToGrpc(ticket.status()));
-    return reactor;
+    call->Answer(ToGrpc(ticket.status()));
+    return call;
   }
   const bool queued =
-      executor.Submit([reactor, work = std::move(work), ticket = *std::move(ticket)]() mutable {
+      executor.Submit([call, work = std::move(work), ticket = *std::move(ticket)]() mutable {
         grpc::Status status = work();
         // The place frees before the reply leaves: a caller that sends its
         // next call on the reply never finds its own last one counted.
         ticket.Reset();
-        reactor->Finish(std::move(status));
+        call->Answer(std::move(status));
       });
-  if (!queued) reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
-  return reactor;
+  if (!queued) call->Answer(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  return call;
 }
+
+// `Reactor`: grpc::ServerReadReactor<T> or grpc::ServerWriteReactor<T>.
+template <typename Reactor>
+class RefusedCall final : public Reactor {
+ public:
+  explicit RefusedCall(grpc::Status status) {
+    HandOff(this);
+    this->Finish(std::move(status));
+  }
+
+ private:
+  void OnDone() override {
+    TakeOver(this);
+    delete this;
+  }
+};
 
 }  // namespace kvtier
 
