@@ -12,12 +12,16 @@
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
+#include "server/heap_tuning.h"
 
 namespace kvtier::bench {
 
 // A daemon on `listen` with a host tier of `host_bytes`, no tier probe and
-// no NVMe tier; null (after printing why) if it cannot start.
+// no NVMe tier; null (after printing why) if it cannot start. The process's
+// heap is tuned as kvtierd's main() tunes it (server/heap_tuning.h); the
+// benchmark's in-process clients share that.
 inline std::unique_ptr<Daemon> StartDaemon(const std::string& listen, uint64_t host_bytes) {
+  TuneHeapForMessages().IgnoreError();
   DaemonConfig c = DefaultConfig(8ull << 30);
   c.listen = listen;
   c.metrics_listen = "off";

@@ -17,6 +17,7 @@
 #include "server/config.h"
 #include "server/config_validation.h"
 #include "server/daemon.h"
+#include "server/heap_tuning.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -108,6 +109,9 @@ int Run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   RaiseOpenFileLimit();
+  if (absl::Status s = kvtier::TuneHeapForMessages(); !s.ok()) {
+    spdlog::warn("heap tuning: {} (message buffers may be faulted in on every call)", s.ToString());
+  }
   absl::StatusOr<std::unique_ptr<kvtier::Daemon>> daemon = kvtier::Daemon::Start(config);
   if (!daemon.ok()) {
     spdlog::critical("cannot start: {}", daemon.status().ToString());
