@@ -265,6 +265,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   ASSIGN_OR_RETURN(d->admin_calls_,
                    CallExecutor::Create({.name = "admin", .threads = side_threads}));
   ASSIGN_OR_RETURN(d->peer_calls_, CallExecutor::Create({.name = "peer", .threads = side_threads}));
+  ASSIGN_OR_RETURN(d->transfer_calls_,
+                   CallExecutor::Create({.name = "transfer", .threads = side_threads}));
   d->kvcache_service_ = std::make_unique<KvCacheService>(KvCacheService::Deps{
       .auth = d->auth_.get(),
       .cache = d->cache_.get(),
@@ -279,6 +281,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       .peer_transfer = d->peer_transfer_.get(),
       .idle_reaper = d->idle_reaper_.get(),
       .executor = d->kvcache_calls_.get(),
+      .transfer_executor = d->transfer_calls_.get(),
       .max_calls_per_method = config.max_calls_per_method,
   });
 
@@ -335,7 +338,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.RegisterService(d->peer_service_.get());
   // After every service is built: their construction happens-before all
   // the work the executors run.
-  for (CallExecutor* e : {d->kvcache_calls_.get(), d->admin_calls_.get(), d->peer_calls_.get()}) {
+  for (CallExecutor* e : {d->kvcache_calls_.get(), d->transfer_calls_.get(), d->admin_calls_.get(),
+                          d->peer_calls_.get()}) {
     e->Start();
   }
   d->server_ = builder.BuildAndStart();
@@ -376,6 +380,7 @@ void Daemon::Shutdown(absl::Duration grace) {
   server_->Wait();
   // Every call has finished, so nothing submits any more.
   kvcache_calls_->Stop();
+  transfer_calls_->Stop();
   admin_calls_->Stop();
   peer_calls_->Stop();
   // No call runs any more: persist what the write policy still owes NVMe

@@ -97,6 +97,7 @@ class Daemon {
   // another's). Declared before the services and the server: they outlive
   // both, and Shutdown stops them once the server has ended every call.
   std::unique_ptr<CallExecutor> kvcache_calls_;
+  std::unique_ptr<CallExecutor> transfer_calls_;
   std::unique_ptr<CallExecutor> admin_calls_;
   std::unique_ptr<CallExecutor> peer_calls_;
   std::unique_ptr<KvCacheService> kvcache_service_;

@@ -52,8 +52,8 @@ KvCacheService::KvCacheService(Deps deps)
               {"OpenNamespace", "Lookup", "Put", "Get", "Release", "Delete", "CloseNamespace",
                "RegisterMemory", "UnregisterMemory", "Save", "Load", "Transfer"},
               deps_.max_calls_per_method) {
-  if (deps_.executor == nullptr) {
-    spdlog::critical("KvCacheService needs a CallExecutor");
+  if (deps_.executor == nullptr || deps_.transfer_executor == nullptr) {
+    spdlog::critical("KvCacheService needs its two CallExecutors");
     std::abort();
   }
 }
@@ -69,8 +69,9 @@ KVTIER_UNARY(Delete)
 KVTIER_UNARY(CloseNamespace)
 KVTIER_UNARY(RegisterMemory)
 KVTIER_UNARY(UnregisterMemory)
-KVTIER_UNARY(Transfer)
 #undef KVTIER_UNARY
+// Transfer waits on peers: its own pool (Deps::transfer_executor).
+KVTIER_UNARY_ON_EXECUTOR(KvCacheService, Transfer, *deps_.transfer_executor, limits_)
 
 grpc::Status KvCacheService::DoOpenNamespace(Ctx* context, const v1::OpenNamespaceRequest* request,
                                              v1::OpenNamespaceResponse* response) {
@@ -297,16 +298,12 @@ grpc::Status KvCacheService::DoUnregisterMemory(Ctx* context,
 }
 
 grpc::Status KvCacheService::RegionTransfer(
-    const char* rpc, bool save, Ctx* context, const std::string& namespace_id,
+    const char* rpc, bool save, const Identity& who, Ctx* context, const std::string& namespace_id,
     const std::string& region_id, const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
     QueuedWriter<v1::BlockCompletion>* out, std::optional<uint8_t> retention) {
-  // RoleOf is evaluated at compile time, so one literal per direction.
-  absl::StatusOr<Identity> who =
-      Admit(*deps_.auth, *context, save ? RoleOf("KvCache", "Save") : RoleOf("KvCache", "Load"));
-  if (!who.ok()) return Finish(rpc, who.status());
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(namespace_id);
   if (!ns.ok()) return Finish(rpc, ns.status());
-  if (absl::Status s = deps_.cache->CheckTenant(*ns, who->tenant); !s.ok()) return Finish(rpc, s);
+  if (absl::Status s = deps_.cache->CheckTenant(*ns, who.tenant); !s.ok()) return Finish(rpc, s);
   if (refs.empty() ||
       static_cast<uint64_t>(refs.size()) > deps_.cache->options().max_keys_per_request) {
     return Finish(rpc, absl::InvalidArgumentError(
@@ -347,10 +344,8 @@ grpc::Status KvCacheService::RegionTransfer(
     }
     blocks.push_back(std::move(block));
   }
-  absl::StatusOr<std::shared_ptr<MemoryRegion>> region =
-      deps_.regions->Find(region_id, who->tenant);
+  absl::StatusOr<std::shared_ptr<MemoryRegion>> region = deps_.regions->Find(region_id, who.tenant);
   if (!region.ok()) return Finish(rpc, region.status());
-  const std::unique_ptr<StreamIdleReaper::Watch> watch = WatchIdle(context);
   auto sink = [&](const BlockOutcome& o) {
     if (context->IsCancelled()) return false;
     v1::BlockCompletion c;
@@ -359,9 +354,7 @@ grpc::Status KvCacheService::RegionTransfer(
     c.set_code(static_cast<int32_t>(o.status.code()));
     c.set_message(std::string(o.status.message()));
     c.set_size_bytes(o.bytes);
-    if (!out->Push(std::move(c))) return false;
-    watch->Touch();
-    return true;
+    return out->Push(std::move(c));
   };
   const KeepGoing keep_going = [context] { return !context->IsCancelled(); };
   const std::shared_ptr<BlockTransform> transform = deps_.transforms->Find(*ns);
@@ -374,28 +367,36 @@ grpc::Status KvCacheService::RegionTransfer(
 grpc::ServerWriteReactor<v1::BlockCompletion>* KvCacheService::StartRegionTransfer(
     const char* rpc, bool save, Ctx* context, const v1::SaveRequest* save_request,
     const v1::LoadRequest* load_request) {
-  absl::StatusOr<CallLimit::Ticket> ticket = limits_.Of(rpc).Enter();
-  if (!ticket.ok()) {
-    auto* refused = new QueuedWriter<v1::BlockCompletion>();
-    refused->Close(ToGrpc(ticket.status()));
-    return refused;
+  // The caller and the request's own fields first (cheap, no lock), so a
+  // caller that may not call this never holds a place in the limit. RoleOf
+  // is evaluated at compile time: one literal per direction.
+  absl::StatusOr<Identity> who =
+      Admit(*deps_.auth, *context, save ? RoleOf("KvCache", "Save") : RoleOf("KvCache", "Load"));
+  absl::StatusOr<std::optional<uint8_t>> retention = std::optional<uint8_t>();
+  if (who.ok() && save) {
+    retention = RetentionFromProto(save_request->has_retention_priority(),
+                                   save_request->retention_priority());
   }
-  auto* out = new QueuedWriter<v1::BlockCompletion>(*std::move(ticket));
-  const bool queued = deps_.executor->Submit([=, this] {
-    grpc::Status status;
-    if (save) {
-      absl::StatusOr<std::optional<uint8_t>> retention = RetentionFromProto(
-          save_request->has_retention_priority(), save_request->retention_priority());
-      status = !retention.ok() ? Finish(rpc, retention.status())
-                               : RegionTransfer(rpc, true, context, save_request->namespace_id(),
-                                                save_request->region_id(), save_request->blocks(),
-                                                out, *retention);
-    } else {
-      status = RegionTransfer(rpc, false, context, load_request->namespace_id(),
-                              load_request->region_id(), load_request->blocks(), out);
-    }
-    out->Close(std::move(status));
-  });
+  absl::StatusOr<CallLimit::Ticket> ticket =
+      !who.ok()         ? absl::StatusOr<CallLimit::Ticket>(who.status())
+      : !retention.ok() ? absl::StatusOr<CallLimit::Ticket>(retention.status())
+                        : limits_.Of(rpc).Enter();
+  if (!ticket.ok()) {
+    return new RefusedCall<grpc::ServerWriteReactor<v1::BlockCompletion>>(
+        Finish(rpc, ticket.status()));
+  }
+  // The writer holds the place and the idle watch until gRPC is done with
+  // the call, so a client that stops reading its completions is counted and
+  // reaped like any stalled stream.
+  auto* out = new QueuedWriter<v1::BlockCompletion>(*std::move(ticket), WatchIdle(context));
+  const bool queued =
+      deps_.executor->Submit([=, this, who = *std::move(who), retention = *std::move(retention)] {
+        out->Close(save ? RegionTransfer(rpc, true, who, context, save_request->namespace_id(),
+                                         save_request->region_id(), save_request->blocks(), out,
+                                         retention)
+                        : RegionTransfer(rpc, false, who, context, load_request->namespace_id(),
+                                         load_request->region_id(), load_request->blocks(), out));
+      });
   if (!queued) out->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
   return out;
 }

@@ -68,6 +68,10 @@ class KvCacheService final : public v1::KvCache::CallbackService {
     StreamIdleReaper* idle_reaper = nullptr;
     // Runs the calls' work (required).
     CallExecutor* executor = nullptr;
+    // Runs Transfer's, which waits on peers for up to its timeout (required;
+    // a pool of its own, so Transfers to a slow peer never hold the threads
+    // every other call needs).
+    CallExecutor* transfer_executor = nullptr;
     // Calls of one method in flight; the next is RESOURCE_EXHAUSTED.
     uint32_t max_calls_per_method = 256;
   };
@@ -121,7 +125,7 @@ class KvCacheService final : public v1::KvCache::CallbackService {
                           v1::TransferResponse* response);
   // Save and Load share everything but the copy direction; completions go
   // to `out`, which the caller closes with the returned status.
-  grpc::Status RegionTransfer(const char* rpc, bool save, Ctx* context,
+  grpc::Status RegionTransfer(const char* rpc, bool save, const Identity& who, Ctx* context,
                               const std::string& namespace_id, const std::string& region_id,
                               const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
                               QueuedWriter<v1::BlockCompletion>* out,

@@ -5,8 +5,10 @@
 //   end of the stream commits on the executor too.
 // - Get reads its blocks (pinned) on the executor, then writes chunk after
 //   chunk from the reactor as the client takes them: a chunk is a copy out
-//   of a pinned block, no lock held. The last chunk carries the status; the
-//   pins are dropped on the executor, which the call does not wait for.
+//   of a pinned block, no lock held. The pins are dropped on the executor,
+//   before the last chunk leaves with the status.
+// Both admit their caller in the handler (cheap, no lock), so a caller that
+// may not call them never holds a place in their limits.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -41,13 +43,14 @@ const grpc::Status kShuttingDown(grpc::StatusCode::UNAVAILABLE, "server shutting
 // One Put stream. Owned by gRPC; deletes itself in OnDone.
 class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChunk> {
  public:
-  PutCall(KvCacheService* service, Ctx* context, v1::PutResponse* response,
+  PutCall(KvCacheService* service, Ctx* context, v1::PutResponse* response, std::string tenant,
           CallLimit::Ticket ticket)
       : service_(service),
         context_(context),
         response_(response),
         ticket_(std::move(ticket)),
-        watch_(service->WatchIdle(context)) {
+        watch_(service->WatchIdle(context)),
+        put_(std::in_place, service->deps_.cache, service->deps_.transforms, std::move(tenant)) {
     HandOff(this);
     StartRead(&chunk_);
   }
@@ -78,13 +81,6 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
 
   // On the executor.
   absl::Status AddChunk() {
-    if (!admitted_) {
-      absl::StatusOr<Identity> who =
-          Admit(*service_->deps_.auth, *context_, RoleOf("KvCache", "Put"));
-      if (!who.ok()) return who.status();
-      put_.emplace(service_->deps_.cache, service_->deps_.transforms, who->tenant);
-      admitted_ = true;
-    }
     ASSIGN_OR_RETURN(
         std::optional<uint8_t> retention,
         RetentionFromProto(chunk_.has_retention_priority(), chunk_.retention_priority()));
@@ -97,12 +93,6 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
     // A read also fails when the call was cancelled (client gone, deadline,
     // shutdown): only a cleanly finished stream commits.
     if (context_->IsCancelled()) return absl::CancelledError("Put cancelled before it finished");
-    if (!admitted_) {
-      // No chunk came: still the caller's role first, then the empty Put.
-      RETURN_IF_ERROR(Admit(*service_->deps_.auth, *context_, RoleOf("KvCache", "Put")).status());
-      put_.emplace(service_->deps_.cache, service_->deps_.transforms, std::string());
-      admitted_ = true;
-    }
     ASSIGN_OR_RETURN(PutResult r, put_->Commit());
     response_->set_blocks_stored(r.blocks_stored);
     response_->set_blocks_already_cached(r.blocks_already_cached);
@@ -129,34 +119,34 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
   // Reused for every chunk: one read in flight at a time, and the executor
   // is done with it before the next read starts.
   v1::PutChunk chunk_;
-  bool admitted_ = false;
-  std::optional<PutAssembly> put_;
+  std::optional<PutAssembly> put_;  // reset by End, on the executor
 };
 
 grpc::ServerReadReactor<v1::PutChunk>* KvCacheService::Put(Ctx* context,
                                                            v1::PutResponse* response) {
+  // The caller first (cheap, no lock): a caller that may not Put never
+  // holds a place in the limit.
+  absl::StatusOr<Identity> who = Admit(*deps_.auth, *context, RoleOf("KvCache", "Put"));
+  if (!who.ok()) {
+    return new RefusedCall<grpc::ServerReadReactor<v1::PutChunk>>(Finished("Put", who.status()));
+  }
   absl::StatusOr<CallLimit::Ticket> ticket = limits_.Of("Put").Enter();
   if (!ticket.ok()) {
-    // A reactor that answers at once (gRPC needs one to finish the call).
-    class Refused final : public grpc::ServerReadReactor<v1::PutChunk> {
-     public:
-      explicit Refused(grpc::Status s) { Finish(std::move(s)); }
-      void OnDone() override {
-        TakeOver(this);
-        delete this;
-      }
-    };
-    return new Refused(ToGrpc(ticket.status()));
+    return new RefusedCall<grpc::ServerReadReactor<v1::PutChunk>>(ToGrpc(ticket.status()));
   }
-  return new PutCall(this, context, response, *std::move(ticket));
+  return new PutCall(this, context, response, who->tenant, *std::move(ticket));
 }
 
 // One Get stream. Owned by gRPC; deletes itself in OnDone.
 class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChunk> {
  public:
-  GetCall(KvCacheService* service, Ctx* context, const v1::GetRequest* request,
+  GetCall(KvCacheService* service, Ctx* context, const v1::GetRequest* request, std::string tenant,
           CallLimit::Ticket ticket)
-      : service_(service), context_(context), request_(request), ticket_(std::move(ticket)) {
+      : service_(service),
+        context_(context),
+        request_(request),
+        tenant_(std::move(tenant)),
+        ticket_(std::move(ticket)) {
     if (!service_->deps_.executor->Submit([this] {
           absl::Status s = Prepare();
           if (!s.ok()) return End(s, /*on_executor=*/true);
@@ -179,13 +169,12 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
     delete this;
   }
 
-  // On the executor: admits, reads and pins the blocks.
+  // On the executor: reads and pins the blocks.
   absl::Status Prepare() {
     const Deps& deps = service_->deps_;
-    ASSIGN_OR_RETURN(Identity who, Admit(*deps.auth, *context_, RoleOf("KvCache", "Get")));
     ASSIGN_OR_RETURN(NamespaceKeys req,
                      NamespaceKeysFromProto(request_->namespace_id(), request_->keys()));
-    RETURN_IF_ERROR(deps.cache->CheckTenant(req.ns, who.tenant));
+    RETURN_IF_ERROR(deps.cache->CheckTenant(req.ns, tenant_));
     chunk_bytes_ = request_->max_chunk_bytes() == 0
                        ? deps.get_chunk_bytes
                        : std::min<uint64_t>(request_->max_chunk_bytes(), deps.max_chunk_bytes);
@@ -229,26 +218,28 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
       HandOff(this);
       return StartWrite(&chunk_);
     }
-    // The last chunk is a copy: the pins can go now, and the status leaves
-    // with it.
-    DropPins(on_executor);
+    // The last chunk is a copy: the pins go, then the status leaves with
+    // it (a caller that deletes its blocks on the OK must find them
+    // unpinned). Unpinning takes the cache's lock: from a gRPC thread, that
+    // is a task for the executor.
+    if (on_executor) return WriteLast();
+    if (!service_->deps_.executor->Submit([this] { WriteLast(); })) WriteLast();
+  }
+
+  void WriteLast() {
+    handles_.clear();
     HandOff(this);
     StartWriteAndFinish(&chunk_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
-  // Drops the pins. Unpinning takes the cache's lock, so off the executor
-  // it goes to a task of its own, which the call does not wait for (when
-  // Submit refuses, shutting down, destroying the task unpins here). The
-  // idle watch and the call's place in its limit stay until gRPC is done
-  // with the call (the destructor).
-  void DropPins(bool on_executor) {
+  // Drops the pins (see WriteNext on threads), then answers. The idle watch
+  // and the call's place in its limit stay until gRPC is done with the call
+  // (the destructor).
+  void End(const absl::Status& status, bool on_executor) {
     if (!on_executor && !handles_.empty()) {
-      service_->deps_.executor->Submit([handles = std::move(handles_)] {});
+      if (service_->deps_.executor->Submit([this, status] { End(status, true); })) return;
     }
     handles_.clear();
-  }
-  void End(const absl::Status& status, bool on_executor) {
-    DropPins(on_executor);
     HandOff(this);
     Finish(Finished("Get", status));
   }
@@ -256,6 +247,7 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
   KvCacheService* const service_;
   Ctx* const context_;
   const v1::GetRequest* const request_;
+  const std::string tenant_;
   CallLimit::Ticket ticket_;
   std::unique_ptr<StreamIdleReaper::Watch> watch_;
   uint64_t chunk_bytes_ = 0;
@@ -269,19 +261,15 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
 
 grpc::ServerWriteReactor<v1::GetChunk>* KvCacheService::Get(Ctx* context,
                                                             const v1::GetRequest* request) {
+  absl::StatusOr<Identity> who = Admit(*deps_.auth, *context, RoleOf("KvCache", "Get"));
+  if (!who.ok()) {
+    return new RefusedCall<grpc::ServerWriteReactor<v1::GetChunk>>(Finished("Get", who.status()));
+  }
   absl::StatusOr<CallLimit::Ticket> ticket = limits_.Of("Get").Enter();
   if (!ticket.ok()) {
-    class Refused final : public grpc::ServerWriteReactor<v1::GetChunk> {
-     public:
-      explicit Refused(grpc::Status s) { Finish(std::move(s)); }
-      void OnDone() override {
-        TakeOver(this);
-        delete this;
-      }
-    };
-    return new Refused(ToGrpc(ticket.status()));
+    return new RefusedCall<grpc::ServerWriteReactor<v1::GetChunk>>(ToGrpc(ticket.status()));
   }
-  return new GetCall(this, context, request, *std::move(ticket));
+  return new GetCall(this, context, request, who->tenant, *std::move(ticket));
 }
 
 }  // namespace kvtier

@@ -18,24 +18,32 @@
 #define KVTIER_SERVER_ASYNC_QUEUED_WRITER_H_
 
 #include <deque>
+#include <memory>
 #include <utility>
 
 #include "base/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "server/async/call_executor.h"
 #include "server/async/tsan_handoff.h"
+#include "server/stream_idle_reaper.h"
 
 namespace kvtier {
 
 template <typename Msg>
 class QueuedWriter final : public grpc::ServerWriteReactor<Msg> {
  public:
-  // `ticket` holds the call's place in its method's limit until Close.
-  explicit QueuedWriter(CallLimit::Ticket ticket = {}) : ticket_(std::move(ticket)) {}
+  // `ticket` (the call's place in its method's limit) and `watch` (its idle
+  // watch, touched by every Push and every write that completes; may be
+  // null) are held until gRPC is done with the call: a client that stops
+  // reading stays counted and can be reaped.
+  explicit QueuedWriter(CallLimit::Ticket ticket = {},
+                        std::unique_ptr<StreamIdleReaper::Watch> watch = nullptr)
+      : ticket_(std::move(ticket)), watch_(std::move(watch)) {}
 
   // Queues `message`. False once the client can no longer receive (a write
   // failed: cancelled, gone, deadline); the producer should stop then.
   bool Push(Msg message) {
+    if (watch_ != nullptr) watch_->Touch();
     {
       MutexLock lock(&mu_);
       if (failed_) return false;
@@ -50,7 +58,6 @@ class QueuedWriter final : public grpc::ServerWriteReactor<Msg> {
   // Ends the call with `status` after the queued messages. Call once; the
   // producer must not touch the object afterwards.
   void Close(grpc::Status status) {
-    ticket_.Reset();
     {
       MutexLock lock(&mu_);
       closed_ = true;
@@ -64,6 +71,7 @@ class QueuedWriter final : public grpc::ServerWriteReactor<Msg> {
  private:
   void OnWriteDone(bool ok) override {
     TakeOver(this);
+    if (ok && watch_ != nullptr) watch_->Touch();
     if (!ok) {
       MutexLock lock(&mu_);
       failed_ = true;
@@ -119,6 +127,7 @@ class QueuedWriter final : public grpc::ServerWriteReactor<Msg> {
   }
 
   CallLimit::Ticket ticket_;
+  const std::unique_ptr<StreamIdleReaper::Watch> watch_;
   Mutex mu_;
   std::deque<Msg> queue_ ABSL_GUARDED_BY(mu_);
   // The message being written; touched only by the thread owning the writer.

@@ -37,21 +37,25 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
 template <typename Work>
 grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExecutor& executor,
                                    CallLimit& limit, Work work) {
-  (void)context;
   auto* call = new UnaryCall();
   absl::StatusOr<CallLimit::Ticket> ticket = limit.Enter();
   if (!ticket.ok()) {
     call->Answer(ToGrpc(ticket.status()));
     return call;
   }
-  const bool queued =
-      executor.Submit([call, work = std::move(work), ticket = *std::move(ticket)]() mutable {
-        grpc::Status status = work();
-        // The place frees before the reply leaves: a caller that sends its
-        // next call on the reply never finds its own last one counted.
-        ticket.Reset();
-        call->Answer(std::move(status));
-      });
+  const bool queued = executor.Submit([call, context, work = std::move(work),
+                                       ticket = *std::move(ticket)]() mutable {
+    // A caller that gave up (deadline, cancel) while the call was queued
+    // changes nothing.
+    grpc::Status status =
+        context->IsCancelled()
+            ? grpc::Status(grpc::StatusCode::CANCELLED, "the caller gave up before the call ran")
+            : work();
+    // The place frees before the reply leaves: a caller that sends its
+    // next call on the reply never finds its own last one counted.
+    ticket.Reset();
+    call->Answer(std::move(status));
+  });
   if (!queued) call->Answer(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
   return call;
 }
