@@ -204,6 +204,43 @@ TEST_F(RegionCopyTest, LoadNeverDeliversACorruptBlock) {
   EXPECT_EQ(r->blocks.size(), 1u);
 }
 
+// A group of 2 MiB or more loads on two threads (blocks alternate): the
+// outcomes still come in request order, and a corrupt block on either
+// thread is caught and reported; the others arrive whole.
+TEST_F(RegionCopyTest, TwoThreadLoadsKeepTheOrderAndCatchCorruptBlocks) {
+  const int n = 48;  // 3 MiB in one group
+  VectorRegion src(n * kBlock), dst(n * kBlock);
+  for (int i = 0; i < n; ++i) {
+    const std::vector<uint8_t> b = DeterministicBytes("blk" + std::to_string(i), kBlock);
+    std::copy(b.begin(), b.end(), src.bytes().begin() + i * kBlock);
+  }
+  absl::Status s;
+  Run(true, src, Chain(n), &s);
+  ASSERT_TRUE(s.ok()) << s;
+  // Break block 41 (the helper's) and block 44 (this thread's).
+  for (int k : {41, 44}) {
+    absl::StatusOr<absl::Span<uint8_t>> bytes = cache_->MutableBytesForTesting(ns_, Key(k));
+    ASSERT_TRUE(bytes.ok());
+    (*bytes)[7] ^= 0x80;
+  }
+  std::vector<BlockOutcome> out = Run(false, dst, Chain(n), &s);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(out.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(out[i].index, static_cast<uint32_t>(i));
+    if (i == 41 || i == 44) {
+      EXPECT_EQ(out[i].status.code(), absl::StatusCode::kNotFound) << i << ": " << out[i].status;
+      EXPECT_EQ(out[i].bytes, 0u);
+      continue;
+    }
+    ASSERT_TRUE(out[i].status.ok()) << i << ": " << out[i].status;
+    EXPECT_TRUE(std::equal(dst.bytes().begin() + i * kBlock, dst.bytes().begin() + (i + 1) * kBlock,
+                           src.bytes().begin() + i * kBlock))
+        << "block " << i;
+  }
+  EXPECT_EQ(cache_->Snapshot().counters.checksum_mismatches, 2u);
+}
+
 TEST_F(RegionCopyTest, SaveRejectsBlocksLargerThanTheNamespaces) {
   VectorRegion src(4 * kBlock);
   std::vector<RegionBlock> blocks = Chain(2);
