@@ -238,7 +238,11 @@ TEST_F(RegionCopyTest, TwoThreadLoadsKeepTheOrderAndCatchCorruptBlocks) {
                            src.bytes().begin() + i * kBlock))
         << "block " << i;
   }
-  EXPECT_EQ(cache_->Snapshot().counters.checksum_mismatches, 2u);
+  // Block 44 descends from 41: when 41's report comes first, it drops 44
+  // with it and 44's own report finds nothing left to count.
+  const uint64_t mismatches = cache_->Snapshot().counters.checksum_mismatches;
+  EXPECT_GE(mismatches, 1u);
+  EXPECT_LE(mismatches, 2u);
 }
 
 TEST_F(RegionCopyTest, SaveRejectsBlocksLargerThanTheNamespaces) {
