@@ -15,3 +15,5 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 # The event-driven HTTP server under the Prometheus endpoint (libmicrohttpd-dev).
 pkg_check_modules(MICROHTTPD REQUIRED IMPORTED_TARGET libmicrohttpd)
+# The HTTP client under the etcd v3 JSON gateway client (cluster/).
+find_package(CURL REQUIRED)
