@@ -44,4 +44,18 @@ absl::string_view RendezvousRing::OwnerIdOf(const NamespaceId& ns, const BlockKe
   return owner.has_value() ? absl::string_view(members_[*owner]) : absl::string_view();
 }
 
+std::vector<double> RendezvousRing::SampleShares(int samples) const {
+  std::vector<double> shares(members_.size(), 0.0);
+  if (members_.empty() || samples <= 0) return shares;
+  const NamespaceId ns = NamespaceId::FromParts(0, 0);
+  for (int i = 0; i < samples; ++i) {
+    std::array<char, 8> bytes{};
+    for (int b = 0; b < 8; ++b) bytes[b] = static_cast<char>(static_cast<uint64_t>(i) >> (8 * b));
+    const absl::StatusOr<BlockKey> key =
+        BlockKey::Create(absl::string_view(bytes.data(), bytes.size()));
+    if (key.ok()) shares[*OwnerOf(ns, *key)] += 1.0 / samples;
+  }
+  return shares;
+}
+
 }  // namespace kvtier

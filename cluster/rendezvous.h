@@ -40,6 +40,10 @@ class RendezvousRing {
   // The owner's id, or "" when the ring is empty.
   absl::string_view OwnerIdOf(const NamespaceId& ns, const BlockKey& key) const;
 
+  // Of `samples` synthetic keys, the fraction each member owns, in
+  // members() order (about 1/N each); what an operator checks balance by.
+  std::vector<double> SampleShares(int samples = 4096) const;
+
  private:
   std::vector<std::string> members_;
   std::vector<uint64_t> seeds_;  // XXH3 of each member's id, same order

@@ -57,6 +57,19 @@ TEST(RendezvousRingTest, ThreeMembersShareKeysEvenly) {
   }
 }
 
+TEST(RendezvousRingTest, SampleSharesSumToOneAndAreEven) {
+  EXPECT_TRUE(RendezvousRing({}).SampleShares().empty());
+  const std::vector<double> shares = RendezvousRing({"a:1", "b:1", "c:1", "d:1"}).SampleShares();
+  ASSERT_EQ(shares.size(), 4u);
+  double sum = 0;
+  for (double s : shares) {
+    EXPECT_NEAR(s, 0.25, 0.03);
+    sum += s;
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-9);
+  EXPECT_EQ(RendezvousRing({"solo"}).SampleShares(100), std::vector<double>{1.0});
+}
+
 TEST(RendezvousRingTest, OrderOfMembersDoesNotMatter) {
   const RendezvousRing a({"x:1", "y:1", "z:1"});
   const RendezvousRing b({"z:1", "x:1", "y:1"});

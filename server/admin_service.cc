@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "server/async/unary_call.h"
 #include "server/build_info.h"
+#include "server/cluster_view.h"
 #include "server/grpc_auth.h"
 #include "server/proto_convert.h"
 #include "server/rpc_roles.h"
@@ -245,11 +246,21 @@ void AdminService::PeersView(v1::ListPeersResponse* response) {
   }
 }
 
+void AdminService::ClusterView(v1::GetClusterResponse* response) {
+  const Membership* membership = nullptr;
+  {
+    MutexLock lock(&mu_);
+    membership = membership_;
+  }
+  ClusterToProto(membership, deps_.cluster_etcd, v1::GetClusterRequest(), 0, response)
+      .IgnoreError();  // no keys asked: cannot fail
+}
+
 AdminService::AdminService(Deps deps)
     : deps_(std::move(deps)),
       limits_("Admin",
               {"GetStatus", "ListTiers", "ListNamespaces", "GetWear", "ListPeers", "ListBlocks",
-               "Evict"},
+               "Evict", "GetCluster"},
               deps_.max_calls_per_method) {
   if (deps_.executor == nullptr) {
     spdlog::critical("AdminService needs a CallExecutor");
@@ -265,6 +276,7 @@ KVTIER_UNARY(ListNamespaces)
 KVTIER_UNARY(GetWear)
 KVTIER_UNARY(ListPeers)
 KVTIER_UNARY(ListBlocks)
+KVTIER_UNARY(GetCluster)
 #undef KVTIER_UNARY
 
 grpc::ServerWriteReactor<v1::EvictProgress>* AdminService::Evict(Ctx* context,
@@ -318,6 +330,19 @@ grpc::Status AdminService::DoListPeers(Ctx* context, const v1::ListPeersRequest*
     return s;
   PeersView(response);
   return grpc::Status::OK;
+}
+
+grpc::Status AdminService::DoGetCluster(Ctx* context, const v1::GetClusterRequest* request,
+                                        v1::GetClusterResponse* response) {
+  if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "GetCluster")); !s.ok())
+    return s;
+  const Membership* membership = nullptr;
+  {
+    MutexLock lock(&mu_);
+    membership = membership_;
+  }
+  return ToGrpc(ClusterToProto(membership, deps_.cluster_etcd, *request, deps_.max_keys_per_request,
+                               response));
 }
 
 grpc::Status AdminService::DoListBlocks(Ctx* context, const v1::ListBlocksRequest* request,

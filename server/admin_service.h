@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
+#include "cluster/membership.h"
 #include "datapath/copy_engine.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
@@ -49,6 +50,8 @@ class AdminService final : public v1::Admin::CallbackService {
     std::string gpu_tier_note;
     const RegionTable* regions = nullptr;
     PeerTransfer* peer_transfer = nullptr;
+    std::string cluster_etcd;  // as configured; membership set below
+    uint32_t max_keys_per_request = 1024;
     // Runs the calls' work (required).
     CallExecutor* executor = nullptr;
     uint32_t max_calls_per_method = 256;
@@ -60,6 +63,14 @@ class AdminService final : public v1::Admin::CallbackService {
   void set_listen_address(std::string address) ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     listen_address_ = std::move(address);
+  }
+
+  // Once the daemon has joined its cluster (it needs the bound address
+  // first); null, the default, while it runs alone. Must outlive the
+  // service.
+  void set_membership(const Membership* membership) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    membership_ = membership;
   }
 
   // The views the RPCs answer with, for other readers in the daemon (the
@@ -75,6 +86,7 @@ class AdminService final : public v1::Admin::CallbackService {
   void NamespacesView(v1::ListNamespacesResponse* response, bool scan_groups = false);
   void WearView(v1::GetWearResponse* response);  // reads SMART logs (I/O)
   void PeersView(v1::ListPeersResponse* response);
+  void ClusterView(v1::GetClusterResponse* response) ABSL_LOCKS_EXCLUDED(mu_);
 
   using Ctx = grpc::CallbackServerContext;
   grpc::ServerUnaryReactor* GetStatus(Ctx* context, const v1::GetStatusRequest* request,
@@ -91,6 +103,8 @@ class AdminService final : public v1::Admin::CallbackService {
                                        v1::ListBlocksResponse* response) override;
   grpc::ServerWriteReactor<v1::EvictProgress>* Evict(Ctx* context,
                                                      const v1::EvictRequest* request) override;
+  grpc::ServerUnaryReactor* GetCluster(Ctx* context, const v1::GetClusterRequest* request,
+                                       v1::GetClusterResponse* response) override;
 
  private:
   // The synchronous bodies, run on the executor.
@@ -106,6 +120,8 @@ class AdminService final : public v1::Admin::CallbackService {
                            v1::ListPeersResponse* response);
   grpc::Status DoListBlocks(Ctx* context, const v1::ListBlocksRequest* request,
                             v1::ListBlocksResponse* response);
+  grpc::Status DoGetCluster(Ctx* context, const v1::GetClusterRequest* request,
+                            v1::GetClusterResponse* response);
   grpc::Status DoEvict(Ctx* context, const v1::EvictRequest* request,
                        QueuedWriter<v1::EvictProgress>* out);
 
@@ -113,6 +129,7 @@ class AdminService final : public v1::Admin::CallbackService {
   const CallLimits limits_;
   Mutex mu_;
   std::string listen_address_ ABSL_GUARDED_BY(mu_);
+  const Membership* membership_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace kvtier

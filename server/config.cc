@@ -159,6 +159,12 @@ const std::vector<KeySpec>& Keys() {
       Field("security.peer_token_file", &DaemonConfig::peer_token_file, ParseString),
       Field("metrics.listen", &DaemonConfig::metrics_listen, ParseString),
       Field("metrics.max_namespaces", &DaemonConfig::metrics_max_namespaces, ParseU32),
+      Field("cluster.etcd", &DaemonConfig::cluster_etcd, ParseString),
+      Field("cluster.name", &DaemonConfig::cluster_name, ParseString),
+      Field("cluster.advertise", &DaemonConfig::cluster_advertise, ParseString),
+      Field("cluster.node_id", &DaemonConfig::cluster_node_id, ParseString),
+      Field("cluster.lease_ttl_ms", &DaemonConfig::cluster_lease_ttl_ms, ParseU32),
+      Field("cluster.etcd_timeout_ms", &DaemonConfig::cluster_etcd_timeout_ms, ParseU32),
       Field("costmodel.gpu", &DaemonConfig::costmodel_gpu, ParseString),
       Field("costmodel.mfu", &DaemonConfig::costmodel_mfu, ParseFraction),
       Field("costmodel.compute_dtype", &DaemonConfig::costmodel_compute_dtype, ParseString),
@@ -414,6 +420,7 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
       return bad(s.message(), " (metrics.listen is host:port or off)");
     }
   }
+  if (absl::Status s = ValidateClusterConfig(c); !s.ok()) return s;
   if (!(c.costmodel_mfu > 0)) return bad("costmodel.mfu must be in (0, 1]");
   if (c.costmodel_compute_dtype != "bf16" && c.costmodel_compute_dtype != "fp8") {
     return bad("costmodel.compute_dtype must be bf16 or fp8");

@@ -14,6 +14,7 @@
 //   security:  tls_cert, tls_key, tls_client_ca, identities_file, peer_tls_ca,
 //              peer_token_file
 //   metrics:   listen, max_namespaces
+//   cluster:   etcd, name, node_id, advertise, lease_ttl_ms, etcd_timeout_ms
 //   nvme:      dirs, bytes_per_dir, slab_bytes, io_engine, queue_depth,
 //              write_policy, write_through_hits, admit_min_uses,
 //              host_high_watermark, host_low_watermark, high_watermark,
@@ -146,6 +147,17 @@ struct DaemonConfig {
   // Namespaces exported with their own labels (largest first); the rest
   // are counted in kvtier_namespaces_unlabelled (and in the tenant totals).
   uint32_t metrics_max_namespaces = 32;
+
+  // Cluster membership on etcd (docs/operations.md#cluster). Off while
+  // `cluster_etcd` is empty: the daemon runs alone.
+  std::string cluster_etcd;  // comma-separated etcd client URLs (http://host:port)
+  std::string cluster_name = "kvtier";
+  // The address peers dial; "" = server.listen as bound (which must then
+  // not be a wildcard or unix address).
+  std::string cluster_advertise;
+  std::string cluster_node_id;  // stable member id; "" = the advertised address
+  uint32_t cluster_lease_ttl_ms = 5000;
+  uint32_t cluster_etcd_timeout_ms = 1000;
 
   // Fetch-or-recompute planner (docs/planner.md).
   std::string costmodel_gpu = "auto";  // catalog GPU, or auto = the detected one

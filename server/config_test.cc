@@ -368,5 +368,59 @@ TEST(ConfigTest, CallThreadsAndCallLimitsAreReadAndBounded) {
             std::string::npos);
 }
 
+TEST(ConfigTest, ClusterKeysAreReadAndChecked) {
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  EXPECT_EQ(c.cluster_etcd, "");  // alone by default
+  EXPECT_EQ(c.cluster_name, "kvtier");
+  EXPECT_EQ(c.cluster_lease_ttl_ms, 5000u);
+  ASSERT_TRUE(ApplyYaml("cluster:\n  etcd: http://10.0.0.9:2379,10.0.0.10:2379\n  name: prod-a\n"
+                        "  lease_ttl_ms: 3000\n  etcd_timeout_ms: 500\n  node_id: node-7\n"
+                        "  advertise: 10.0.0.7:50051\n",
+                        &c)
+                  .ok());
+  EXPECT_EQ(c.cluster_etcd, "http://10.0.0.9:2379,10.0.0.10:2379");
+  EXPECT_EQ(c.cluster_node_id, "node-7");
+  EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
+
+  struct Case {
+    const char* key;
+    const char* value;
+    const char* says;
+  };
+  for (const Case& bad : {
+           Case{"cluster.lease_ttl_ms", "2500", "whole seconds"},
+           Case{"cluster.lease_ttl_ms", "500", "whole seconds"},
+           Case{"cluster.lease_ttl_ms", "61000", "whole seconds"},
+           Case{"cluster.etcd_timeout_ms", "1001", "lease_ttl_ms/3"},
+           Case{"cluster.etcd_timeout_ms", "0", "lease_ttl_ms/3"},
+           Case{"cluster.name", "a/b", "cluster.name"},
+           Case{"cluster.node_id", "node 7", "cluster.node_id"},
+           Case{"cluster.etcd", "https://10.0.0.9:2379", "https is not supported"},
+           Case{"cluster.etcd", "10.0.0.9", "cluster.etcd"},
+           Case{"cluster.etcd", "10.0.0.9:2379,", "cluster.etcd"},
+           Case{"cluster.advertise", "0.0.0.0:50051", "every interface"},
+           Case{"cluster.advertise", "10.0.0.7:0", "no port"},
+           Case{"cluster.advertise", "10.0.0.7", "cluster.advertise"},
+       }) {
+    DaemonConfig d = c;
+    ASSERT_TRUE(SetConfigKey(bad.key, bad.value, &d).ok()) << bad.key;
+    const absl::Status s = ValidateConfig(d);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad.key << "=" << bad.value;
+    EXPECT_NE(s.message().find(bad.says), std::string::npos) << bad.key << ": " << s;
+  }
+  // Without an advertised address, server.listen must be one peers can dial.
+  c.cluster_advertise = "";
+  c.listen = "0.0.0.0:50051";
+  EXPECT_NE(ValidateConfig(c).message().find("every interface"), std::string::npos);
+  c.listen = "unix:/tmp/k.sock";
+  EXPECT_NE(ValidateConfig(c).message().find("set cluster.advertise"), std::string::npos);
+  c.listen = "127.0.0.1:0";  // the bound port is advertised
+  EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
+  // Alone, the listen address is not the cluster's business.
+  c.cluster_etcd = "";
+  c.listen = "0.0.0.0:50051";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "cluster/member_record.h"
 
 namespace kvtier {
 namespace {
@@ -202,6 +203,55 @@ absl::Status ValidateListenAddress(absl::string_view key, absl::string_view addr
     return bad("the port '", port, "' is not a number in 0..65535");
   }
   if (value > 65535) return bad("the port ", value, " is outside 0..65535");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateClusterConfig(const DaemonConfig& c) {
+  if (c.cluster_lease_ttl_ms < 1000 || c.cluster_lease_ttl_ms > 60'000 ||
+      c.cluster_lease_ttl_ms % 1000 != 0) {
+    return Bad(
+        "cluster.lease_ttl_ms must be whole seconds in 1000..60000 (etcd leases are in "
+        "seconds), got ",
+        c.cluster_lease_ttl_ms);
+  }
+  if (c.cluster_etcd_timeout_ms == 0 || c.cluster_etcd_timeout_ms > c.cluster_lease_ttl_ms / 3) {
+    return Bad("cluster.etcd_timeout_ms must be in 1..cluster.lease_ttl_ms/3 (",
+               c.cluster_lease_ttl_ms / 3, ")");
+  }
+  if (absl::Status s = ValidateNodeId(c.cluster_name); !s.ok()) {
+    return Bad("cluster.name: ", s.message());
+  }
+  if (c.cluster_etcd.empty()) return absl::OkStatus();
+  for (absl::string_view endpoint : absl::StrSplit(c.cluster_etcd, ',')) {
+    endpoint = absl::StripAsciiWhitespace(endpoint);
+    if (absl::StartsWith(endpoint, "https://")) {
+      return Bad("cluster.etcd '", endpoint,
+                 "': https is not supported; reach etcd over http on a trusted network");
+    }
+    absl::ConsumePrefix(&endpoint, "http://");
+    RETURN_IF_ERROR(ValidateListenAddress("cluster.etcd", endpoint, false));
+  }
+  if (!c.cluster_node_id.empty()) {
+    if (absl::Status s = ValidateNodeId(c.cluster_node_id); !s.ok()) {
+      return Bad("cluster.node_id: ", s.message());
+    }
+  }
+  const bool advertised = !c.cluster_advertise.empty();
+  const absl::string_view key = advertised ? "cluster.advertise" : "server.listen";
+  const absl::string_view address = advertised ? c.cluster_advertise : c.listen;
+  if (absl::StartsWith(address, "unix")) {
+    return Bad("cluster.etcd needs an address peers can dial: server.listen is ", address,
+               "; set cluster.advertise to host:port");
+  }
+  RETURN_IF_ERROR(ValidateListenAddress(key, address, false));
+  const absl::string_view host = address.substr(0, address.rfind(':'));
+  if (host == "0.0.0.0" || host == "[::]") {
+    return Bad("cluster.etcd needs an address peers can dial: ", key, " ", address,
+               " is every interface; set cluster.advertise to this node's host:port");
+  }
+  if (advertised && absl::EndsWith(address, ":0")) {
+    return Bad("cluster.advertise ", address, " has no port");
+  }
   return absl::OkStatus();
 }
 

@@ -18,6 +18,7 @@
 #include "gpu/copy_engine_factory.h"
 #include "gpu/cuda_ipc_region.h"
 #include "gpu/device_pool.h"
+#include "server/cluster_setup.h"
 #include "server/daemon_metrics.h"
 #include "server/grpc_auth.h"
 #include "server/grpc_peer_channel.h"
@@ -319,6 +320,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       .gpu_tier_note = d->gpu_tier_note_,
       .regions = d->regions_.get(),
       .peer_transfer = d->peer_transfer_.get(),
+      .cluster_etcd = config.cluster_etcd,
+      .max_keys_per_request = config.max_keys_per_request,
       .executor = d->admin_calls_.get(),
       .max_calls_per_method = config.max_calls_per_method,
   });
@@ -354,6 +357,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   if (!d->metrics_->address().empty()) {
     spdlog::info("metrics on http://{}/metrics", d->metrics_->address());
   }
+  ASSIGN_OR_RETURN(d->membership_, JoinCluster(config,
+                                               {.bound_address = d->listen_address_,
+                                                .daemon_id = d->peer_transfer_->daemon_id(),
+                                                .transport = d->peer_transfer_->Info().available},
+                                               d->cache_.get(), &d->clock_));
+  d->admin_service_->set_membership(d->membership_.get());
   d->server_->GetHealthCheckService()->SetServingStatus(true);
   return d;
 }
@@ -371,6 +380,7 @@ void Daemon::Shutdown(absl::Duration grace) {
   MutexLock lock(&shutdown_mu_);
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  if (membership_ != nullptr) membership_->Leave();
   const absl::Time deadline = absl::Now() + grace;
   server_->GetHealthCheckService()->SetServingStatus(false);
   // With an NVMe tier, in-flight calls get half the grace and the drain

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "base/mutex.h"
+#include "cluster/membership.h"
 #include "datapath/copy_engine.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
@@ -66,9 +67,12 @@ class Daemon {
   // The Prometheus endpoint ("" when metrics.listen is off) and its content.
   const std::string& metrics_address() const { return metrics_->address(); }
   const DaemonMetrics& metrics() const { return *metrics_; }
+  // Null when cluster.etcd is unset.
+  const Membership* membership() const { return membership_.get(); }
 
-  // Stops accepting calls, lets in-flight calls finish for up to `grace`,
-  // then cancels the rest. Idempotent.
+  // Leaves the cluster (peers stop routing to this node at once), stops
+  // accepting calls, lets in-flight calls finish for up to `grace`, then
+  // cancels the rest. Idempotent.
   void Shutdown(absl::Duration grace);
 
  private:
@@ -87,6 +91,9 @@ class Daemon {
   std::unique_ptr<RegionTable> regions_;
   // After cache_: destroyed first, so peers stop touching the arena first.
   std::unique_ptr<PeerTransfer> peer_transfer_;
+  // Null when the daemon runs alone. Before the services, which read it,
+  // and after cache_, which it reads.
+  std::unique_ptr<Membership> membership_;
   // Drops regions whose owner process exited, every second.
   Notification stop_reaper_;
   std::thread reaper_;

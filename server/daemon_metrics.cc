@@ -187,6 +187,7 @@ class AdminViewCollector final : public prometheus::Collectable {
     for (const v1::PeerStatus& p : peers.peers()) {
       out.AddMessage(p, "peer_", {{"peer", p.address()}, {"role", p.role()}});
     }
+    AddCluster(&out);
     return out.Take();
   }
 
@@ -194,6 +195,41 @@ class AdminViewCollector final : public prometheus::Collectable {
   // "host" for TIER_KIND_HOST, as the CLI names tiers.
   static std::string TierName(v1::TierKind kind) {
     return absl::AsciiStrToLower(absl::StripPrefix(v1::TierKind_Name(kind), "TIER_KIND_"));
+  }
+
+  static void AddClusterSample(MetricFamilies* out, const std::string& name, bool counter,
+                               const std::string& help, double value,
+                               const MetricLabels& labels = {}) {
+    out->Add(name, counter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge, help,
+             labels, value);
+  }
+
+  // The cluster as this member sees it (all zero when it runs alone).
+  void AddCluster(MetricFamilies* out) const {
+    v1::GetClusterResponse c;
+    admin_->ClusterView(&c);
+    AddClusterSample(out, "kvtier_cluster_enabled", false, "cluster.etcd is set", c.enabled());
+    if (!c.enabled()) return;
+    AddClusterSample(out, "kvtier_cluster_etcd_up", false, "the last membership round reached etcd",
+                     c.etcd_up());
+    AddClusterSample(out, "kvtier_cluster_local_only", false,
+                     "the hash ring is this node alone (etcd away over a lease TTL)",
+                     c.local_only());
+    AddClusterSample(out, "kvtier_cluster_members", false, "members in the last read of etcd",
+                     c.members_size());
+    for (const v1::ClusterMember& m : c.members()) {
+      AddClusterSample(out, "kvtier_cluster_member_key_share", false,
+                       "fraction of sample keys the member owns", m.key_share(),
+                       {{"member", m.node_id()}});
+    }
+    AddClusterSample(out, "kvtier_cluster_joins_total", true, "", static_cast<double>(c.joins()));
+    AddClusterSample(out, "kvtier_cluster_leaves_total", true, "", static_cast<double>(c.leaves()));
+    AddClusterSample(out, "kvtier_cluster_restarts_total", true, "",
+                     static_cast<double>(c.restarts()));
+    AddClusterSample(out, "kvtier_cluster_failed_rounds_total", true, "",
+                     static_cast<double>(c.failed_rounds()));
+    AddClusterSample(out, "kvtier_cluster_bad_records", false, "",
+                     static_cast<double>(c.bad_records()));
   }
 
   // `scan`: this scrape runs the minute's self-check, which also counts each

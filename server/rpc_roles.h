@@ -45,6 +45,7 @@ inline constexpr RpcRole kRpcRoles[] = {
     {"Admin", "ListPeers", Role::kAdmin},
     {"Admin", "ListBlocks", Role::kAdmin},
     {"Admin", "Evict", Role::kAdmin},
+    {"Admin", "GetCluster", Role::kAdmin},
     // Peer: another daemon (the service hands out the arena's remote key).
     {"Peer", "Hello", Role::kPeer},
     {"Peer", "Stage", Role::kPeer},

@@ -147,4 +147,31 @@ void ProgressBar::Finish() {
   drawn_ = false;
 }
 
+static bool Unhex(const std::string& hex, std::string* out) {
+  if (hex.empty() || hex.size() % 2 != 0 || hex.size() > 64) return false;
+  out->clear();
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    auto nib = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    const int hi = nib(hex[i]), lo = nib(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return true;
+}
+
+// Block keys from the command line; 0 or the exit status (2).
+int UnhexKeys(const std::vector<std::string>& hex_keys, std::vector<std::string>* keys) {
+  for (const std::string& h : hex_keys) {
+    std::string key;
+    if (!Unhex(h, &key)) return LocalError("'" + h + "' is not a hex key of 1..32 bytes");
+    keys->push_back(std::move(key));
+  }
+  return 0;
+}
+
 }  // namespace kvtier

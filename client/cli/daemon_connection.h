@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
@@ -52,6 +53,9 @@ int RpcFailed(const Globals& g, const char* what, const absl::Status& s);
 int LocalError(const std::string& message);
 void PrintJson(const google::protobuf::Message& m);
 std::string HumanBytes(uint64_t bytes);
+// Block keys given in hex on the command line (1..32 bytes each) into
+// `keys`; 0, or the exit status (2) after saying which is bad.
+int UnhexKeys(const std::vector<std::string>& hex_keys, std::vector<std::string>* keys);
 
 // Calls one Admin RPC. Returns 0 and fills `response`, or the exit status.
 // With --json it also prints the response and sets *printed.

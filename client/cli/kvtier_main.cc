@@ -7,6 +7,7 @@
 //   kvtier put FILE [--block-bytes 256KiB]      prints the block keys (hex)
 //   kvtier get KEY... -o FILE [--block-bytes N | --namespace ID]
 //   kvtier peers
+//   kvtier cluster [--namespace ID --owner KEY...]
 //   kvtier transfer --peer ADDR [--push | --pull] KEY... [--block-bytes N | --namespace ID]
 //   kvtier replay TRACE [--model NAME] [--speed N] ...
 //   kvtier plan kv|budget|fetch|tiers|pd|preempt|mla|quant|fp8|sharing|strand|state
@@ -15,6 +16,7 @@
 // 2 bad usage or a local file error.
 //
 // Each command group registers itself and what it runs (view_commands.h,
+// cluster_command.h,
 // block_commands.h, replay_command.h, plan_subcommand.h); main parses and
 // runs the one named.
 #include <cstdio>
@@ -22,6 +24,7 @@
 
 #include "CLI/CLI.hpp"
 #include "client/cli/block_commands.h"
+#include "client/cli/cluster_command.h"
 #include "client/cli/command_set.h"
 #include "client/cli/daemon_connection.h"
 #include "client/cli/plan_subcommand.h"
@@ -40,6 +43,7 @@ int Run(int argc, char** argv) {
   // Registration order is the order `kvtier --help` lists them in.
   CommandSet commands;
   RegisterViewCommands(app, &commands);
+  RegisterClusterCommand(app, &commands);
   RegisterBlockCommands(app, &commands);
   RegisterReplayCommand(app, &commands);
   RegisterPlanCommand(app, &commands);
