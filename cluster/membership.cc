@@ -212,6 +212,14 @@ MembershipView Membership::View() const {
   return view;
 }
 
+std::string Membership::AddressOf(absl::string_view node_id) const {
+  MutexLock lock(&mu_);
+  for (const MemberRecord& m : view_.members) {
+    if (m.node_id == node_id) return m.address;
+  }
+  return "";
+}
+
 std::shared_ptr<const RendezvousRing> Membership::Ring() const {
   MutexLock lock(&mu_);
   if (clock_->Now() - view_.last_sync > options_.lease_ttl) return alone_;

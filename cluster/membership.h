@@ -91,6 +91,9 @@ class Membership {
   void Leave();
 
   MembershipView View() const;
+  // The address a member (by node id) advertised in the last read; "" when
+  // it is not in it.
+  std::string AddressOf(absl::string_view node_id) const;
   std::shared_ptr<const RendezvousRing> Ring() const;
   const std::string& node_id() const { return self_.node_id; }
   const MembershipOptions& options() const { return options_; }

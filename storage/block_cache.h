@@ -19,8 +19,8 @@
 //    (DecideDemotion) decides which blocks it writes.
 // BlockCache keeps the PrefixIndex, the tenant quotas, the counters and
 // the transfer meters, sequences the pieces' phases around the lock (I/O,
-// copies and checksums happen outside it) and runs the mover thread.
-// Removals (Delete, CloseNamespace, Evict) are in block_cache_removal.cc.
+// copies, checksums outside it), runs the mover thread. Removals: in
+// block_cache_removal.cc.
 //
 // Guarantees:
 //  - every read is verified against the XXH3-64 checksum taken at Put; a
@@ -106,7 +106,6 @@ struct BlockCacheOptions {
 };
 
 // NamespaceNotOpenError: see storage/namespace_table.h.
-
 struct OpenNamespaceResult {
   NamespaceId id;
   uint64_t block_bytes = 0;  // a hybrid's: its largest group's
@@ -293,8 +292,7 @@ class BlockCache {
   EvictResult Evict(const std::optional<NamespaceId>& ns, size_t max_blocks)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Counters and sizes. `scan_for_stranded` also counts stranded blocks, an
-  // O(blocks) self-check under the lock (always 0 unless the index is broken).
+  // Counters and sizes; `scan_for_stranded`: also stranded blocks (O(blocks)).
   CacheSnapshot Snapshot(bool scan_for_stranded = false);
   // `scan_for_stranded`: also each hybrid group's NVMe blocks and stranded
   // bytes (an O(its blocks) scan under the lock; stranded is always 0
@@ -302,8 +300,7 @@ class BlockCache {
   std::vector<NamespaceSnapshot> Namespaces(bool scan_for_stranded = false);
   const BlockCacheOptions& options() const { return options_; }
 
-  // Endurance accounting per NVMe device (empty when the tier is off). Reads
-  // each drive's SMART log, so it does I/O.
+  // Endurance accounting per NVMe device (empty when off); reads SMART (I/O).
   std::vector<DeviceWear> Wear() ABSL_LOCKS_EXCLUDED(mu_);
 
   // One pass of the mover: demotes (or writes through) blocks to NVMe as the
@@ -313,9 +310,9 @@ class BlockCache {
   size_t RunMoverOnce() ABSL_LOCKS_EXCLUDED(mu_);
 
   // For a clean stop: runs mover passes until the policy wants nothing more
-  // written (every write-through block is persisted) or `deadline` passes,
-  // at least one pass however late. Returns the blocks written; `left` (if
-  // given) says whether blocks may still be owed to NVMe.
+  // written (every write-through block persisted) or `deadline` passes, at
+  // least one pass; the blocks written, and in `left` (if given) whether
+  // blocks may still be owed to NVMe.
   size_t DrainWrites(absl::Time deadline, bool* left = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Whether the mover may write this namespace's blocks to NVMe (the
@@ -323,11 +320,10 @@ class BlockCache {
   // Blocks already on NVMe stay. NOT_FOUND for an unknown namespace.
   absl::Status SetNvmeAdmission(const NamespaceId& ns, bool admit) ABSL_LOCKS_EXCLUDED(mu_);
   // What a hit on a block of `ns` is worth: the recompute seconds it saves
-  // per byte (the planner prices it from the namespace's model). The value
-  // policy keeps the blocks worth more longer; blocks stored from now on
-  // carry it, and namespaces without one count as the geometric mean of
-  // those with one. NOT_FOUND for an unknown namespace; INVALID_ARGUMENT
-  // unless finite and > 0.
+  // per byte (priced by the planner). The value policy keeps blocks worth
+  // more longer; blocks stored from now on carry it; namespaces without one
+  // count as the geometric mean of those with one. NOT_FOUND for an unknown
+  // namespace; INVALID_ARGUMENT unless finite and > 0.
   absl::Status SetRetentionValue(const NamespaceId& ns, double seconds_per_byte)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Sets the retention priority (0..100, see PutBatch::set_retention) of
@@ -336,19 +332,23 @@ class BlockCache {
   absl::StatusOr<size_t> SetRetention(const NamespaceId& ns, absl::Span<const BlockKey> keys,
                                       uint8_t retention) ABSL_LOCKS_EXCLUDED(mu_);
   bool nvme_enabled() const { return nvme_ != nullptr; }
-  // Measured read speed of each tier: the host meter times verification
-  // passes over host copies, the NVMe meter times promotion reads.
+  // Measured read speed: host verification passes, NVMe promotion reads.
   TransferMeter& host_meter() { return host_meter_; }
   TransferMeter& nvme_meter() { return nvme_meter_; }
 
-  // Whether `ns` is open with layer groups (NamespaceSpec::hybrid).
-  bool IsHybrid(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);
-  // Whether `group` of `ns` holds `key` (any tier), without touching it.
+  bool IsHybrid(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);  // has layer groups
+  // Probes that touch, count and pin nothing (0 or empty for a hybrid or
+  // unknown namespace): the length of the cached leading run of `keys`, and
+  // the cached chain from its root down to `key` (root first).
+  size_t CachedPrefix(const NamespaceId& ns, absl::Span<const BlockKey> keys)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<BlockKey> CachedChainTo(const NamespaceId& ns, const BlockKey& key)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // `group` of `ns` holds `key` (any tier), untouched.
   bool HoldsForTesting(const NamespaceId& ns, uint32_t group, const BlockKey& key)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Writable bytes of a cached block, to simulate corruption in tests.
-  absl::StatusOr<absl::Span<uint8_t>> MutableBytesForTesting(const NamespaceId& ns,
-                                                             const BlockKey& key);
+  absl::StatusOr<absl::Span<uint8_t>> MutableBytesForTesting(  // to corrupt a block
+      const NamespaceId& ns, const BlockKey& key);
 
  public:
   // Bytes copied and hashed at a time (fits L2 with room to spare).

@@ -1,6 +1,7 @@
 // BlockCache's Lookup of a hybrid namespace: the longest cut every layer
 // group can restore (storage/group_table.h), per group what to load for it,
-// and a lease over exactly those blocks.
+// and a lease over exactly those blocks. Also the probes that pin nothing
+// (IsHybrid, CachedPrefix, CachedChainTo).
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -184,6 +185,26 @@ bool BlockCache::IsHybrid(const NamespaceId& ns) {
   MutexLock lock(&mu_);
   absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns);
   return entry.ok() && (*entry)->spec.hybrid();
+}
+
+size_t BlockCache::CachedPrefix(const NamespaceId& ns, absl::Span<const BlockKey> keys) {
+  MutexLock lock(&mu_);
+  absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns);
+  if (!entry.ok() || (*entry)->spec.hybrid()) return 0;
+  std::vector<BlockRecord*> matched;
+  return index_.MatchChain(ns, keys, &matched);
+}
+
+std::vector<BlockKey> BlockCache::CachedChainTo(const NamespaceId& ns, const BlockKey& key) {
+  MutexLock lock(&mu_);
+  std::vector<BlockKey> chain;
+  absl::StatusOr<NamespaceEntry*> entry = namespaces_.FindOpen(ns);
+  if (!entry.ok() || (*entry)->spec.hybrid()) return chain;
+  for (const BlockRecord* r = index_.Find(ns, key); r != nullptr; r = r->parent) {
+    chain.push_back(r->key);
+  }
+  std::reverse(chain.begin(), chain.end());
+  return chain;
 }
 
 }  // namespace kvtier
