@@ -59,10 +59,15 @@ void ClusterTier::Succeeded(const std::string& address) {
 
 uint32_t ClusterTier::Fill(const NamespaceId& ns, absl::Span<const BlockKey> keys, bool judged) {
   if (keys.empty() || !IsReceiver(transfer_->Info().role)) return 0;
-  const std::string owner = RemoteOwner(ns, keys[0]);
-  if (owner.empty()) return 0;
+  // Chains of an open namespace without layer groups only.
+  if (!cache_->NamespaceBlockBytes(ns).ok() || cache_->IsHybrid(ns)) return 0;
   const size_t cached = cache_->CachedPrefix(ns, keys);
   if (cached == keys.size()) return 0;
+  // The chain's root: keys[0] itself, or its cached ancestor when the
+  // caller started below the root.
+  const std::vector<BlockKey> above = cache_->CachedChainTo(ns, keys[0]);
+  const std::string owner = RemoteOwner(ns, above.empty() ? keys[0] : above[0]);
+  if (owner.empty()) return 0;
   if (BackingOff(owner)) {
     MutexLock lock(&mu_);
     ++stats_.pulls_backed_off;

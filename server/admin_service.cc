@@ -246,14 +246,23 @@ void AdminService::PeersView(v1::ListPeersResponse* response) {
   }
 }
 
-void AdminService::ClusterView(v1::GetClusterResponse* response) {
+absl::Status AdminService::ClusterAnswer(const v1::GetClusterRequest& request,
+                                         v1::GetClusterResponse* response) {
   const Membership* membership = nullptr;
+  const ClusterTier* tier = nullptr;
+  std::string note;
   {
     MutexLock lock(&mu_);
     membership = membership_;
+    tier = cluster_tier_;
+    note = cluster_tier_note_;
   }
-  ClusterToProto(membership, deps_.cluster_etcd, v1::GetClusterRequest(), 0, response)
-      .IgnoreError();  // no keys asked: cannot fail
+  return ClusterToProto(membership, tier, note, deps_.cluster_etcd, request,
+                        deps_.max_keys_per_request, response);
+}
+
+void AdminService::ClusterView(v1::GetClusterResponse* response) {
+  ClusterAnswer(v1::GetClusterRequest(), response).IgnoreError();  // no keys asked: cannot fail
 }
 
 AdminService::AdminService(Deps deps)
@@ -336,13 +345,7 @@ grpc::Status AdminService::DoGetCluster(Ctx* context, const v1::GetClusterReques
                                         v1::GetClusterResponse* response) {
   if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "GetCluster")); !s.ok())
     return s;
-  const Membership* membership = nullptr;
-  {
-    MutexLock lock(&mu_);
-    membership = membership_;
-  }
-  return ToGrpc(ClusterToProto(membership, deps_.cluster_etcd, *request, deps_.max_keys_per_request,
-                               response));
+  return ToGrpc(ClusterAnswer(*request, response));
 }
 
 grpc::Status AdminService::DoListBlocks(Ctx* context, const v1::ListBlocksRequest* request,

@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
+#include "cluster/cluster_tier.h"
 #include "cluster/membership.h"
 #include "datapath/copy_engine.h"
 #include "datapath/gpu_tier.h"
@@ -68,9 +69,13 @@ class AdminService final : public v1::Admin::CallbackService {
   // Once the daemon has joined its cluster (it needs the bound address
   // first); null, the default, while it runs alone. Must outlive the
   // service.
-  void set_membership(const Membership* membership) ABSL_LOCKS_EXCLUDED(mu_) {
+  // `tier` null: no shared tier, `tier_note` says why.
+  void set_membership(const Membership* membership, const ClusterTier* tier,
+                      std::string tier_note) ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     membership_ = membership;
+    cluster_tier_ = tier;
+    cluster_tier_note_ = std::move(tier_note);
   }
 
   // The views the RPCs answer with, for other readers in the daemon (the
@@ -120,6 +125,8 @@ class AdminService final : public v1::Admin::CallbackService {
                            v1::ListPeersResponse* response);
   grpc::Status DoListBlocks(Ctx* context, const v1::ListBlocksRequest* request,
                             v1::ListBlocksResponse* response);
+  absl::Status ClusterAnswer(const v1::GetClusterRequest& request,
+                             v1::GetClusterResponse* response) ABSL_LOCKS_EXCLUDED(mu_);
   grpc::Status DoGetCluster(Ctx* context, const v1::GetClusterRequest* request,
                             v1::GetClusterResponse* response);
   grpc::Status DoEvict(Ctx* context, const v1::EvictRequest* request,
@@ -130,6 +137,8 @@ class AdminService final : public v1::Admin::CallbackService {
   Mutex mu_;
   std::string listen_address_ ABSL_GUARDED_BY(mu_);
   const Membership* membership_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const ClusterTier* cluster_tier_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::string cluster_tier_note_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier

@@ -8,7 +8,8 @@
 
 namespace kvtier {
 
-absl::Status ClusterToProto(const Membership* membership, const std::string& etcd_endpoints,
+absl::Status ClusterToProto(const Membership* membership, const ClusterTier* tier,
+                            const std::string& tier_note, const std::string& etcd_endpoints,
                             const v1::GetClusterRequest& request, uint32_t max_keys,
                             v1::GetClusterResponse* response) {
   if (static_cast<uint64_t>(request.keys_size()) > max_keys) {
@@ -65,6 +66,22 @@ absl::Status ClusterToProto(const Membership* membership, const std::string& etc
   response->set_failed_rounds(view.failed_rounds);
   response->set_bad_records(view.bad_records);
   response->set_conflict(view.conflict);
+  v1::ClusterTierStatus* t = response->mutable_tier();
+  t->set_enabled(tier != nullptr);
+  t->set_detail(tier_note);
+  if (tier != nullptr) {
+    const ClusterTierStats s = tier->Stats();
+    t->set_fills(s.fills);
+    t->set_pulled_blocks(s.pulled_blocks);
+    t->set_pulled_bytes(s.pulled_bytes);
+    t->set_pull_failures(s.pull_failures);
+    t->set_pulls_declined(s.pulls_declined);
+    t->set_pulls_backed_off(s.pulls_backed_off);
+    t->set_offers(s.offers);
+    t->set_offered_blocks(s.offered_blocks);
+    t->set_offer_failures(s.offer_failures);
+    t->set_offers_dropped(s.offers_dropped);
+  }
   for (const BlockKey& key : asked.keys) {
     response->add_owners(std::string(ring->OwnerIdOf(asked.ns, key)));
   }

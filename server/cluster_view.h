@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "cluster/cluster_tier.h"
 #include "cluster/membership.h"
 #include "kvtier/v1/admin.pb.h"
 
@@ -16,7 +17,9 @@ namespace kvtier {
 // Fills `response`; `membership` null means the daemon runs alone
 // (enabled false). INVALID_ARGUMENT, with nothing filled, for a bad
 // namespace id, a bad key, keys without a namespace, or over `max_keys`.
-absl::Status ClusterToProto(const Membership* membership, const std::string& etcd_endpoints,
+// `tier` null: no shared tier (`tier_note` says why).
+absl::Status ClusterToProto(const Membership* membership, const ClusterTier* tier,
+                            const std::string& tier_note, const std::string& etcd_endpoints,
                             const v1::GetClusterRequest& request, uint32_t max_keys,
                             v1::GetClusterResponse* response);
 

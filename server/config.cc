@@ -165,6 +165,7 @@ const std::vector<KeySpec>& Keys() {
       Field("cluster.node_id", &DaemonConfig::cluster_node_id, ParseString),
       Field("cluster.lease_ttl_ms", &DaemonConfig::cluster_lease_ttl_ms, ParseU32),
       Field("cluster.etcd_timeout_ms", &DaemonConfig::cluster_etcd_timeout_ms, ParseU32),
+      Field("cluster.pull_timeout_ms", &DaemonConfig::cluster_pull_timeout_ms, ParseU32),
       Field("costmodel.gpu", &DaemonConfig::costmodel_gpu, ParseString),
       Field("costmodel.mfu", &DaemonConfig::costmodel_mfu, ParseFraction),
       Field("costmodel.compute_dtype", &DaemonConfig::costmodel_compute_dtype, ParseString),

@@ -14,7 +14,8 @@
 //   security:  tls_cert, tls_key, tls_client_ca, identities_file, peer_tls_ca,
 //              peer_token_file
 //   metrics:   listen, max_namespaces
-//   cluster:   etcd, name, node_id, advertise, lease_ttl_ms, etcd_timeout_ms
+//   cluster:   etcd, name, node_id, advertise, lease_ttl_ms, etcd_timeout_ms,
+//              pull_timeout_ms
 //   nvme:      dirs, bytes_per_dir, slab_bytes, io_engine, queue_depth,
 //              write_policy, write_through_hits, admit_min_uses,
 //              host_high_watermark, host_low_watermark, high_watermark,
@@ -158,6 +159,8 @@ struct DaemonConfig {
   std::string cluster_node_id;  // stable member id; "" = the advertised address
   uint32_t cluster_lease_ttl_ms = 5000;
   uint32_t cluster_etcd_timeout_ms = 1000;
+  // Longest a Lookup or Get waits on the owner of a chain it misses.
+  uint32_t cluster_pull_timeout_ms = 2000;
 
   // Fetch-or-recompute planner (docs/planner.md).
   std::string costmodel_gpu = "auto";  // catalog GPU, or auto = the detected one

@@ -393,6 +393,7 @@ TEST(ConfigTest, ClusterKeysAreReadAndChecked) {
            Case{"cluster.lease_ttl_ms", "61000", "whole seconds"},
            Case{"cluster.etcd_timeout_ms", "1001", "lease_ttl_ms/3"},
            Case{"cluster.etcd_timeout_ms", "0", "lease_ttl_ms/3"},
+           Case{"cluster.pull_timeout_ms", "0", "cluster.pull_timeout_ms"},
            Case{"cluster.name", "a/b", "cluster.name"},
            Case{"cluster.node_id", "node 7", "cluster.node_id"},
            Case{"cluster.etcd", "https://10.0.0.9:2379", "https is not supported"},

@@ -218,6 +218,9 @@ absl::Status ValidateClusterConfig(const DaemonConfig& c) {
     return Bad("cluster.etcd_timeout_ms must be in 1..cluster.lease_ttl_ms/3 (",
                c.cluster_lease_ttl_ms / 3, ")");
   }
+  if (c.cluster_pull_timeout_ms == 0 || c.cluster_pull_timeout_ms > 600'000) {
+    return Bad("cluster.pull_timeout_ms must be in 1..600000");
+  }
   if (absl::Status s = ValidateNodeId(c.cluster_name); !s.ok()) {
     return Bad("cluster.name: ", s.message());
   }

@@ -268,6 +268,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   ASSIGN_OR_RETURN(d->peer_calls_, CallExecutor::Create({.name = "peer", .threads = side_threads}));
   ASSIGN_OR_RETURN(d->transfer_calls_,
                    CallExecutor::Create({.name = "transfer", .threads = side_threads}));
+  if (!config.cluster_etcd.empty()) {
+    if (d->peer_transfer_->Info().available) {
+      ClusterTierOptions tier;
+      tier.pull_timeout = absl::Milliseconds(config.cluster_pull_timeout_ms);
+      tier.push_timeout = absl::Milliseconds(config.peer_timeout_ms);
+      tier.judge = [planner = d->planner_.get()](const NamespaceId& ns, uint32_t first,
+                                                 uint32_t blocks, uint64_t bytes, double link) {
+        return planner->PeerFetchBeatsRecompute(ns, first, blocks, bytes, link);
+      };
+      d->cluster_tier_ = std::make_unique<ClusterTier>(std::move(tier), d->cache_.get(),
+                                                       d->peer_transfer_.get(), &d->clock_);
+    } else {
+      spdlog::warn("cluster: no shared tier, membership only: peer transfer is unavailable ({})",
+                   d->peer_transfer_->Info().detail);
+    }
+  }
   d->kvcache_service_ = std::make_unique<KvCacheService>(KvCacheService::Deps{
       .auth = d->auth_.get(),
       .cache = d->cache_.get(),
@@ -280,6 +296,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       .transforms = &d->transforms_,
       .gpu_tier = d->gpu_tier_.get(),
       .peer_transfer = d->peer_transfer_.get(),
+      .cluster_tier = d->cluster_tier_.get(),
       .idle_reaper = d->idle_reaper_.get(),
       .executor = d->kvcache_calls_.get(),
       .transfer_executor = d->transfer_calls_.get(),
@@ -362,7 +379,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                                                 .daemon_id = d->peer_transfer_->daemon_id(),
                                                 .transport = d->peer_transfer_->Info().available},
                                                d->cache_.get(), &d->clock_));
-  d->admin_service_->set_membership(d->membership_.get());
+  d->admin_service_->set_membership(
+      d->membership_.get(), d->cluster_tier_.get(),
+      d->cluster_tier_ != nullptr
+          ? ""
+          : absl::StrCat("peer transfer unavailable: ", d->peer_transfer_->Info().detail));
+  if (d->cluster_tier_ != nullptr) d->cluster_tier_->Attach(d->membership_.get());
   d->server_->GetHealthCheckService()->SetServingStatus(true);
   return d;
 }

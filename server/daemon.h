@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "base/mutex.h"
+#include "cluster/cluster_tier.h"
 #include "cluster/membership.h"
 #include "datapath/copy_engine.h"
 #include "datapath/gpu_tier.h"
@@ -94,6 +95,10 @@ class Daemon {
   // Null when the daemon runs alone. Before the services, which read it,
   // and after cache_, which it reads.
   std::unique_ptr<Membership> membership_;
+  // Null when the daemon runs alone or has no peer transport. Before the
+  // services, which use it; after membership_, which it reads (it stops its
+  // offer thread first).
+  std::unique_ptr<ClusterTier> cluster_tier_;
   // Drops regions whose owner process exited, every second.
   Notification stop_reaper_;
   std::thread reaper_;

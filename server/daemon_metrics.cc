@@ -230,6 +230,7 @@ class AdminViewCollector final : public prometheus::Collectable {
                      static_cast<double>(c.failed_rounds()));
     AddClusterSample(out, "kvtier_cluster_bad_records", false, "",
                      static_cast<double>(c.bad_records()));
+    out->AddMessage(c.tier(), "cluster_tier_", {});
   }
 
   // `scan`: this scrape runs the minute's self-check, which also counts each

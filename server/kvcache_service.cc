@@ -135,6 +135,11 @@ grpc::Status KvCacheService::DoLookup(Ctx* context, const v1::LookupRequest* req
                                 "retention_priority on a Lookup of a namespace with layer groups "
                                 "is not supported yet; give it with Save or Put"));
   }
+  if (deps_.cluster_tier != nullptr) {
+    // The part not cached here, from the chain's owner when the cost model
+    // says fetching beats recomputing; a failure is a miss.
+    deps_.cluster_tier->Fill(req->ns, req->keys, /*judged=*/true);
+  }
   // A hybrid with a model is planned inside its Lookup, among its
   // restorable cuts.
   std::unique_ptr<HybridCutPlanner> hybrid_plan =
@@ -358,10 +363,16 @@ grpc::Status KvCacheService::RegionTransfer(
   };
   const KeepGoing keep_going = [context] { return !context->IsCancelled(); };
   const std::shared_ptr<BlockTransform> transform = deps_.transforms->Find(*ns);
-  return Finish(rpc, save ? SaveFromRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
-                                           deps_.copy_engine, transform.get(), retention)
-                          : LoadIntoRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
-                                           deps_.copy_engine, transform.get(), deps_.gpu_tier));
+  if (!save) {
+    return Finish(rpc, LoadIntoRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
+                                      deps_.copy_engine, transform.get(), deps_.gpu_tier));
+  }
+  const absl::Status saved = SaveFromRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
+                                            deps_.copy_engine, transform.get(), retention);
+  if (saved.ok() && deps_.cluster_tier != nullptr) {
+    deps_.cluster_tier->Offer(*ns, blocks.back().key);  // to the chain's owner, in the background
+  }
+  return Finish(rpc, saved);
 }
 
 grpc::ServerWriteReactor<v1::BlockCompletion>* KvCacheService::StartRegionTransfer(

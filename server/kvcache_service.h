@@ -34,6 +34,7 @@
 #include "server/storage_encoding.h"
 #include "server/stream_idle_reaper.h"
 #include "storage/block_cache.h"
+#include "cluster/cluster_tier.h"
 #include "transfer/peer_transfer.h"
 
 namespace kvtier {
@@ -64,6 +65,9 @@ class KvCacheService final : public v1::KvCache::CallbackService {
     GpuTier* gpu_tier = nullptr;
     // Moves blocks to and from peer daemons (Transfer).
     PeerTransfer* peer_transfer = nullptr;
+    // The other members' caches (null when the daemon runs alone): Lookup
+    // and Get fill misses from it, Put and Save offer chains to it.
+    ClusterTier* cluster_tier = nullptr;
     // Cancels streams that stop moving (may be null: never).
     StreamIdleReaper* idle_reaper = nullptr;
     // Runs the calls' work (required).

@@ -94,6 +94,10 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
     // shutdown): only a cleanly finished stream commits.
     if (context_->IsCancelled()) return absl::CancelledError("Put cancelled before it finished");
     ASSIGN_OR_RETURN(PutResult r, put_->Commit());
+    if (ClusterTier* cluster = service_->deps_.cluster_tier;
+        cluster != nullptr && r.blocks_stored > 0 && put_->ns().has_value()) {
+      cluster->Offer(*put_->ns(), put_->last_key());  // to the chain's owner, in the background
+    }
     response_->set_blocks_stored(r.blocks_stored);
     response_->set_blocks_already_cached(r.blocks_already_cached);
     response_->set_bytes_stored(r.bytes_stored);
@@ -178,6 +182,9 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
     chunk_bytes_ = request_->max_chunk_bytes() == 0
                        ? deps.get_chunk_bytes
                        : std::min<uint64_t>(request_->max_chunk_bytes(), deps.max_chunk_bytes);
+    if (deps.cluster_tier != nullptr && request_->group() == 0) {
+      deps.cluster_tier->Fill(req.ns, req.keys, /*judged=*/false);  // a miss stays a miss
+    }
     ASSIGN_OR_RETURN(handles_,
                      deps.cache->Read(req.ns, req.keys, /*verify=*/true, request_->group()));
     transform_ = deps.transforms->Find(req.ns);

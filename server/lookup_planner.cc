@@ -294,6 +294,18 @@ std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
   return plan;
 }
 
+bool LookupPlanner::PeerFetchBeatsRecompute(const NamespaceId& ns, uint32_t first_block,
+                                            uint32_t blocks, uint64_t bytes,
+                                            double link_bytes_per_s) {
+  const std::shared_ptr<const costmodel::Deployment> d = DeploymentOf(ns, /*hybrid_only=*/false);
+  if (d == nullptr || link_bytes_per_s <= 0) return true;
+  const double begin = static_cast<double>(first_block) * d->block_tokens;
+  const double end = begin + static_cast<double>(blocks) * d->block_tokens;
+  const costmodel::TierLink link{"peer", link_bytes_per_s, 0};
+  return costmodel::FetchSeconds(link, static_cast<double>(bytes)) <
+         costmodel::RecomputeSeconds(*d, begin, end);
+}
+
 void LookupPlanner::Record(const HybridCutPlanner& planned, size_t matched) {
   if (planned.plan().has_value()) Count(*planned.plan(), matched, planned.block_tokens());
 }

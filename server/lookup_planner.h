@@ -125,6 +125,14 @@ class LookupPlanner {
                                          absl::Span<const MatchedBlock> matched,
                                          uint32_t prompt_tokens) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The cluster tier's question: does fetching `blocks` blocks (`bytes`)
+  // that follow the first `first_block` over a peer link of
+  // `link_bytes_per_s` beat recomputing their tokens? True without a model
+  // for the namespace (nothing to weigh) or with the link not measured yet
+  // (the first pull measures it).
+  bool PeerFetchBeatsRecompute(const NamespaceId& ns, uint32_t first_block, uint32_t blocks,
+                               uint64_t bytes, double link_bytes_per_s) ABSL_LOCKS_EXCLUDED(mu_);
+
   // For a hybrid namespace with a model: the chooser to pass to its Lookup,
   // priced with the tiers as measured now; else null. Once the Lookup ran,
   // Record counts its plan among the decisions (if Choose made one).

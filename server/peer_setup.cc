@@ -12,7 +12,7 @@ namespace kvtier {
 
 bool PeerTransferConfigured(const DaemonConfig& c) {
   return c.peer_transport == "ucx" || c.peer_role != "both" || !c.peer_allowed.empty() ||
-         c.peer_net_devices != "auto";
+         c.peer_net_devices != "auto" || !c.cluster_etcd.empty();
 }
 
 absl::StatusOr<std::unique_ptr<Transport>> ChoosePeerTransport(const DaemonConfig& config,

@@ -1,8 +1,9 @@
 // ChoosePeerTransport: the peer Transport a daemon's configuration asks for
 // (docs/operations.md, peer.* keys).
 //  - peer.transport off, or auto with no peer configuration (peer.role
-//    both, peer.allowed empty, peer.net_devices auto): none, since a daemon
-//    nobody set up for transfer must not expose its arena to peers;
+//    both, peer.allowed empty, peer.net_devices auto, cluster.etcd unset):
+//    none, since a daemon nobody set up for transfer must not expose its
+//    arena to peers (a cluster member moves blocks to and from the others);
 //  - otherwise the backend (UCX), restricted to peer.net_devices: with
 //    auto, UCX_NET_DEVICES when the environment sets it, else the interface
 //    that owns server.listen's address (lo for 127.0.0.1), so the transport

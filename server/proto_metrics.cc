@@ -34,7 +34,17 @@ bool IsCounterField(const std::string& name) {
                                                                   "plans_recompute",
                                                                   "planned_fetch_tokens",
                                                                   "planned_recompute_tokens",
-                                                                  "estimated_seconds_saved"};
+                                                                  "estimated_seconds_saved",
+                                                                  "fills",
+                                                                  "pulled_blocks",
+                                                                  "pulled_bytes",
+                                                                  "pull_failures",
+                                                                  "pulls_declined",
+                                                                  "pulls_backed_off",
+                                                                  "offers",
+                                                                  "offered_blocks",
+                                                                  "offer_failures",
+                                                                  "offers_dropped"};
   return names->contains(name);
 }
 

@@ -63,6 +63,7 @@ absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
   if (!chunk.key.empty()) {
     ASSIGN_OR_RETURN(BlockKey key, OptionalKeyFromProto(chunk.key, "key"));
     ASSIGN_OR_RETURN(BlockKey parent, OptionalKeyFromProto(chunk.parent_key, "parent_key"));
+    last_key_ = key;
     if (chunk.block_bytes == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("chunk ", index_, " starts block ", key.ToHex(), " without block_bytes"));

@@ -61,6 +61,13 @@ class PutAssembly {
   // short; otherwise what PutBatch::Commit answers.
   absl::StatusOr<PutResult> Commit();
 
+  // The namespace and the key of the last block started (the end of the
+  // chain a Put stores, as engines send them); unset before the first.
+  std::optional<NamespaceId> ns() const {
+    return batch_ == nullptr ? std::nullopt : std::optional<NamespaceId>(batch_->ns());
+  }
+  const BlockKey& last_key() const { return last_key_; }
+
  private:
   // An encoded namespace's block, collected whole before it is encoded.
   struct Pending {
@@ -80,6 +87,7 @@ class PutAssembly {
   std::shared_ptr<BlockTransform> transform_;  // null: stored as given
   std::optional<Pending> pending_;
   std::vector<uint8_t> encoded_;
+  BlockKey last_key_;
 };
 
 }  // namespace kvtier

@@ -95,6 +95,18 @@ int Cluster(const Globals& g, const ClusterFlags& flags) {
     }
     std::cout << "\n";
   }
+  const v1::ClusterTierStatus& t = r.tier();
+  if (!t.enabled()) {
+    std::cout << "shared tier: off (" << t.detail() << ")\n";
+  } else {
+    std::cout << "shared tier: pulled " << t.pulled_blocks() << " blocks ("
+              << HumanBytes(t.pulled_bytes()) << ") in " << t.fills() << " fills, "
+              << t.pulls_declined() << " declined by the cost model, " << t.pull_failures()
+              << " failed, " << t.pulls_backed_off() << " backed off\n"
+              << "             offered " << t.offers() << " chains (" << t.offered_blocks()
+              << " blocks taken), " << t.offer_failures() << " failed, " << t.offers_dropped()
+              << " dropped\n";
+  }
   for (int i = 0; i < r.owners_size() && i < request.keys_size(); ++i) {
     std::cout << "owner " << absl::BytesToHexString(request.keys(i)) << " " << r.owners(i) << "\n";
   }
