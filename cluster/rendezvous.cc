@@ -53,8 +53,9 @@ std::vector<double> RendezvousRing::SampleShares(int samples) const {
     for (int b = 0; b < 8; ++b) bytes[b] = static_cast<char>(static_cast<uint64_t>(i) >> (8 * b));
     const absl::StatusOr<BlockKey> key =
         BlockKey::Create(absl::string_view(bytes.data(), bytes.size()));
-    if (key.ok()) shares[*OwnerOf(ns, *key)] += 1.0 / samples;
+    if (key.ok()) shares[*OwnerOf(ns, *key)] += 1.0;
   }
+  for (double& share : shares) share /= samples;
   return shares;
 }
 
