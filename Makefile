@@ -46,6 +46,7 @@ bench: configure
 	@if [ -x ./$(BUILD_DIR)/bench/gpu_copy ]; then ./$(BUILD_DIR)/bench/gpu_copy; fi
 	bash bench/put_get_vs_redis.sh $(BUILD_DIR)
 	bash bench/peer_transfer_vs_ucx_perftest.sh $(BUILD_DIR)
+	bash bench/cluster_replay_vs_ucx_perftest.sh $(BUILD_DIR)
 
 # Sanitizer builds compile at -O1 with line tables only: enough for
 # symbolized reports, and about half the build time of -O2 -g.

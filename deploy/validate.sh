@@ -9,7 +9,8 @@ for tool in docker-compose promtool python3; do
   command -v "$tool" >/dev/null || { echo "validate: $tool is missing (scripts/install-deps)" >&2; exit 1; }
 done
 docker-compose -f docker-compose.yml config -q
-echo "validate: docker-compose.yml OK"
+docker-compose -f docker-compose.cluster.yml config -q
+echo "validate: docker-compose.yml and docker-compose.cluster.yml OK"
 promtool check rules prometheus/alerts.yml
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

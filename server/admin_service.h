@@ -70,8 +70,8 @@ class AdminService final : public v1::Admin::CallbackService {
   // first); null, the default, while it runs alone. Must outlive the
   // service.
   // `tier` null: no shared tier, `tier_note` says why.
-  void set_membership(const Membership* membership, const ClusterTier* tier,
-                      std::string tier_note) ABSL_LOCKS_EXCLUDED(mu_) {
+  void set_membership(const Membership* membership, const ClusterTier* tier, std::string tier_note)
+      ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     membership_ = membership;
     cluster_tier_ = tier;
@@ -125,8 +125,8 @@ class AdminService final : public v1::Admin::CallbackService {
                            v1::ListPeersResponse* response);
   grpc::Status DoListBlocks(Ctx* context, const v1::ListBlocksRequest* request,
                             v1::ListBlocksResponse* response);
-  absl::Status ClusterAnswer(const v1::GetClusterRequest& request,
-                             v1::GetClusterResponse* response) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status ClusterAnswer(const v1::GetClusterRequest& request, v1::GetClusterResponse* response)
+      ABSL_LOCKS_EXCLUDED(mu_);
   grpc::Status DoGetCluster(Ctx* context, const v1::GetClusterRequest* request,
                             v1::GetClusterResponse* response);
   grpc::Status DoEvict(Ctx* context, const v1::EvictRequest* request,

@@ -68,8 +68,9 @@ class Daemon {
   // The Prometheus endpoint ("" when metrics.listen is off) and its content.
   const std::string& metrics_address() const { return metrics_->address(); }
   const DaemonMetrics& metrics() const { return *metrics_; }
-  // Null when cluster.etcd is unset.
+  // Null when cluster.etcd is unset (and the tier also without a transport).
   const Membership* membership() const { return membership_.get(); }
+  const ClusterTier* cluster_tier() const { return cluster_tier_.get(); }
 
   // Leaves the cluster (peers stop routing to this node at once), stops
   // accepting calls, lets in-flight calls finish for up to `grace`, then

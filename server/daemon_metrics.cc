@@ -204,12 +204,13 @@ class AdminViewCollector final : public prometheus::Collectable {
              labels, value);
   }
 
-  // The cluster as this member sees it (all zero when it runs alone).
+  // The cluster as this member sees it (zero when it runs alone).
   void AddCluster(MetricFamilies* out) const {
     v1::GetClusterResponse c;
     admin_->ClusterView(&c);
+    // Every series exists alone too (zero), so dashboards and alerts can
+    // name them whether or not the daemon is in a cluster.
     AddClusterSample(out, "kvtier_cluster_enabled", false, "cluster.etcd is set", c.enabled());
-    if (!c.enabled()) return;
     AddClusterSample(out, "kvtier_cluster_etcd_up", false, "the last membership round reached etcd",
                      c.etcd_up());
     AddClusterSample(out, "kvtier_cluster_local_only", false,

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "base/mutex.h"
+#include "cluster/cluster_tier.h"
 #include "datapath/copy_engine.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
@@ -34,7 +35,6 @@
 #include "server/storage_encoding.h"
 #include "server/stream_idle_reaper.h"
 #include "storage/block_cache.h"
-#include "cluster/cluster_tier.h"
 #include "transfer/peer_transfer.h"
 
 namespace kvtier {

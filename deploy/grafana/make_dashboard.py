@@ -76,6 +76,17 @@ PANELS = [
       ("increase(kvtier_checksum_mismatches_total[1h])", "{{instance}} checksum mismatches / h"),
       ("kvtier_nvme_degraded", "{{instance}} nvme degraded")],
      "stat", "All zero on a healthy daemon (docs/operations.md#alerts)."),
+    ("Cluster membership", "short",
+     [("kvtier_cluster_members", "{{instance}} members"),
+      ("kvtier_cluster_etcd_up", "{{instance}} etcd up"),
+      ("kvtier_cluster_local_only", "{{instance}} local-only")],
+     "stat", "Members each daemon sees in etcd; etcd up 1 and local-only 0 on a healthy cluster "
+     "(docs/operations.md#cluster)."),
+    ("Shared tier", "Bps",
+     [("rate(kvtier_cluster_tier_pulled_bytes_total[5m])", "{{instance}} pulled from owners"),
+      ("rate(kvtier_cluster_tier_pull_failures_total[5m])", "{{instance}} pull failures/s"),
+      ("rate(kvtier_cluster_tier_offered_blocks_total[5m])", "{{instance}} blocks offered/s")],
+     "timeseries", "Bytes Lookups and Gets pulled from chains' owners, and chains offered to them."),
 ]
 
 
