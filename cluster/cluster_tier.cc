@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace kvtier {
@@ -38,7 +39,24 @@ bool ClusterTier::BackingOff(const std::string& address) {
   return it != owners_.end() && clock_->Now() < it->second.retry_after;
 }
 
+absl::Status ClusterTier::Stopped(const TransferOutcome& outcome, size_t* taken) {
+  size_t n = 0;
+  while (n < outcome.blocks.size() && outcome.blocks[n].ok()) ++n;
+  *taken = n;
+  if (n == outcome.blocks.size()) return absl::OkStatus();
+  const absl::Status& next = outcome.blocks[n];
+  return next.code() == absl::StatusCode::kNotFound ? absl::OkStatus() : next;
+}
+
 void ClusterTier::Failed(const std::string& address, const absl::Status& status, const char* what) {
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound:           // the namespace is not open here
+    case absl::StatusCode::kResourceExhausted:  // no room here
+    case absl::StatusCode::kInvalidArgument:
+      return;  // this node's own refusal says nothing of the owner
+    default:
+      break;
+  }
   MutexLock lock(&mu_);
   OwnerHealth& health = owners_[address];
   if (!health.failing) {
@@ -57,7 +75,8 @@ void ClusterTier::Succeeded(const std::string& address) {
   owners_.erase(it);
 }
 
-uint32_t ClusterTier::Fill(const NamespaceId& ns, absl::Span<const BlockKey> keys, bool judged) {
+uint32_t ClusterTier::Fill(const NamespaceId& ns, absl::Span<const BlockKey> keys, bool judged,
+                           absl::Time deadline) {
   if (keys.empty() || !IsReceiver(transfer_->Info().role)) return 0;
   // Chains of an open namespace without layer groups only.
   if (!cache_->NamespaceBlockBytes(ns).ok() || cache_->IsHybrid(ns)) return 0;
@@ -89,25 +108,25 @@ uint32_t ClusterTier::Fill(const NamespaceId& ns, absl::Span<const BlockKey> key
       return 0;
     }
   }
+  const absl::Duration timeout = std::min(options_.pull_timeout, (deadline - clock_->Now()) / 2);
+  if (timeout < absl::Milliseconds(5)) return 0;  // the caller has no time to wait
   {
     MutexLock lock(&mu_);
     ++stats_.fills;
   }
-  absl::StatusOr<TransferOutcome> pulled =
-      transfer_->Pull(ns, missing, owner, options_.pull_timeout);
+  absl::StatusOr<TransferOutcome> pulled = transfer_->Pull(ns, missing, owner, timeout);
   if (!pulled.ok()) {
     Failed(owner, pulled.status(), "pull");
     MutexLock lock(&mu_);
     ++stats_.pull_failures;
     return 0;
   }
-  uint32_t blocks = 0;
-  while (blocks < pulled->blocks.size() && pulled->blocks[blocks].ok()) ++blocks;
   // The owner not having a block is a plain miss; anything else that
-  // stopped the pull (unreachable, timed out, torn) counts against it.
-  const absl::Status stopped =
-      blocks < pulled->blocks.size() ? pulled->blocks[blocks] : absl::OkStatus();
-  if (blocks == 0 && !stopped.ok() && stopped.code() != absl::StatusCode::kNotFound) {
+  // stopped the pull before any block came (unreachable, timed out) counts
+  // against it. A torn block after good ones keeps the good prefix.
+  size_t blocks = 0;
+  const absl::Status stopped = Stopped(*pulled, &blocks);
+  if (blocks == 0 && !stopped.ok()) {
     Failed(owner, stopped, "pull");
     MutexLock lock(&mu_);
     ++stats_.pull_failures;
@@ -117,7 +136,7 @@ uint32_t ClusterTier::Fill(const NamespaceId& ns, absl::Span<const BlockKey> key
   MutexLock lock(&mu_);
   stats_.pulled_blocks += blocks;
   stats_.pulled_bytes += pulled->bytes_moved;
-  return blocks;
+  return static_cast<uint32_t>(blocks);
 }
 
 void ClusterTier::Offer(const NamespaceId& ns, const BlockKey& last) {
@@ -143,9 +162,17 @@ void ClusterTier::RunOffer(const OfferItem& item) {
     ++stats_.offer_failures;
     return;
   }
+  // Blocks the owner already had come back OK too; a refusal or an
+  // unreachable owner before the first block is a failed offer.
+  size_t taken = 0;
+  const absl::Status stopped = Stopped(*pushed, &taken);
+  if (taken == 0 && !stopped.ok()) {
+    Failed(owner, stopped, "offer");
+    MutexLock lock(&mu_);
+    ++stats_.offer_failures;
+    return;
+  }
   Succeeded(owner);
-  uint64_t taken = 0;
-  for (const absl::Status& s : pushed->blocks) taken += s.ok();
   MutexLock lock(&mu_);
   ++stats_.offers;
   stats_.offered_blocks += taken;

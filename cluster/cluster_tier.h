@@ -86,7 +86,10 @@ class ClusterTier {
   // Pulls the missing part of `keys` (a chain, root first) from its owner;
   // `judged`: ask the judge first (a Lookup), else pull (a Get). Returns
   // the blocks pulled.
-  uint32_t Fill(const NamespaceId& ns, absl::Span<const BlockKey> keys, bool judged);
+  // A pull takes at most pull_timeout and half of what is left until
+  // `deadline` (the caller's own), so the call still answers in time.
+  uint32_t Fill(const NamespaceId& ns, absl::Span<const BlockKey> keys, bool judged,
+                absl::Time deadline = absl::InfiniteFuture());
   // Queues the chain ending at `last` (just stored here) for its owner.
   void Offer(const NamespaceId& ns, const BlockKey& last);
   // Runs queued offers until none is left (tests).
@@ -107,8 +110,13 @@ class ClusterTier {
   std::string RemoteOwner(const NamespaceId& ns, const BlockKey& root) const;
   // Whether `address` failed less than options_.backoff ago.
   bool BackingOff(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts a failed transfer with the owner at `address`; backs off from it
+  // unless the failure was this node's own (its namespace, its room).
   void Failed(const std::string& address, const absl::Status& status, const char* what)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The status that stopped a transfer after `taken` leading blocks: OK
+  // when all went or the owner simply did not have the next one.
+  static absl::Status Stopped(const TransferOutcome& outcome, size_t* taken);
   void Succeeded(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
   void RunOffer(const OfferItem& item);
   void OfferLoop();

@@ -112,6 +112,8 @@ class ClusterTierTest : public ::testing::Test {
         [address] {
           MemberRecord r;
           r.address = address;
+          r.role = "both";
+          r.transport = true;
           return r;
         },
         &clock_);
@@ -126,12 +128,20 @@ class ClusterTierTest : public ::testing::Test {
       for (auto& [address, n] : nodes_) n->membership->Tick().IgnoreError();
     }
   }
-  // A chain of `n` keys whose root the ring gives to `owner`.
-  std::vector<BlockKey> ChainOwnedBy(const std::string& owner, int n) {
+  // A chain of `n` keys whose root the ring gives to `owner`, and, when
+  // `then` is set, to `then` once `owner` has left.
+  std::vector<BlockKey> ChainOwnedBy(const std::string& owner, int n,
+                                     const std::string& then = "") {
     const RendezvousRing& ring = *nodes_["a:1"]->membership->Ring();
+    std::vector<std::string> rest;
+    for (const std::string& m : ring.members()) {
+      if (m != owner) rest.push_back(m);
+    }
+    const RendezvousRing after(rest);
     for (int attempt = 0; attempt < 1000; ++attempt) {
       const BlockKey root = *BlockKey::Create(absl::StrCat("root-", attempt));
       if (ring.OwnerIdOf(nodes_["a:1"]->ns, root) != owner) continue;
+      if (!then.empty() && after.OwnerIdOf(nodes_["a:1"]->ns, root) != then) continue;
       std::vector<BlockKey> keys = {root};
       for (int i = 1; i < n; ++i) keys.push_back(*BlockKey::Create(absl::StrCat(attempt, "-", i)));
       return keys;
@@ -223,7 +233,7 @@ TEST_F(ClusterTierTest, TheJudgeCanDeclineAPull) {
 }
 
 TEST_F(ClusterTierTest, ADeadOwnerFailsOnceThenIsBackedOffThenItsChainsMove) {
-  const std::vector<BlockKey> chain = ChainOwnedBy("c:1", 3);
+  const std::vector<BlockKey> chain = ChainOwnedBy("c:1", 3, /*then=*/"a:1");
   N("a:1").PutChain(chain);
   peers_.Remove("c:1");  // c's daemon is gone; its lease not yet expired
   EXPECT_EQ(N("b:1").tier->Fill(N("b:1").ns, chain, false), 0u);
@@ -233,12 +243,32 @@ TEST_F(ClusterTierTest, ADeadOwnerFailsOnceThenIsBackedOffThenItsChainsMove) {
   // c leaves the ring; its chains now belong to a or b.
   N("c:1").membership->Leave();
   Round();
-  const std::string new_owner(N("b:1").membership->Ring()->OwnerIdOf(N("b:1").ns, chain[0]));
-  EXPECT_NE(new_owner, "c:1");
-  if (new_owner == "a:1") {
-    EXPECT_EQ(N("b:1").tier->Fill(N("b:1").ns, chain, false), 3u);
-    EXPECT_EQ(N("b:1").ServesExactly(chain), 3u);
-  }
+  EXPECT_EQ(N("b:1").membership->Ring()->OwnerIdOf(N("b:1").ns, chain[0]), "a:1");
+  EXPECT_EQ(N("b:1").tier->Fill(N("b:1").ns, chain, false), 3u);
+  EXPECT_EQ(N("b:1").ServesExactly(chain), 3u);
+}
+
+TEST_F(ClusterTierTest, AnOfferToADeadOwnerIsAFailureAndBacksOff) {
+  const std::vector<BlockKey> chain = ChainOwnedBy("c:1", 3);
+  N("a:1").PutChain(chain);
+  peers_.Remove("c:1");
+  N("a:1").tier->Offer(N("a:1").ns, chain.back());
+  N("a:1").tier->DrainOffersForTesting();
+  EXPECT_EQ(N("a:1").tier->Stats().offer_failures, 1u);
+  EXPECT_EQ(N("a:1").tier->Stats().offers, 0u);
+  // Backing off: a pull from it is not even tried.
+  EXPECT_EQ(N("a:1").tier->Fill(N("a:1").ns, {chain[0], *BlockKey::Create("x")}, false), 0u);
+  EXPECT_EQ(N("a:1").tier->Stats().pulls_backed_off, 1u);
+}
+
+TEST_F(ClusterTierTest, AFillLeavesTheCallerHalfItsRemainingTime) {
+  const std::vector<BlockKey> chain = ChainOwnedBy("c:1", 3);
+  N("c:1").PutChain(chain);
+  // A caller with 4 ms left is not made to wait at all.
+  EXPECT_EQ(N("b:1").tier->Fill(N("b:1").ns, chain, false, clock_.Now() + absl::Milliseconds(4)),
+            0u);
+  EXPECT_EQ(N("b:1").tier->Stats().fills, 0u);
+  EXPECT_EQ(N("b:1").tier->Fill(N("b:1").ns, chain, false, clock_.Now() + absl::Seconds(10)), 3u);
 }
 
 TEST_F(ClusterTierTest, AFullOfferQueueDropsAndCounts) {

@@ -32,8 +32,11 @@ absl::Status EtcdError(const Json& error, long http_status) {
   int code = static_cast<int>(absl::StatusCode::kUnknown);
   std::string message = absl::StrCat("HTTP ", http_status);
   if (error.is_object()) {
-    if (auto it = error.find("code"); it != error.end() && it->is_number_integer()) {
-      code = it->get<int>();
+    // Unary errors carry "code"; a stream's (keepalive) "grpc_code".
+    for (const char* field : {"code", "grpc_code"}) {
+      if (auto it = error.find(field); it != error.end() && it->is_number_integer()) {
+        code = it->get<int>();
+      }
     }
     if (auto it = error.find("message"); it != error.end() && it->is_string()) {
       message = it->get<std::string>();
@@ -144,8 +147,22 @@ absl::StatusOr<std::string> EtcdGatewayClient::Call(absl::string_view path,
     }
     long http_status = 0;
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http_status);
+    if (http_status == 200) {
+      // A stream's error comes with HTTP 200 as {"error": {...}}; an
+      // endpoint that cannot serve (no leader, partitioned) gives way to
+      // the next.
+      const Json j = ParseJson(answer);
+      if (auto e = j.is_object() ? j.find("error") : j.end(); e != j.end() && e->is_object()) {
+        const absl::Status status = EtcdError(*e, 200);
+        if (status.code() == absl::StatusCode::kUnavailable) {
+          last_error = absl::StrCat(base_urls_[i], ": ", status.message());
+          continue;
+        }
+      }
+      next_ = i;
+      return answer;
+    }
     next_ = i;
-    if (http_status == 200) return answer;
     if (http_status >= 500 && http_status != 503) {
       // The gateway answered but its server side failed: etcd's error.
       return EtcdError(ParseJson(answer), http_status);

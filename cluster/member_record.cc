@@ -12,7 +12,7 @@ using Json = nlohmann::json;
 
 bool NodeIdChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == ':' || c == '-';
+         c == '_' || c == ':' || c == '-' || c == '[' || c == ']';
 }
 
 absl::StatusOr<std::string> StringField(const Json& j, const char* name, bool required) {
@@ -51,7 +51,7 @@ absl::Status ValidateNodeId(absl::string_view id) {
   for (char c : id) {
     if (!NodeIdChar(c)) {
       return absl::InvalidArgumentError(absl::StrCat("node id '", id, "' has '", std::string(1, c),
-                                                     "'; allowed: letters, digits, . _ : -"));
+                                                     "'; allowed: letters, digits, . _ : - [ ]"));
     }
   }
   return absl::OkStatus();

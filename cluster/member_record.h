@@ -19,7 +19,7 @@
 namespace kvtier {
 
 struct MemberRecord {
-  std::string node_id;     // stable; [A-Za-z0-9._:-]{1,128}
+  std::string node_id;     // stable; 1-128 of [A-Za-z0-9._:[]-]
   std::string daemon_id;   // this start of the daemon
   std::string address;     // gRPC address peers and engines dial
   std::string role;        // "engine-node" unless configured
@@ -35,7 +35,8 @@ struct MemberRecord {
 };
 
 // INVALID_ARGUMENT naming the offending character unless `id` is a valid
-// node id (1-128 of [A-Za-z0-9._:-]; no '/', which would nest keys).
+// node id (1-128 of [A-Za-z0-9._:[]-], so an IPv6 "[::1]:50051" is one;
+// no '/', which would nest keys).
 absl::Status ValidateNodeId(absl::string_view id);
 
 std::string EncodeMemberRecord(const MemberRecord& record);

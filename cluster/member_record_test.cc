@@ -57,6 +57,7 @@ TEST(MemberRecordTest, RejectsMalformedRecords) {
 
 TEST(MemberRecordTest, NodeIdRules) {
   EXPECT_TRUE(ValidateNodeId("node-1.rack_2:50051").ok());
+  EXPECT_TRUE(ValidateNodeId("[fd00::7]:50051").ok());
   EXPECT_FALSE(ValidateNodeId("").ok());
   EXPECT_FALSE(ValidateNodeId(std::string(129, 'a')).ok());
   EXPECT_TRUE(ValidateNodeId(std::string(128, 'a')).ok());

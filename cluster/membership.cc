@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,8 @@
 
 namespace kvtier {
 namespace {
+
+bool HoldsChains(const MemberRecord& m) { return m.transport && m.role == "both"; }
 
 // The record as it matters to peers: all but the free bytes.
 bool SameButFree(MemberRecord a, const MemberRecord& b) {
@@ -107,12 +110,17 @@ absl::Status Membership::ReadMembers() {
                               " at ", m.address, "; give each daemon its own cluster.node_id");
     }
   }
+  // Chains go only to members that can take them (offers are pushed to
+  // the owner) and serve them (misses are pulled from it).
+  std::vector<std::string> ids;
+  for (const MemberRecord& m : members) {
+    if (HoldsChains(m)) ids.push_back(m.node_id);
+  }
+  if (!self_listed && published_.has_value() && HoldsChains(*published_)) {
+    ids.push_back(self_.node_id);
+  }
   // Our record went missing (deleted by hand): publish again next round.
   if (!self_listed) published_.reset();
-
-  std::vector<std::string> ids;
-  for (const MemberRecord& m : members) ids.push_back(m.node_id);
-  if (!self_listed) ids.push_back(self_.node_id);
   auto ring = std::make_shared<const RendezvousRing>(std::move(ids));
 
   MutexLock lock(&mu_);
@@ -175,10 +183,15 @@ absl::Status Membership::Tick() {
 void Membership::Start() {
   if (thread_.joinable()) return;
   thread_ = std::thread([this] {
+    // Rounds start a beat apart (a slow round shortens the wait after it),
+    // so keepalives stay within the TTL while etcd answers at all.
     const absl::Duration beat = options_.lease_ttl / 3;
+    absl::Duration wait;
     do {
+      const absl::Time start = absl::Now();
       Tick().IgnoreError();  // kept in View() and logged on change
-    } while (!stop_.WaitForNotificationWithTimeout(beat));
+      wait = std::max(absl::ZeroDuration(), beat - (absl::Now() - start));
+    } while (!stop_.WaitForNotificationWithTimeout(wait));
   });
 }
 
@@ -188,7 +201,14 @@ void Membership::Leave() {
   MutexLock round(&round_mu_);
   if (left_) return;
   left_ = true;
-  if (lease_ != 0) {
+  bool etcd_up = false;
+  {
+    MutexLock lock(&mu_);
+    etcd_up = view_.etcd_up;
+  }
+  // Not when etcd was away: the lease expires there on its own, and a
+  // shutdown does not wait on a dead etcd.
+  if (lease_ != 0 && etcd_up) {
     const absl::Status revoked = etcd_->RevokeLease(lease_);
     if (!revoked.ok()) {
       spdlog::warn(
@@ -196,8 +216,8 @@ void Membership::Leave() {
           "expires",
           lease_, revoked.ToString());
     }
-    lease_ = 0;
   }
+  lease_ = 0;
   MutexLock lock(&mu_);
   view_.lease = 0;
   view_.etcd_up = false;

@@ -15,8 +15,9 @@
 // `etcd_up` say which.
 //
 // Invariant: Ring() holds the node ids of the members last read from etcd
-// (this node's among them), or this node's alone when that read is older
-// than lease_ttl; never a member whose record was absent from the last read.
+// that can hold chains (a peer transport and peer.role both; this node's
+// too when it can), or this node's alone when that read is older than
+// lease_ttl; never a member whose record was absent from the last read.
 //
 // Thread-safety: thread-safe. Tick() runs on the thread Start() makes, or
 // on the test's.

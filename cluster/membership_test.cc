@@ -49,6 +49,7 @@ class MembershipTest : public ::testing::Test {
           MemberRecord r;
           r.address = node_id + ":50051";
           r.role = role_;
+          r.transport = node_id != without_transport_;
           r.host_free_bytes = free_bytes_.load();
           return r;
         },
@@ -65,7 +66,8 @@ class MembershipTest : public ::testing::Test {
 
   FakeClock clock_;
   FakeEtcd etcd_{&clock_};
-  std::string role_ = "engine-node";
+  std::string role_ = "both";
+  std::string without_transport_;  // a node that serves no peer transfers
   std::atomic<uint64_t> free_bytes_{100};
 };
 
@@ -202,6 +204,16 @@ TEST_F(MembershipTest, AKilledNodeThatRestartsBeforeExpiryCountsAsARestart) {
   (void)b.release();  // never revokes, like a killed process
   for (int i = 0; i < 6; ++i) Beat({a.get(), b2.get()});
   EXPECT_EQ(Ids(*a), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST_F(MembershipTest, MembersThatCannotHoldChainsAreListedButOwnNothing) {
+  without_transport_ = "c";  // membership only
+  auto a = Member("a"), b = Member("b"), c = Member("c");
+  Beat({a.get(), b.get(), c.get()});
+  Beat({a.get(), b.get(), c.get()});
+  EXPECT_EQ(a->View().members.size(), 3u);
+  EXPECT_EQ(Ids(*a), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(Ids(*c), (std::vector<std::string>{"a", "b"}));
 }
 
 TEST_F(MembershipTest, PublishesOnlyWhatChanged) {

@@ -390,6 +390,7 @@ TEST(ConfigTest, ClusterKeysAreReadAndChecked) {
   for (const Case& bad : {
            Case{"cluster.lease_ttl_ms", "2500", "whole seconds"},
            Case{"cluster.lease_ttl_ms", "500", "whole seconds"},
+           Case{"cluster.lease_ttl_ms", "1000", "whole seconds"},
            Case{"cluster.lease_ttl_ms", "61000", "whole seconds"},
            Case{"cluster.etcd_timeout_ms", "1001", "lease_ttl_ms/3"},
            Case{"cluster.etcd_timeout_ms", "0", "lease_ttl_ms/3"},

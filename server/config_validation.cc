@@ -207,11 +207,11 @@ absl::Status ValidateListenAddress(absl::string_view key, absl::string_view addr
 }
 
 absl::Status ValidateClusterConfig(const DaemonConfig& c) {
-  if (c.cluster_lease_ttl_ms < 1000 || c.cluster_lease_ttl_ms > 60'000 ||
+  if (c.cluster_lease_ttl_ms < 2000 || c.cluster_lease_ttl_ms > 60'000 ||
       c.cluster_lease_ttl_ms % 1000 != 0) {
     return Bad(
-        "cluster.lease_ttl_ms must be whole seconds in 1000..60000 (etcd leases are in "
-        "seconds), got ",
+        "cluster.lease_ttl_ms must be whole seconds in 2000..60000 (etcd leases are in "
+        "seconds, and etcd raises shorter ones to its minimum), got ",
         c.cluster_lease_ttl_ms);
   }
   if (c.cluster_etcd_timeout_ms == 0 || c.cluster_etcd_timeout_ms > c.cluster_lease_ttl_ms / 3) {
@@ -233,6 +233,14 @@ absl::Status ValidateClusterConfig(const DaemonConfig& c) {
     }
     absl::ConsumePrefix(&endpoint, "http://");
     RETURN_IF_ERROR(ValidateListenAddress("cluster.etcd", endpoint, false));
+  }
+  if (c.cluster_node_id.empty() && c.cluster_advertise.empty() &&
+      !absl::StartsWith(c.listen, "unix")) {
+    // The default node id is the advertised address.
+    if (absl::Status s = ValidateNodeId(c.listen); !s.ok()) {
+      return Bad("cluster.node_id: server.listen cannot serve as one (", s.message(),
+                 "); set cluster.node_id");
+    }
   }
   if (!c.cluster_node_id.empty()) {
     if (absl::Status s = ValidateNodeId(c.cluster_node_id); !s.ok()) {

@@ -29,7 +29,7 @@ inline constexpr uint64_t kMaxConfigFileBytes = uint64_t{1} << 20;
 absl::Status ValidateListenAddress(absl::string_view key, absl::string_view address,
                                    bool allow_unix);
 
-// The cluster.* keys: lease_ttl_ms whole seconds in 1000..60000,
+// The cluster.* keys: lease_ttl_ms whole seconds in 2000..60000,
 // etcd_timeout_ms in 1..lease_ttl_ms/3 (a round of three etcd calls fits
 // one beat), cluster.name a valid id; when cluster.etcd is set, each
 // endpoint "host:port" or "http://host:port", node_id (if set) a valid id,

@@ -272,7 +272,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     if (d->peer_transfer_->Info().available) {
       ClusterTierOptions tier;
       tier.pull_timeout = absl::Milliseconds(config.cluster_pull_timeout_ms);
-      tier.push_timeout = absl::Milliseconds(config.peer_timeout_ms);
+      // Offers are best effort: a slow owner does not hold a shutdown long.
+      tier.push_timeout = std::min(absl::Milliseconds(config.peer_timeout_ms), absl::Seconds(5));
       tier.judge = [planner = d->planner_.get()](const NamespaceId& ns, uint32_t first,
                                                  uint32_t blocks, uint64_t bytes, double link) {
         return planner->PeerFetchBeatsRecompute(ns, first, blocks, bytes, link);
@@ -402,8 +403,10 @@ void Daemon::Shutdown(absl::Duration grace) {
   MutexLock lock(&shutdown_mu_);
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
-  if (membership_ != nullptr) membership_->Leave();
   const absl::Time deadline = absl::Now() + grace;
+  // Bounded: the round in flight (etcd calls of cluster.etcd_timeout_ms)
+  // and a revoke, skipped when etcd was away.
+  if (membership_ != nullptr) membership_->Leave();
   server_->GetHealthCheckService()->SetServingStatus(false);
   // With an NVMe tier, in-flight calls get half the grace and the drain
   // below at least the other half.

@@ -138,7 +138,7 @@ grpc::Status KvCacheService::DoLookup(Ctx* context, const v1::LookupRequest* req
   if (deps_.cluster_tier != nullptr) {
     // The part not cached here, from the chain's owner when the cost model
     // says fetching beats recomputing; a failure is a miss.
-    deps_.cluster_tier->Fill(req->ns, req->keys, /*judged=*/true);
+    deps_.cluster_tier->Fill(req->ns, req->keys, /*judged=*/true, CallDeadline(*context));
   }
   // A hybrid with a model is planned inside its Lookup, among its
   // restorable cuts.

@@ -183,7 +183,8 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
                        ? deps.get_chunk_bytes
                        : std::min<uint64_t>(request_->max_chunk_bytes(), deps.max_chunk_bytes);
     if (deps.cluster_tier != nullptr && request_->group() == 0) {
-      deps.cluster_tier->Fill(req.ns, req.keys, /*judged=*/false);  // a miss stays a miss
+      // A miss stays a miss; the pull leaves the call time to answer.
+      deps.cluster_tier->Fill(req.ns, req.keys, /*judged=*/false, CallDeadline(*context_));
     }
     ASSIGN_OR_RETURN(handles_,
                      deps.cache->Read(req.ns, req.keys, /*verify=*/true, request_->group()));

@@ -276,5 +276,19 @@ TEST_F(LookupPlannerTest, PricesAHitPerByteForTheEvictionPolicy) {
   EXPECT_EQ(p->Attach(ns_bare, bare, std::nullopt).retention_seconds_per_byte, 0);
 }
 
+TEST_F(LookupPlannerTest, PeerFetchIsJudgedAgainstRecomputeAtTheLinkBandwidth) {
+  std::unique_ptr<LookupPlanner> p = Planner();
+  const uint64_t bytes = 10 * 256 * 1024;  // 10 blocks of 16 tokens: 160 tokens
+  // No model yet: nothing to weigh, pull.
+  EXPECT_TRUE(p->PeerFetchBeatsRecompute(ns_, 0, 10, bytes, 1e6));
+  ASSERT_TRUE(p->Attach(ns_, Spec1b(), *p->Prepare(Spec1b(), "llama-3.2-1b", "")).plans_enabled);
+  // 160 tokens of a 1B model on an H100 recompute in about a millisecond:
+  // 2.6 MB at 100 GB/s (26 us) beats it, at 100 MB/s (26 ms) does not.
+  EXPECT_TRUE(p->PeerFetchBeatsRecompute(ns_, 0, 10, bytes, 100e9));
+  EXPECT_FALSE(p->PeerFetchBeatsRecompute(ns_, 0, 10, bytes, 100e6));
+  // A link not measured yet: pull (the first pull measures it).
+  EXPECT_TRUE(p->PeerFetchBeatsRecompute(ns_, 0, 10, bytes, 0));
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -142,4 +142,13 @@ absl::StatusOr<BlockKey> OptionalKeyFromProto(absl::string_view bytes, const cha
   return k;
 }
 
+absl::Time CallDeadline(const grpc::ServerContextBase& context) {
+  const auto deadline = context.deadline();
+  // gRPC reads "no deadline" as the far future; keep absl's arithmetic away from it.
+  if (deadline >= std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(deadline);
+}
+
 }  // namespace kvtier

@@ -6,6 +6,7 @@
 #ifndef KVTIER_SERVER_PROTO_CONVERT_H_
 #define KVTIER_SERVER_PROTO_CONVERT_H_
 
+#include <grpcpp/server_context.h>
 #include <grpcpp/support/status.h>
 
 #include <optional>
@@ -15,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "base/grpc_status.h"
 #include "google/protobuf/repeated_field.h"
@@ -32,6 +34,9 @@ void LayoutToProto(const KvLayout& layout, v1::NamespaceLayout* out);
 void GroupsToProto(absl::Span<const LayerGroup> groups, v1::NamespaceLayout* out);
 
 absl::StatusOr<NamespaceId> NamespaceIdFromProto(absl::string_view hex);
+
+// The call's deadline; InfiniteFuture when the caller set none.
+absl::Time CallDeadline(const grpc::ServerContextBase& context);
 
 // Each entry must be a valid key; "keys[3]: block key is 40 bytes ...".
 absl::StatusOr<std::vector<BlockKey>> KeysFromProto(

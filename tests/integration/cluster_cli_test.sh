@@ -3,8 +3,9 @@
 # real etcd (Debian's etcd-server) and three kvtierd members (UCX over
 # tcp/lo). Checks: the three join and agree on owners; a file put on node A
 # reaches the owner of its chain and is served to node B byte-exact through
-# the shared tier; the owner killed with SIGKILL leaves the ring within its
-# lease and the others keep answering (misses are quick, no wrong bytes);
+# the shared tier; the owner killed with SIGKILL: a Get of a chain only it
+# held is a quick miss while it is still in the ring, it leaves the ring
+# within its lease, and the others keep serving byte-exact;
 # etcd killed: the members keep serving, report etcd down and go
 # local-only; etcd back: they rejoin it; the killed member restarted on its
 # address rejoins with a new daemon id.
@@ -121,9 +122,33 @@ step "a third member serves it byte-exact through the shared tier"
 cmp "$WORK/prompt.kv" "$WORK/reader.kv" || fail "the reader served different bytes"
 [[ $(field "$READER" "int(c['tier']['pulled_blocks'])") == 4 ]] || fail "the reader did not pull 4 blocks"
 
-step "the owner is killed (SIGKILL): it leaves the ring within its lease; the rest answer"
+step "a second chain of the same owner, offered to it but not on the reader"
+for attempt in $(seq 1 40); do
+  head -c 1048576 /dev/urandom >"$WORK/second.kv"
+  mapfile -t SECOND < <("$KVTIER" --addr "$ADDR_a" put "$WORK/second.kv" --block-bytes 1MiB)
+  owner2=$("$KVTIER" --addr "$ADDR_a" --json cluster --namespace "$NS" --owner "${SECOND[0]}" |
+    python3 -c "import json,sys; print(json.load(sys.stdin)['owners'][0])")
+  [[ "$owner2" == "$OWNER" ]] && break
+done
+[[ "$owner2" == "$OWNER" ]] || fail "no second chain owned by $OWNER"
+for _ in $(seq 1 50); do
+  "$KVTIER" --addr "$OWNER" get "${SECOND[@]}" -o "$WORK/second.owner" --block-bytes 1MiB 2>/dev/null && break
+  sleep 0.2
+done
+cmp "$WORK/second.kv" "$WORK/second.owner" || fail "the owner lacks the second chain"
+
+step "the owner is killed (SIGKILL): misses stay quick, it leaves the ring within its lease"
 if [[ "$OWNER" == "$ADDR_b" ]]; then OWNER_PID=$PID_b OWNER_PORT=$PORT_B; else OWNER_PID=$PID_c OWNER_PORT=$PORT_C; fi
 kill -9 "$OWNER_PID"
+# Still in the ring: the reader asks the dead owner, fails fast, answers a miss.
+start=$SECONDS
+rc=0
+"$KVTIER" --addr "$READER" get "${SECOND[@]}" -o "$WORK/second.reader" --block-bytes 1MiB \
+  2>"$WORK/second.err" || rc=$?
+((SECONDS - start <= 4)) || fail "a Get asking the dead owner took $((SECONDS - start)) s"
+[[ $rc -eq 1 ]] && grep -q NOT_FOUND "$WORK/second.err" ||
+  fail "a Get of a chain only the dead owner held: exit $rc, $(cat "$WORK/second.err")"
+[[ $(field "$READER" "int(c['tier']['pull_failures'])") -ge 1 ]] || fail "no pull failure counted"
 took=$(wait_for "$ADDR_a" "len(c['members'])==2" 10)
 echo "left the ring after ${took} s (lease 2 s)"
 [[ $took -le 5 ]] || fail "the dead member stayed ${took} s"
@@ -150,7 +175,6 @@ start_etcd
 wait_for "$ADDR_a" "c['etcd_up'] and not c['local_only'] and len(c['members'])==2" 15 >/dev/null
 
 step "the killed member restarts on its address with a new daemon id and rejoins"
-OLD_ID=$(grep -o 'daemon [0-9a-f]*' "$WORK/cluster.txt" | head -1 || true)
 if [[ "$OWNER" == "$ADDR_b" ]]; then start_member b2 "$OWNER_PORT"; else start_member c2 "$OWNER_PORT"; fi
 wait_for "$ADDR_a" "len(c['members'])==3" 15 >/dev/null
 NEW_DAEMON=$(field "$ADDR_a" "[m['daemon_id'] for m in c['members'] if m['node_id']=='$OWNER'][0]")
@@ -159,6 +183,7 @@ import re,sys
 for block in open('$WORK/cluster.txt').read().split('\n  '):
     if block.startswith('$OWNER '):
         print(re.search(r'daemon ([0-9a-f]+)', block).group(1))")
+[[ -n "$OLD_DAEMON" ]] || fail "no daemon id of $OWNER in the first cluster view"
 [[ -n "$NEW_DAEMON" && "$NEW_DAEMON" != "$OLD_DAEMON" ]] ||
   fail "the rejoined member kept its daemon id ($NEW_DAEMON)"
 "$KVTIER" --addr "$ADDR_a" cluster
