@@ -27,23 +27,6 @@ std::vector<uint8_t> Content(const BlockKey& key) {
   return DeterministicBytes(std::string(key.bytes()), kBlock);
 }
 
-class ForwardingEtcd final : public EtcdClient {
- public:
-  explicit ForwardingEtcd(FakeEtcd* etcd) : etcd_(etcd) {}
-  absl::StatusOr<int64_t> GrantLease(absl::Duration ttl) override { return etcd_->GrantLease(ttl); }
-  absl::Status KeepAlive(int64_t lease) override { return etcd_->KeepAlive(lease); }
-  absl::Status RevokeLease(int64_t lease) override { return etcd_->RevokeLease(lease); }
-  absl::Status Put(absl::string_view key, absl::string_view value, int64_t lease) override {
-    return etcd_->Put(key, value, lease);
-  }
-  absl::StatusOr<std::vector<EtcdKeyValue>> GetPrefix(absl::string_view prefix) override {
-    return etcd_->GetPrefix(prefix);
-  }
-
- private:
-  FakeEtcd* const etcd_;
-};
-
 struct Node {
   std::string address;
   std::unique_ptr<BlockCache> cache;
@@ -108,7 +91,7 @@ class ClusterTierTest : public ::testing::Test {
     self.node_id = address;
     self.daemon_id = n->transfer->daemon_id();
     n->membership = *Membership::Create(
-        {.cluster = "t"}, std::make_unique<ForwardingEtcd>(&etcd_), self,
+        {.cluster = "t"}, std::make_unique<FakeEtcdClient>(&etcd_), self,
         [address] {
           MemberRecord r;
           r.address = address;

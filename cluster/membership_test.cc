@@ -11,24 +11,6 @@ namespace {
 
 constexpr absl::Duration kTtl = absl::Seconds(3);
 
-// Forwards to a FakeEtcd shared by every member of one test cluster.
-class SharedEtcd final : public EtcdClient {
- public:
-  explicit SharedEtcd(FakeEtcd* etcd) : etcd_(etcd) {}
-  absl::StatusOr<int64_t> GrantLease(absl::Duration ttl) override { return etcd_->GrantLease(ttl); }
-  absl::Status KeepAlive(int64_t lease) override { return etcd_->KeepAlive(lease); }
-  absl::Status RevokeLease(int64_t lease) override { return etcd_->RevokeLease(lease); }
-  absl::Status Put(absl::string_view key, absl::string_view value, int64_t lease) override {
-    return etcd_->Put(key, value, lease);
-  }
-  absl::StatusOr<std::vector<EtcdKeyValue>> GetPrefix(absl::string_view prefix) override {
-    return etcd_->GetPrefix(prefix);
-  }
-
- private:
-  FakeEtcd* const etcd_;
-};
-
 MemberRecord Self(std::string node_id, std::string daemon_id) {
   MemberRecord r;
   r.node_id = std::move(node_id);
@@ -44,7 +26,7 @@ class MembershipTest : public ::testing::Test {
     self.node_id = node_id;
     self.daemon_id = daemon_id.empty() ? "d-" + node_id : daemon_id;
     auto membership = Membership::Create(
-        {.cluster = "test", .lease_ttl = kTtl}, std::make_unique<SharedEtcd>(&etcd_), self,
+        {.cluster = "test", .lease_ttl = kTtl}, std::make_unique<FakeEtcdClient>(&etcd_), self,
         [this, node_id] {
           MemberRecord r;
           r.address = node_id + ":50051";
@@ -74,16 +56,16 @@ class MembershipTest : public ::testing::Test {
 TEST_F(MembershipTest, RejectsBadOptions) {
   const MemberRecord self = Self("n1", "d");
   auto describe = [] { return MemberRecord(); };
-  EXPECT_FALSE(Membership::Create({.cluster = "a/b"}, std::make_unique<SharedEtcd>(&etcd_), self,
-                                  describe, &clock_)
+  EXPECT_FALSE(Membership::Create({.cluster = "a/b"}, std::make_unique<FakeEtcdClient>(&etcd_),
+                                  self, describe, &clock_)
                    .ok());
   EXPECT_FALSE(Membership::Create({.lease_ttl = absl::Milliseconds(500)},
-                                  std::make_unique<SharedEtcd>(&etcd_), self, describe, &clock_)
+                                  std::make_unique<FakeEtcdClient>(&etcd_), self, describe, &clock_)
                    .ok());
-  EXPECT_FALSE(Membership::Create({}, std::make_unique<SharedEtcd>(&etcd_), Self("a b", "d"),
+  EXPECT_FALSE(Membership::Create({}, std::make_unique<FakeEtcdClient>(&etcd_), Self("a b", "d"),
                                   describe, &clock_)
                    .ok());
-  EXPECT_FALSE(Membership::Create({}, std::make_unique<SharedEtcd>(&etcd_), Self("n1", ""),
+  EXPECT_FALSE(Membership::Create({}, std::make_unique<FakeEtcdClient>(&etcd_), Self("n1", ""),
                                   describe, &clock_)
                    .ok());
 }
@@ -275,7 +257,7 @@ TEST_F(MembershipTest, StartRunsRoundsOnItsOwnThread) {
   SystemClock real;
   FakeEtcd etcd(&real);
   auto m = Membership::Create(
-      {.cluster = "t", .lease_ttl = absl::Seconds(1)}, std::make_unique<SharedEtcd>(&etcd),
+      {.cluster = "t", .lease_ttl = absl::Seconds(1)}, std::make_unique<FakeEtcdClient>(&etcd),
       Self("a", "d"), [] { return Self("", ""); }, &real);
   ASSERT_TRUE(m.ok());
   (*m)->Start();

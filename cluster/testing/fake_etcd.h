@@ -49,6 +49,25 @@ class FakeEtcd final : public EtcdClient {
   std::map<std::string, EtcdKeyValue> keys_ ABSL_GUARDED_BY(mu_);
 };
 
+// An EtcdClient that forwards to a FakeEtcd it does not own: what each
+// member of a test cluster is given, so that all of them share one etcd.
+class FakeEtcdClient final : public EtcdClient {
+ public:
+  explicit FakeEtcdClient(FakeEtcd* etcd) : etcd_(etcd) {}
+  absl::StatusOr<int64_t> GrantLease(absl::Duration ttl) override { return etcd_->GrantLease(ttl); }
+  absl::Status KeepAlive(int64_t lease) override { return etcd_->KeepAlive(lease); }
+  absl::Status RevokeLease(int64_t lease) override { return etcd_->RevokeLease(lease); }
+  absl::Status Put(absl::string_view key, absl::string_view value, int64_t lease) override {
+    return etcd_->Put(key, value, lease);
+  }
+  absl::StatusOr<std::vector<EtcdKeyValue>> GetPrefix(absl::string_view prefix) override {
+    return etcd_->GetPrefix(prefix);
+  }
+
+ private:
+  FakeEtcd* const etcd_;
+};
+
 }  // namespace kvtier
 
 #endif  // KVTIER_CLUSTER_TESTING_FAKE_ETCD_H_
