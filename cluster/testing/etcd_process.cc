@@ -69,6 +69,11 @@ absl::Status EtcdProcess::Launch() {
                                    absl::StrCat("--initial-cluster=kvtier-test=", peer_url_),
                                    "--log-level=error"};
   const std::string log = absl::StrCat(dir_, "/etcd.log");
+  // Everything the child needs is made before fork: after it, a child of a
+  // threaded process may only call async-signal-safe functions.
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_ = fork();
   if (pid_ < 0) return absl::InternalError("fork failed");
   if (pid_ == 0) {
@@ -77,9 +82,6 @@ absl::Status EtcdProcess::Launch() {
       dup2(fd, 1);
       dup2(fd, 2);
     }
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
     execv(binary.c_str(), argv.data());
     _exit(127);
   }
