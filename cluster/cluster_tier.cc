@@ -78,6 +78,10 @@ void ClusterTier::Succeeded(const std::string& address) {
 uint32_t ClusterTier::Fill(const NamespaceId& ns, absl::Span<const BlockKey> keys, bool judged,
                            absl::Time deadline) {
   if (keys.empty() || !IsReceiver(transfer_->Info().role)) return 0;
+  // Alone, local-only or not joined yet: nothing to ask, and no probe of
+  // the cache on the Lookup's path.
+  const Membership* membership = membership_.load();
+  if (membership == nullptr || membership->Ring()->members().size() < 2) return 0;
   // Chains of an open namespace without layer groups only.
   if (!cache_->NamespaceBlockBytes(ns).ok() || cache_->IsHybrid(ns)) return 0;
   const size_t cached = cache_->CachedPrefix(ns, keys);
@@ -96,9 +100,7 @@ uint32_t ClusterTier::Fill(const NamespaceId& ns, absl::Span<const BlockKey> key
   if (judged && options_.judge) {
     double link = 0;
     for (const PeerStats& p : transfer_->Peers()) {
-      if (p.address == owner && p.transport_seconds > 0) {
-        link = static_cast<double>(p.bytes_sent + p.bytes_received) / p.transport_seconds;
-      }
+      if (p.address == owner) link = p.observed_bytes_per_second();
     }
     const uint64_t block_bytes = cache_->NamespaceBlockBytes(ns).value_or(0);
     if (!options_.judge(ns, static_cast<uint32_t>(cached), static_cast<uint32_t>(missing.size()),

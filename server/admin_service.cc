@@ -239,8 +239,7 @@ void AdminService::PeersView(v1::ListPeersResponse* response) {
     out->set_blocks_received(p.blocks_received);
     out->set_transfers(p.transfers);
     out->set_failed_transfers(p.failed_transfers);
-    const double moved = static_cast<double>(p.bytes_sent + p.bytes_received);
-    out->set_observed_bytes_per_second(p.transport_seconds > 0 ? moved / p.transport_seconds : 0);
+    out->set_observed_bytes_per_second(p.observed_bytes_per_second());
     out->set_last_error(p.last_error);
     out->set_connects(p.connects);
   }

@@ -68,6 +68,14 @@ struct PeerStats {
   double transport_seconds = 0;
   uint64_t connects = 0;
   std::string last_error;
+
+  // Bytes moved either way over the seconds the transport spent; 0 before
+  // the first transfer.
+  double observed_bytes_per_second() const {
+    return transport_seconds > 0
+               ? static_cast<double>(bytes_sent + bytes_received) / transport_seconds
+               : 0;
+  }
 };
 
 struct PeerTransferInfo {
