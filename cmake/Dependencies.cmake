@@ -17,3 +17,9 @@ pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(MICROHTTPD REQUIRED IMPORTED_TARGET libmicrohttpd)
 # The HTTP client under the etcd v3 JSON gateway client (cluster/).
 find_package(CURL REQUIRED)
+# KV events for routers (events/): ZeroMQ (libzmq3-dev, cppzmq-dev) and
+# msgpack (libmsgpack-cxx-dev: header-only, used without Boost, so not
+# through its CMake package, which links Boost).
+pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+find_path(ZMQ_CPP_INCLUDE zmq.hpp REQUIRED)
+find_path(MSGPACK_CXX_INCLUDE msgpack.hpp REQUIRED)

@@ -49,6 +49,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -58,7 +59,9 @@
 #include "base/checksum.h"
 #include "base/clock.h"
 #include "base/mutex.h"
+#include "storage/block_event.h"
 #include "storage/block_key.h"
+#include "storage/cache_results.h"
 #include "storage/cache_stats.h"
 #include "storage/group_table.h"
 #include "storage/host_arena.h"
@@ -105,26 +108,9 @@ struct BlockCacheOptions {
   std::string eviction_policy = "value";
 };
 
-// NamespaceNotOpenError: see storage/namespace_table.h.
-struct OpenNamespaceResult {
-  NamespaceId id;
-  uint64_t block_bytes = 0;  // a hybrid's: its largest group's
-  bool created = false;
-  // A hybrid namespace's groups, in spec order: the bytes of one block (or
-  // snapshot) of each. Empty for a namespace without groups.
-  std::vector<uint64_t> group_block_bytes;
-};
-
 // MatchedBlock, GroupLoad, LookupResult: see storage/lookup_result.h.
-
-struct PutResult {
-  uint32_t blocks_stored = 0;
-  uint32_t blocks_already_cached = 0;
-  uint64_t bytes_stored = 0;
-  // Hybrid namespaces: group blocks stored and dropped at once, no
-  // restorable cut using them (e.g. attention past the last snapshot).
-  uint32_t blocks_unusable = 0;
-};
+// OpenNamespaceResult, PutResult, EvictResult, CloseResult, DeleteResult:
+// storage/cache_results.h. NamespaceNotOpenError: storage/namespace_table.h.
 
 // One cached block, as an operator sees it (BlockCache::TopBlocks).
 struct BlockView {
@@ -136,23 +122,6 @@ struct BlockView {
   uint32_t uses = 0;
   uint32_t leases = 0;
   uint32_t children = 0;
-};
-
-struct EvictResult {
-  uint64_t blocks_evicted = 0;
-  uint64_t bytes_freed = 0;
-  uint64_t blocks_left = 0;  // still cached in scope
-};
-
-struct CloseResult {
-  uint32_t leases_released = 0;
-  uint64_t blocks_dropped = 0;
-  uint64_t blocks_kept = 0;
-};
-
-struct DeleteResult {
-  uint32_t blocks_deleted = 0;
-  uint64_t bytes_freed = 0;
 };
 
 // CacheCounters, TierSnapshot, NvmeSnapshot, DeviceWear: storage/cache_stats.h.
@@ -335,6 +304,15 @@ class BlockCache {
   // Measured read speed: host verification passes, NVMe promotion reads.
   TransferMeter& host_meter() { return host_meter_; }
   TransferMeter& nvme_meter() { return nvme_meter_; }
+
+  // Where every change of residency is reported from now on (storage/
+  // block_event.h); null stops reporting. Not owned; must outlive the cache
+  // or be unset first.
+  void SetEventSink(BlockEventSink* sink) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reports a kStored event per block and medium it holds now into `into`,
+  // then runs `then`, in one hold of the lock: a subscriber registered by
+  // `then` sees every later change, and none twice. O(blocks) under the lock.
+  void SnapshotInto(BlockEventSink* into, absl::FunctionRef<void()> then) ABSL_LOCKS_EXCLUDED(mu_);
 
   bool IsHybrid(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);  // has layer groups
   // Probes that touch, count and pin nothing (0 or empty for a hybrid or

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "storage/block_cache.h"
+#include "testing/block_event_mirror.h"
 #include "testing/faulty_io_engine.h"
 #include "testing/host_tier_fixture.h"
 #include "testing/test_bytes.h"
@@ -136,6 +137,23 @@ TEST_F(NvmeCacheTest, PressureDemotesAndReadsPromoteByteExact) {
   EXPECT_EQ(snap.counters.bytes_nvme_to_host, snap.counters.promotions * 64 * kKiB);
   EXPECT_GT(snap.nvme.tier.blocks, 0u);
   EXPECT_FALSE(snap.nvme.degraded);
+}
+
+TEST_F(NvmeCacheTest, EventsFollowDemotionsDropsPromotionsAndRemovals) {
+  BlockEventMirror mirror;
+  cache_->SetEventSink(&mirror);
+  const auto chain = Chain("e", 60);
+  ASSERT_TRUE(Put(chain).ok());
+  ASSERT_GT(cache_->RunMoverOnce(), 0u);
+  EXPECT_GT(mirror.stored(Medium::kNvme), 0u);   // demoted
+  EXPECT_GT(mirror.removed(Medium::kHost), 0u);  // host copies dropped
+  ASSERT_TRUE(ReadAll(chain).ok());              // promotions
+  EXPECT_GT(mirror.stored(Medium::kHost), 60u);
+  ASSERT_TRUE(cache_->Delete(ns_, {Key("e10")}, /*recursive=*/true).ok());
+  EXPECT_GT(mirror.removed(Medium::kNvme), 0u);
+  EXPECT_EQ(mirror.errors(), std::vector<std::string>());
+  EXPECT_EQ(mirror.contents(), SnapshotContents(*cache_));
+  cache_->SetEventSink(nullptr);
 }
 
 TEST_F(NvmeCacheTest, IoUringWithRegisteredArenaMovesBlocksByteExact) {

@@ -82,7 +82,18 @@ std::optional<uint32_t> HostTier::ReclaimableSlab() const {
   return best;
 }
 
+void HostTier::Report(const BlockRecord& record, BlockEvent::Kind kind, Medium medium) {
+  if (events_ == nullptr) return;
+  events_->OnBlockEvent(BlockEvent{.kind = kind,
+                                   .medium = medium,
+                                   .ns = record.ns,
+                                   .key = record.key,
+                                   .parent = record.parent_key,
+                                   .size = record.size});
+}
+
 void HostTier::DropHostCopy(BlockRecord* record) {
+  Report(*record, BlockEvent::Kind::kRemoved, Medium::kHost);
   index_->NoteReclaimed(record, /*dropped=*/false);
   allocator_->Free(record->slot);
   record->in_host = false;
@@ -96,6 +107,7 @@ void HostTier::AddHostCopy(BlockRecord* record) {
   stored_bytes_ += record->size;
   blocks_ += 1;
   index_->Reclassify(record);
+  Report(*record, BlockEvent::Kind::kStored, Medium::kHost);
 }
 
 void HostTier::AddBlocks(uint64_t blocks, uint64_t bytes) {
@@ -114,8 +126,12 @@ void HostTier::Remove(BlockRecord* record) {
   if (record->in_host) {
     stored_bytes_ -= record->size;
     blocks_ -= 1;
+    Report(*record, BlockEvent::Kind::kRemoved, Medium::kHost);
   }
-  if (record->on_nvme) nvme_->Forget(*record);
+  if (record->on_nvme) {
+    nvme_->Forget(*record);
+    Report(*record, BlockEvent::Kind::kRemoved, Medium::kNvme);
+  }
   if (groups_ != nullptr) groups_->NoteRemoved(*record);
   std::unique_ptr<BlockRecord> owned = index_->Remove(record);
   if (owned->pinned()) {

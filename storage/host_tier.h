@@ -7,7 +7,8 @@
 //
 // It updates the shared PrefixIndex, NamespaceTable and CacheCounters that
 // BlockCache owns, and the NvmeTier's accounting for a removed block that
-// was on NVMe (none when the tier is off).
+// was on NVMe (none when the tier is off). Every residency change it makes
+// or is told of (NoteStored) goes to the event sink, if one is set.
 //
 // Thread-safety: externally synchronized; REQUIRES: the owner's
 // (BlockCache's) mutex held for every call except SlotData and arena(),
@@ -23,6 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "storage/block_event.h"
 #include "storage/cache_stats.h"
 #include "storage/host_arena.h"
 #include "storage/namespace_table.h"
@@ -47,6 +49,13 @@ class HostTier {
 
   // The NVMe tier whose accounting Remove updates (not owned; null: off).
   void set_nvme(NvmeTier* nvme) { nvme_ = nvme; }
+  // Where residency changes are reported (not owned; null: nowhere).
+  void set_events(BlockEventSink* events) { events_ = events; }
+  // `record` (indexed) became readable from `medium`: a Put's commit, a
+  // mover's write. (Promotions report through AddHostCopy.)
+  void NoteStored(const BlockRecord& record, Medium medium) {
+    Report(record, BlockEvent::Kind::kStored, medium);
+  }
   // The hybrid namespaces' groups, told of every removed record (not owned).
   void set_groups(GroupTable* groups) { groups_ = groups; }
 
@@ -91,6 +100,7 @@ class HostTier {
   size_t removed_pinned() const { return removed_pinned_.size(); }
 
  private:
+  void Report(const BlockRecord& record, BlockEvent::Kind kind, Medium medium);
   std::optional<uint32_t> ReclaimableSlab() const;
   // Frees whatever a dead (removed and unpinned) record still holds.
   void FreeStorage(BlockRecord* record);
@@ -102,6 +112,7 @@ class HostTier {
   CacheCounters* const counters_;
   NvmeTier* nvme_ = nullptr;
   GroupTable* groups_ = nullptr;
+  BlockEventSink* events_ = nullptr;
   // Blocks removed from the index while pinned; freed at their last unpin.
   absl::flat_hash_map<BlockRecord*, std::unique_ptr<BlockRecord>> removed_pinned_;
   uint64_t stored_bytes_ = 0;

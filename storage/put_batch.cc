@@ -321,11 +321,13 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
     rec->checksum = s.checksum;
     rec->slot = *s.slot;
     rec->uses = 1;
+    const BlockRecord& stored = *rec;
     if (absl::Status st = index.Insert(std::move(rec)); !st.ok()) {
       // Unreachable after validation; a failure here is a bug, not bad input.
       spdlog::critical("Put commit: {}", st.ToString());
       std::abort();
     }
+    cache_->host_.NoteStored(stored, Medium::kHost);
     s.slot.reset();  // now owned by the index
     ++result.blocks_stored;
     result.bytes_stored += s.size;

@@ -143,6 +143,7 @@ size_t Mover::Finish(Pass& pass) {
         ++counters_->demotions;
         counters_->bytes_host_to_nvme += r->size;
         ++written;
+        host_->NoteStored(*r, Medium::kNvme);
       } else {
         nvme_->catalog().Delete(r->ns, r->key).IgnoreError();
       }

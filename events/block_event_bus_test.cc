@@ -1,0 +1,185 @@
+#include "events/block_event_bus.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/clock.h"
+#include "storage/block_cache.h"
+#include "testing/block_event_mirror.h"
+#include "testing/host_tier_fixture.h"  // Key
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+
+// A cache of 64 blocks of 64 KiB reporting into a bus.
+class BlockEventBusTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(BlockEventBus::Options{}); }
+  void TearDown() override {
+    if (cache_ != nullptr) cache_->SetEventSink(nullptr);
+  }
+
+  void Make(BlockEventBus::Options options) {
+    if (cache_ != nullptr) cache_->SetEventSink(nullptr);
+    bus_.reset();
+    cache_.reset();
+    BlockCacheOptions o;
+    o.host_bytes = 4 * kMiB;
+    o.slab_bytes = 1 * kMiB;
+    o.max_block_bytes = 1 * kMiB;
+    cache_ = *BlockCache::Create(o, &clock_);
+    NamespaceSpec s;
+    s.model_id = "model-a";
+    s.layout = KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1};
+    ns_ = cache_->OpenNamespace(s)->id;
+    s.model_id = "model-b";
+    other_ = cache_->OpenNamespace(s)->id;
+    bus_ = std::make_unique<BlockEventBus>(
+        options, [this](BlockEventSink* into, absl::FunctionRef<void()> then) {
+          cache_->SnapshotInto(into, then);
+        });
+    cache_->SetEventSink(bus_.get());
+  }
+
+  absl::Status Put(const NamespaceId& ns, const std::string& prefix, int n,
+                   const std::string& first_parent = "") {
+    absl::StatusOr<std::unique_ptr<BlockCache::PutBatch>> batch = cache_->BeginPut(ns);
+    if (!batch.ok()) return batch.status();
+    std::string parent = first_parent;
+    const std::vector<uint8_t> bytes(64 * kKiB, 7);
+    for (int i = 0; i < n; ++i) {
+      const std::string k = absl::StrCat(prefix, i);
+      absl::Status s =
+          (*batch)->StartBlock(Key(k), parent.empty() ? BlockKey() : Key(parent), bytes.size());
+      if (s.ok()) s = (*batch)->Append(bytes);
+      if (!s.ok()) return s;
+      parent = k;
+    }
+    return (*batch)->Commit().status();
+  }
+
+  // Everything the subscription receives within a few seconds, until it
+  // has `want` events.
+  static std::vector<BlockEvent> Drain(BlockEventBus::Subscription& sub, size_t want) {
+    std::vector<BlockEvent> out;
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (out.size() < want && absl::Now() < deadline) {
+      sub.Wait(absl::Milliseconds(20));
+      for (BlockEvent& e : sub.Take(1000)) out.push_back(std::move(e));
+    }
+    return out;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<BlockCache> cache_;
+  std::unique_ptr<BlockEventBus> bus_;
+  NamespaceId ns_;
+  NamespaceId other_;
+};
+
+TEST_F(BlockEventBusTest, SubscriberSeesLaterEventsInOrder) {
+  ASSERT_TRUE(Put(ns_, "early", 2).ok());  // before it subscribed: not seen
+  auto sub = bus_->Subscribe(std::nullopt, /*snapshot=*/false);
+  ASSERT_TRUE(Put(ns_, "a", 3).ok());
+  const std::vector<BlockEvent> got = Drain(*sub, 3);
+  ASSERT_EQ(got.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(got[i].kind, BlockEvent::Kind::kStored);
+    EXPECT_EQ(got[i].medium, Medium::kHost);
+    EXPECT_EQ(got[i].key, Key(absl::StrCat("a", i)));
+    EXPECT_EQ(got[i].size, 64 * kKiB);
+  }
+  EXPECT_EQ(got[0].parent, BlockKey());
+  EXPECT_EQ(got[2].parent, Key("a1"));
+  EXPECT_TRUE(sub->Take(10).empty());
+  EXPECT_EQ(bus_->events_reported(), 5u);
+}
+
+TEST_F(BlockEventBusTest, SnapshotThenChangesMirrorTheContentsUnderConcurrentWrites) {
+  ASSERT_TRUE(Put(ns_, "base", 10).ok());
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    // Keeps storing and (the tier holds 64 blocks) evicting meanwhile.
+    for (int round = 0; !stop.load(); ++round) {
+      ASSERT_TRUE(Put(ns_, absl::StrCat("w", round, "-"), 8).ok());
+    }
+  });
+  absl::SleepFor(absl::Milliseconds(20));
+  auto sub = bus_->Subscribe(std::nullopt, /*snapshot=*/true);
+  absl::SleepFor(absl::Milliseconds(100));
+  stop.store(true);
+  writer.join();
+  // Wait until the dispatcher has handed over everything reported.
+  BlockEventMirror mirror;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    std::vector<BlockEvent> got = sub->Take(100000);
+    if (got.empty() && !sub->Wait(absl::Milliseconds(300))) break;
+    mirror.ApplyAll(got);
+  }
+  EXPECT_FALSE(sub->lost());
+  EXPECT_EQ(mirror.errors(), std::vector<std::string>());
+  EXPECT_EQ(mirror.contents(), SnapshotContents(*cache_));
+  EXPECT_GT(mirror.removed(Medium::kHost), 0u);  // evictions were seen
+}
+
+TEST_F(BlockEventBusTest, NamespaceFilter) {
+  auto sub = bus_->Subscribe(other_, /*snapshot=*/false);
+  ASSERT_TRUE(Put(ns_, "a", 2).ok());
+  ASSERT_TRUE(Put(other_, "b", 1).ok());
+  const std::vector<BlockEvent> got = Drain(*sub, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].ns, other_);
+  EXPECT_EQ(got[0].key, Key("b0"));
+}
+
+TEST_F(BlockEventBusTest, SlowSubscriberIsLostAndCanResubscribe) {
+  Make(BlockEventBus::Options{.subscriber_capacity = 4, .max_pending = 1 << 20});
+  std::atomic<int> wakes{0};
+  auto slow = bus_->Subscribe(std::nullopt, false, [&] { wakes.fetch_add(1); });
+  ASSERT_TRUE(Put(ns_, "a", 10).ok());  // 10 events > 4
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!slow->lost() && absl::Now() < deadline) slow->Wait(absl::Milliseconds(20));
+  EXPECT_TRUE(slow->lost());
+  EXPECT_TRUE(slow->Take(100).empty());  // its queue was dropped
+  EXPECT_GE(wakes.load(), 1);
+  EXPECT_EQ(bus_->subscribers_lost(), 1u);
+  // A snapshot larger than the capacity is still delivered whole.
+  auto again = bus_->Subscribe(std::nullopt, true);
+  EXPECT_EQ(again->Take(100).size(), 10u);
+  EXPECT_FALSE(again->lost());
+}
+
+TEST_F(BlockEventBusTest, CancelledAndDestroyedSubscriptionsAreForgotten) {
+  auto a = bus_->Subscribe(std::nullopt, false);
+  auto b = bus_->Subscribe(std::nullopt, false);
+  EXPECT_EQ(bus_->subscribers(), 2u);
+  a->Cancel();
+  b.reset();
+  ASSERT_TRUE(Put(ns_, "a", 1).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (bus_->subscribers() != 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(bus_->subscribers(), 0u);
+  EXPECT_EQ(bus_->subscribers_lost(), 0u);  // cancelling is not falling behind
+  EXPECT_TRUE(a->Take(10).empty());
+}
+
+TEST_F(BlockEventBusTest, SubscriptionOutlivesTheBusAsLost) {
+  auto sub = bus_->Subscribe(std::nullopt, false);
+  cache_->SetEventSink(nullptr);
+  bus_.reset();
+  EXPECT_TRUE(sub->lost());
+  EXPECT_TRUE(sub->Wait(absl::Milliseconds(1)));
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -1,0 +1,152 @@
+#include "events/zmq_event_publisher.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/clock.h"
+#include "msgpack.hpp"
+#include "storage/block_cache.h"
+#include "testing/host_tier_fixture.h"  // Key
+#include "zmq.hpp"
+#include "zmq_addon.hpp"
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+
+int64_t Seq(const zmq::message_t& m) {
+  EXPECT_EQ(m.size(), 8u);
+  uint64_t u = 0;
+  for (size_t i = 0; i < 8; ++i) u = (u << 8) | static_cast<const uint8_t*>(m.data())[i];
+  return static_cast<int64_t>(u);
+}
+
+class ZmqEventPublisherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BlockCacheOptions o;
+    o.host_bytes = 4 * kMiB;
+    o.slab_bytes = 1 * kMiB;
+    o.max_block_bytes = 1 * kMiB;
+    cache_ = *BlockCache::Create(o, &clock_);
+    NamespaceSpec s;
+    s.model_id = "model-a";
+    s.layout = KvLayout{1, 1, 128, DType::kBf16, 16, 0, 1};
+    ns_ = cache_->OpenNamespace(s)->id;
+    bus_ = std::make_unique<BlockEventBus>(
+        BlockEventBus::Options{}, [this](BlockEventSink* into, absl::FunctionRef<void()> then) {
+          cache_->SnapshotInto(into, then);
+        });
+    cache_->SetEventSink(bus_.get());
+    const std::string base = absl::StrCat("ipc:///tmp/kvtier-events-test-", getpid());
+    options_.endpoint = base + ".pub";
+    options_.replay_endpoint = base + ".replay";
+    options_.topic = "kv@";
+  }
+  void TearDown() override {
+    publisher_.reset();
+    cache_->SetEventSink(nullptr);
+  }
+
+  void Start() {
+    auto p = ZmqEventPublisher::Create(
+        options_, bus_.get(), [this](const NamespaceId& ns) { return ns == ns_ ? 16u : 0u; });
+    ASSERT_TRUE(p.ok()) << p.status();
+    publisher_ = *std::move(p);
+  }
+
+  void Put(const std::vector<std::string>& chain) {
+    auto batch = *cache_->BeginPut(ns_);
+    std::string parent;
+    const std::vector<uint8_t> bytes(8 * kKiB, 3);  // 16 tokens of the layout
+    for (const std::string& k : chain) {
+      ASSERT_TRUE(
+          batch->StartBlock(Key(k), parent.empty() ? BlockKey() : Key(parent), bytes.size()).ok());
+      ASSERT_TRUE(batch->Append(bytes).ok());
+      parent = k;
+    }
+    ASSERT_TRUE(batch->Commit().ok());
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<BlockCache> cache_;
+  std::unique_ptr<BlockEventBus> bus_;
+  std::unique_ptr<ZmqEventPublisher> publisher_;
+  ZmqEventPublisherOptions options_;
+  NamespaceId ns_;
+};
+
+TEST_F(ZmqEventPublisherTest, SubscriberGetsVllmFramesAndReplayReturnsThem) {
+  Put({"pre"});  // held before the publisher starts: published as its snapshot
+  Start();
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "kv@" + ns_.ToHex());
+  sub.set(zmq::sockopt::rcvtimeo, 10000);
+  sub.connect(options_.endpoint);
+  absl::SleepFor(absl::Milliseconds(300));  // the subscription reaches the publisher
+  Put({"a", "b"});
+
+  // The snapshot went out before we subscribed; the next message is [a, b].
+  std::vector<zmq::message_t> frames;
+  ASSERT_TRUE(zmq::recv_multipart(sub, std::back_inserter(frames)));
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[0].to_string(), "kv@" + ns_.ToHex());
+  EXPECT_EQ(Seq(frames[1]), 1);  // seq 0 was the snapshot
+  msgpack::object_handle h =
+      msgpack::unpack(static_cast<const char*>(frames[2].data()), frames[2].size());
+  const msgpack::object& events = h.get().via.array.ptr[1];
+  ASSERT_EQ(events.via.array.size, 1u);
+  const msgpack::object& stored = events.via.array.ptr[0];
+  EXPECT_EQ(stored.via.array.ptr[0].as<std::string>(), "BlockStored");
+  ASSERT_EQ(stored.via.array.ptr[1].via.array.size, 2u);
+  EXPECT_EQ(stored.via.array.ptr[4].as<uint32_t>(), 16u);
+  EXPECT_EQ(publisher_->messages_published(), 2u);
+  EXPECT_EQ(publisher_->events_published(), 3u);
+
+  // Replay from 0: the snapshot (AllBlocksCleared + pre) and [a, b], then the end.
+  zmq::socket_t replay(ctx, zmq::socket_type::dealer);
+  replay.set(zmq::sockopt::rcvtimeo, 10000);
+  replay.connect(options_.replay_endpoint);
+  const char zero[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  replay.send(zmq::message_t(), zmq::send_flags::sndmore);
+  replay.send(zmq::buffer(zero, 8), zmq::send_flags::none);
+  std::vector<int64_t> seqs;
+  for (;;) {
+    std::vector<zmq::message_t> r;
+    ASSERT_TRUE(zmq::recv_multipart(replay, std::back_inserter(r)));
+    ASSERT_EQ(r.size(), 4u);  // empty, topic, seq, payload
+    const int64_t seq = Seq(r[2]);
+    if (seq == -1) {
+      EXPECT_EQ(r[3].size(), 0u);
+      break;
+    }
+    seqs.push_back(seq);
+    if (seq == 0) {
+      h = msgpack::unpack(static_cast<const char*>(r[3].data()), r[3].size());
+      const msgpack::object& first = h.get().via.array.ptr[1];
+      ASSERT_EQ(first.via.array.size, 2u);
+      EXPECT_EQ(first.via.array.ptr[0].via.array.ptr[0].as<std::string>(), "AllBlocksCleared");
+    }
+  }
+  EXPECT_EQ(seqs, (std::vector<int64_t>{0, 1}));
+}
+
+TEST_F(ZmqEventPublisherTest, BadEndpointsAreClearErrors) {
+  options_.endpoint = "localhost:5557";
+  EXPECT_EQ(ZmqEventPublisher::Create(options_, bus_.get(), {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options_.endpoint = "tcp://256.1.1.1:1";
+  EXPECT_EQ(ZmqEventPublisher::Create(options_, bus_.get(), {}).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace kvtier
