@@ -17,6 +17,7 @@ class BlockEventBus::Subscription::SnapshotSink final : public BlockEventSink {
     MutexLock lock(&sub_->mu_);
     sub_->queue_.push_back(event);
     ++sub_->capacity_;
+    ++sub_->snapshot_events_;
   }
 
  private:
@@ -152,6 +153,11 @@ bool BlockEventBus::Subscription::Wait(absl::Duration timeout) {
     return lost_ || cancelled_ || !queue_.empty();
   };
   return mu_.AwaitWithTimeout(Condition(&ready), timeout);
+}
+
+size_t BlockEventBus::Subscription::snapshot_events() const {
+  MutexLock lock(&mu_);
+  return snapshot_events_;
 }
 
 bool BlockEventBus::Subscription::lost() const {

@@ -105,6 +105,8 @@ class BlockEventBus::Subscription {
   bool lost() const ABSL_LOCKS_EXCLUDED(mu_);
   // Receives nothing more; the bus forgets it at its next dispatch.
   void Cancel() ABSL_LOCKS_EXCLUDED(mu_);
+  // How many of the first events are the snapshot (0 without one).
+  size_t snapshot_events() const ABSL_LOCKS_EXCLUDED(mu_);
 
   Subscription(std::optional<NamespaceId> ns, size_t capacity, std::function<void()> wake)
       : ns_(std::move(ns)), capacity_(capacity), wake_(std::move(wake)) {}
@@ -126,6 +128,7 @@ class BlockEventBus::Subscription {
   std::deque<BlockEvent> queue_ ABSL_GUARDED_BY(mu_);
   bool lost_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  size_t snapshot_events_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvtier

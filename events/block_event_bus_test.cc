@@ -155,6 +155,7 @@ TEST_F(BlockEventBusTest, SlowSubscriberIsLostAndCanResubscribe) {
   EXPECT_EQ(bus_->subscribers_lost(), 1u);
   // A snapshot larger than the capacity is still delivered whole.
   auto again = bus_->Subscribe(std::nullopt, true);
+  EXPECT_EQ(again->snapshot_events(), 10u);
   EXPECT_EQ(again->Take(100).size(), 10u);
   EXPECT_FALSE(again->lost());
 }

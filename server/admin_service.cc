@@ -10,6 +10,7 @@
 #include "server/grpc_auth.h"
 #include "server/proto_convert.h"
 #include "server/rpc_roles.h"
+#include "server/watch_blocks_reactor.h"
 #include "spdlog/spdlog.h"
 
 namespace kvtier {
@@ -256,8 +257,24 @@ absl::Status AdminService::ClusterAnswer(const v1::GetClusterRequest& request,
     tier = cluster_tier_;
     note = cluster_tier_note_;
   }
+  EventsView(response->mutable_events());
   return ClusterToProto(membership, tier, note, deps_.cluster_etcd, request,
                         deps_.max_keys_per_request, response);
+}
+
+void AdminService::EventsView(v1::EventsStatus* out) const {
+  out->set_zmq_endpoint(deps_.zmq_endpoint);
+  out->set_zmq_replay_endpoint(deps_.zmq_replay_endpoint);
+  if (deps_.events != nullptr) {
+    out->set_reported(deps_.events->events_reported());
+    out->set_subscribers(static_cast<uint32_t>(deps_.events->subscribers()));
+    out->set_subscribers_lost(deps_.events->subscribers_lost());
+  }
+  if (deps_.zmq_events != nullptr) {
+    out->set_zmq_messages(deps_.zmq_events->messages_published());
+    out->set_zmq_events(deps_.zmq_events->events_published());
+    out->set_zmq_resyncs(deps_.zmq_events->resyncs());
+  }
 }
 
 void AdminService::ClusterView(v1::GetClusterResponse* response) {
@@ -268,7 +285,7 @@ AdminService::AdminService(Deps deps)
     : deps_(std::move(deps)),
       limits_("Admin",
               {"GetStatus", "ListTiers", "ListNamespaces", "GetWear", "ListPeers", "ListBlocks",
-               "Evict", "GetCluster"},
+               "Evict", "GetCluster", "WatchBlocks"},
               deps_.max_calls_per_method) {
   if (deps_.executor == nullptr) {
     spdlog::critical("AdminService needs a CallExecutor");
@@ -298,6 +315,40 @@ grpc::ServerWriteReactor<v1::EvictProgress>* AdminService::Evict(Ctx* context,
     out->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
   }
   return out;
+}
+
+grpc::ServerWriteReactor<v1::BlockEvents>* AdminService::WatchBlocks(
+    Ctx* context, const v1::WatchBlocksRequest* request) {
+  absl::StatusOr<CallLimit::Ticket> ticket = limits_.Of("WatchBlocks").Enter();
+  auto* watch =
+      new WatchBlocksReactor(context, ticket.ok() ? *std::move(ticket) : CallLimit::Ticket());
+  if (!ticket.ok()) {
+    watch->Fail(ToGrpc(ticket.status()));
+    return watch;
+  }
+  // The admission and a snapshot (O(blocks) under the cache's lock) run on
+  // the executor, not on gRPC's thread.
+  const bool queued = deps_.executor->Submit([=, this] {
+    if (grpc::Status s = AdmitRole(*deps_.auth, *context, RoleOf("Admin", "WatchBlocks"));
+        !s.ok()) {
+      return watch->Fail(s);
+    }
+    if (deps_.events == nullptr) {
+      return watch->Fail(grpc::Status(grpc::StatusCode::UNAVAILABLE, "block events are off"));
+    }
+    std::optional<NamespaceId> ns;
+    if (!request->namespace_id().empty()) {
+      absl::StatusOr<NamespaceId> id = NamespaceIdFromProto(request->namespace_id());
+      if (!id.ok()) return watch->Fail(ToGrpc(id.status()));
+      if (absl::StatusOr<uint64_t> open = deps_.cache->NamespaceBlockBytes(*id); !open.ok()) {
+        return watch->Fail(ToGrpc(open.status()));
+      }
+      ns = *id;
+    }
+    watch->Begin(deps_.events, ns, request->snapshot());
+  });
+  if (!queued) watch->Fail(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  return watch;
 }
 
 grpc::Status AdminService::DoGetStatus(Ctx* context, const v1::GetStatusRequest*,

@@ -21,6 +21,8 @@
 #include "datapath/copy_engine.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
+#include "events/block_event_bus.h"
+#include "events/zmq_event_publisher.h"
 #include "gpu/gpu_probe.h"
 #include "kvtier/v1/admin.grpc.pb.h"
 #include "server/async/call_executor.h"
@@ -52,6 +54,12 @@ class AdminService final : public v1::Admin::CallbackService {
     const RegionTable* regions = nullptr;
     PeerTransfer* peer_transfer = nullptr;
     std::string cluster_etcd;  // as configured; membership set below
+    // The cache's residency events (required for WatchBlocks), and their
+    // ZeroMQ publisher (null when events.zmq_endpoint is unset).
+    BlockEventBus* events = nullptr;
+    const ZmqEventPublisher* zmq_events = nullptr;
+    std::string zmq_endpoint;
+    std::string zmq_replay_endpoint;
     uint32_t max_keys_per_request = 1024;
     // Runs the calls' work (required).
     CallExecutor* executor = nullptr;
@@ -110,6 +118,8 @@ class AdminService final : public v1::Admin::CallbackService {
                                                      const v1::EvictRequest* request) override;
   grpc::ServerUnaryReactor* GetCluster(Ctx* context, const v1::GetClusterRequest* request,
                                        v1::GetClusterResponse* response) override;
+  grpc::ServerWriteReactor<v1::BlockEvents>* WatchBlocks(
+      Ctx* context, const v1::WatchBlocksRequest* request) override;
 
  private:
   // The synchronous bodies, run on the executor.
@@ -131,6 +141,7 @@ class AdminService final : public v1::Admin::CallbackService {
                             v1::GetClusterResponse* response);
   grpc::Status DoEvict(Ctx* context, const v1::EvictRequest* request,
                        QueuedWriter<v1::EvictProgress>* out);
+  void EventsView(v1::EventsStatus* out) const;
 
   const Deps deps_;
   const CallLimits limits_;

@@ -166,6 +166,10 @@ const std::vector<KeySpec>& Keys() {
       Field("cluster.lease_ttl_ms", &DaemonConfig::cluster_lease_ttl_ms, ParseU32),
       Field("cluster.etcd_timeout_ms", &DaemonConfig::cluster_etcd_timeout_ms, ParseU32),
       Field("cluster.pull_timeout_ms", &DaemonConfig::cluster_pull_timeout_ms, ParseU32),
+      Field("events.zmq_endpoint", &DaemonConfig::events_zmq_endpoint, ParseString),
+      Field("events.zmq_replay_endpoint", &DaemonConfig::events_zmq_replay_endpoint, ParseString),
+      Field("events.zmq_topic", &DaemonConfig::events_zmq_topic, ParseString),
+      Field("events.zmq_buffer_steps", &DaemonConfig::events_zmq_buffer_steps, ParseU32),
       Field("costmodel.gpu", &DaemonConfig::costmodel_gpu, ParseString),
       Field("costmodel.mfu", &DaemonConfig::costmodel_mfu, ParseFraction),
       Field("costmodel.compute_dtype", &DaemonConfig::costmodel_compute_dtype, ParseString),
@@ -422,6 +426,7 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
     }
   }
   if (absl::Status s = ValidateClusterConfig(c); !s.ok()) return s;
+  if (absl::Status s = ValidateEventsConfig(c); !s.ok()) return s;
   if (!(c.costmodel_mfu > 0)) return bad("costmodel.mfu must be in (0, 1]");
   if (c.costmodel_compute_dtype != "bf16" && c.costmodel_compute_dtype != "fp8") {
     return bad("costmodel.compute_dtype must be bf16 or fp8");

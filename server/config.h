@@ -16,6 +16,7 @@
 //   metrics:   listen, max_namespaces
 //   cluster:   etcd, name, node_id, advertise, lease_ttl_ms, etcd_timeout_ms,
 //              pull_timeout_ms
+//   events:    zmq_endpoint, zmq_replay_endpoint, zmq_topic, zmq_buffer_steps
 //   nvme:      dirs, bytes_per_dir, slab_bytes, io_engine, queue_depth,
 //              write_policy, write_through_hits, admit_min_uses,
 //              host_high_watermark, host_low_watermark, high_watermark,
@@ -161,6 +162,14 @@ struct DaemonConfig {
   uint32_t cluster_etcd_timeout_ms = 1000;
   // Longest a Lookup or Get waits on the owner of a chain it misses.
   uint32_t cluster_pull_timeout_ms = 2000;
+
+  // KV events for routers (docs/operations.md#kv-events): the blocks
+  // entering and leaving the tiers in vLLM's format over ZeroMQ. Off while
+  // `events_zmq_endpoint` is empty (Admin.WatchBlocks is always on).
+  std::string events_zmq_endpoint;           // bound PUB socket, e.g. tcp://*:5557
+  std::string events_zmq_replay_endpoint;    // bound ROUTER socket; "" = no replay
+  std::string events_zmq_topic;              // topic prefix; the namespace id (hex) follows
+  uint32_t events_zmq_buffer_steps = 10000;  // messages kept for replay
 
   // Fetch-or-recompute planner (docs/planner.md).
   std::string costmodel_gpu = "auto";  // catalog GPU, or auto = the detected one

@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/config_validation.h"
@@ -422,6 +425,34 @@ TEST(ConfigTest, ClusterKeysAreReadAndChecked) {
   c.cluster_etcd = "";
   c.listen = "0.0.0.0:50051";
   EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
+TEST(ConfigTest, EventsKeysAreReadAndChecked) {
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  EXPECT_EQ(c.events_zmq_endpoint, "");  // off by default
+  ASSERT_TRUE(ApplyYaml("events:\n  zmq_endpoint: tcp://*:5557\n  zmq_replay_endpoint: "
+                        "tcp://*:5558\n  zmq_topic: kvtier/\n  zmq_buffer_steps: 500\n",
+                        &c)
+                  .ok());
+  EXPECT_EQ(c.events_zmq_endpoint, "tcp://*:5557");
+  EXPECT_EQ(c.events_zmq_replay_endpoint, "tcp://*:5558");
+  EXPECT_EQ(c.events_zmq_topic, "kvtier/");
+  EXPECT_EQ(c.events_zmq_buffer_steps, 500u);
+  EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
+  for (const auto& [key, value, says] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"events.zmq_endpoint", "localhost:5557", "ZeroMQ endpoint"},
+           {"events.zmq_replay_endpoint", "5558", "ZeroMQ endpoint"},
+           {"events.zmq_replay_endpoint", "tcp://*:5557", "must differ"},
+           {"events.zmq_buffer_steps", "0", "zmq_buffer_steps"},
+           {"events.zmq_endpoint", "", "needs events.zmq_endpoint"},
+       }) {
+    DaemonConfig d = c;
+    ASSERT_TRUE(SetConfigKey(key, value, &d).ok()) << key;
+    const absl::Status s = ValidateConfig(d);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << key << "=" << value;
+    EXPECT_NE(s.message().find(says), std::string::npos) << key << ": " << s;
+  }
 }
 
 }  // namespace

@@ -206,6 +206,28 @@ absl::Status ValidateListenAddress(absl::string_view key, absl::string_view addr
   return absl::OkStatus();
 }
 
+absl::Status ValidateEventsConfig(const DaemonConfig& c) {
+  for (const auto& [key, endpoint] :
+       {std::pair<absl::string_view, const std::string&>{"events.zmq_endpoint",
+                                                         c.events_zmq_endpoint},
+        {"events.zmq_replay_endpoint", c.events_zmq_replay_endpoint}}) {
+    if (!endpoint.empty() && !absl::StartsWith(endpoint, "tcp://") &&
+        !absl::StartsWith(endpoint, "ipc://")) {
+      return Bad(key, " '", endpoint, "' must be a ZeroMQ endpoint: tcp://HOST:PORT or ipc://PATH");
+    }
+  }
+  if (c.events_zmq_endpoint.empty() && !c.events_zmq_replay_endpoint.empty()) {
+    return Bad("events.zmq_replay_endpoint needs events.zmq_endpoint");
+  }
+  if (!c.events_zmq_endpoint.empty() && c.events_zmq_endpoint == c.events_zmq_replay_endpoint) {
+    return Bad("events.zmq_endpoint and events.zmq_replay_endpoint must differ");
+  }
+  if (c.events_zmq_buffer_steps == 0 || c.events_zmq_buffer_steps > 1'000'000) {
+    return Bad("events.zmq_buffer_steps must be in 1..1000000");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateClusterConfig(const DaemonConfig& c) {
   if (c.cluster_lease_ttl_ms < 2000 || c.cluster_lease_ttl_ms > 60'000 ||
       c.cluster_lease_ttl_ms % 1000 != 0) {

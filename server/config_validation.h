@@ -36,6 +36,9 @@ absl::Status ValidateListenAddress(absl::string_view key, absl::string_view addr
 // and an address peers can dial: cluster.advertise "host:port" with a real
 // host and port, or server.listen a "host:port" on a specific host.
 absl::Status ValidateClusterConfig(const DaemonConfig& config);
+// events.*: ZeroMQ endpoints (tcp://, ipc://), a replay endpoint only with
+// a publishing one, a replay buffer of 1..1000000 messages.
+absl::Status ValidateEventsConfig(const DaemonConfig& config);
 
 // Reads the file a setting names (`what`: "--config", "security.tls_cert",
 // ...). Refuses, before reading, anything but a regular file (directories,

@@ -169,6 +169,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   options.probe_tiers = config.costmodel_probe_tiers;
   ASSIGN_OR_RETURN(std::unique_ptr<BlockCache> cache, BlockCache::Create(options, &d->clock_));
   d->cache_ = std::move(cache);
+  RETURN_IF_ERROR(d->StartEvents(config));
   d->gpus_ = ProbeGpus();
   PlannerOptions planner_options;
   planner_options.gpu = config.costmodel_gpu;
@@ -339,6 +340,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       .regions = d->regions_.get(),
       .peer_transfer = d->peer_transfer_.get(),
       .cluster_etcd = config.cluster_etcd,
+      .events = d->events_.get(),
+      .zmq_events = d->zmq_events_.get(),
+      .zmq_endpoint = config.events_zmq_endpoint,
+      .zmq_replay_endpoint = config.events_zmq_replay_endpoint,
       .max_keys_per_request = config.max_keys_per_request,
       .executor = d->admin_calls_.get(),
       .max_calls_per_method = config.max_calls_per_method,
@@ -390,8 +395,36 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   return d;
 }
 
+absl::Status Daemon::StartEvents(const DaemonConfig& config) {
+  BlockCache* cache = cache_.get();
+  events_ = std::make_unique<BlockEventBus>(
+      BlockEventBus::Options{}, [cache](BlockEventSink* into, absl::FunctionRef<void()> then) {
+        cache->SnapshotInto(into, then);
+      });
+  cache_->SetEventSink(events_.get());
+  if (config.events_zmq_endpoint.empty()) return absl::OkStatus();
+  ZmqEventPublisherOptions zmq;
+  zmq.endpoint = config.events_zmq_endpoint;
+  zmq.replay_endpoint = config.events_zmq_replay_endpoint;
+  zmq.topic = config.events_zmq_topic;
+  zmq.buffer_steps = config.events_zmq_buffer_steps;
+  ASSIGN_OR_RETURN(zmq_events_,
+                   ZmqEventPublisher::Create(zmq, events_.get(), [cache](const NamespaceId& ns) {
+                     for (const NamespaceSnapshot& n : cache->Namespaces()) {
+                       if (n.id == ns) return n.spec.layout.tokens_per_block;
+                     }
+                     return uint32_t{0};  // closed meanwhile, or a hybrid's group
+                   }));
+  spdlog::info("KV events: publishing on {} (replay: {})", zmq.endpoint,
+               zmq.replay_endpoint.empty() ? "off" : zmq.replay_endpoint);
+  return absl::OkStatus();
+}
+
 Daemon::~Daemon() {
   Shutdown(absl::ZeroDuration());
+  // The event publisher and bus go before the cache: it stops reporting.
+  zmq_events_.reset();
+  if (cache_ != nullptr) cache_->SetEventSink(nullptr);
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
   if (arena_pinned_) {

@@ -21,6 +21,8 @@
 #include "datapath/copy_engine.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
+#include "events/block_event_bus.h"
+#include "events/zmq_event_publisher.h"
 #include "gpu/gpu_probe.h"
 #include "server/admin_service.h"
 #include "server/async/call_executor.h"
@@ -79,10 +81,17 @@ class Daemon {
 
  private:
   Daemon() = default;
+  // The event bus, reporting from the cache, and the ZeroMQ publisher if
+  // configured (UNAVAILABLE if its endpoints cannot be bound).
+  absl::Status StartEvents(const DaemonConfig& config);
 
   SystemClock clock_;
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<BlockCache> cache_;
+  // The cache's residency events (after cache_, which reports into it
+  // until ~Daemon unsets it) and their ZeroMQ publisher (null: off).
+  std::unique_ptr<BlockEventBus> events_;
+  std::unique_ptr<ZmqEventPublisher> zmq_events_;
   GpuInventory gpus_;
   std::unique_ptr<LookupPlanner> planner_;
   std::unique_ptr<CopyEngine> copy_engine_;

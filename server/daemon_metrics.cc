@@ -232,6 +232,9 @@ class AdminViewCollector final : public prometheus::Collectable {
     AddClusterSample(out, "kvtier_cluster_bad_records", false, "",
                      static_cast<double>(c.bad_records()));
     out->AddMessage(c.tier(), "cluster_tier_", {});
+    // kvtier_events_{reported,zmq_messages,zmq_events,zmq_resyncs,
+    // subscribers,subscribers_lost}.
+    out->AddMessage(c.events(), "events_", {});
   }
 
   // `scan`: this scrape runs the minute's self-check, which also counts each

@@ -46,6 +46,7 @@ inline constexpr RpcRole kRpcRoles[] = {
     {"Admin", "ListBlocks", Role::kAdmin},
     {"Admin", "Evict", Role::kAdmin},
     {"Admin", "GetCluster", Role::kAdmin},
+    {"Admin", "WatchBlocks", Role::kAdmin},
     // Peer: another daemon (the service hands out the arena's remote key).
     {"Peer", "Hello", Role::kPeer},
     {"Peer", "Stage", Role::kPeer},
