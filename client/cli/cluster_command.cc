@@ -21,6 +21,20 @@ struct ClusterFlags {
   std::vector<std::string> owner_keys;
 };
 
+// The block events this daemon publishes for routers.
+void PrintEvents(const v1::EventsStatus& e) {
+  std::cout << "block events: " << e.reported() << " reported, " << e.subscribers()
+            << " subscribers (" << e.subscribers_lost() << " dropped for falling behind)\n";
+  if (e.zmq_endpoint().empty()) {
+    std::cout << "  kv events (zmq): off (set events.zmq_endpoint)\n";
+    return;
+  }
+  std::cout << "  kv events (zmq) on " << e.zmq_endpoint() << ", replay "
+            << (e.zmq_replay_endpoint().empty() ? "off" : e.zmq_replay_endpoint()) << ": "
+            << e.zmq_events() << " events published in " << e.zmq_messages() << " messages, "
+            << e.zmq_resyncs() << " resyncs\n";
+}
+
 int Cluster(const Globals& g, const ClusterFlags& flags) {
   v1::GetClusterRequest request;
   if (!flags.owner_keys.empty() && flags.ns.empty()) {
@@ -45,6 +59,7 @@ int Cluster(const Globals& g, const ClusterFlags& flags) {
   }
   if (!r.enabled()) {
     std::cout << "not in a cluster: cluster.etcd is unset, the daemon runs alone\n";
+    PrintEvents(r.events());
     return 0;
   }
   // The bandwidth this daemon observed to each peer it has moved blocks with.
@@ -107,6 +122,7 @@ int Cluster(const Globals& g, const ClusterFlags& flags) {
               << " blocks taken), " << t.offer_failures() << " failed, " << t.offers_dropped()
               << " dropped\n";
   }
+  PrintEvents(r.events());
   for (int i = 0; i < r.owners_size() && i < request.keys_size(); ++i) {
     std::cout << "owner " << absl::BytesToHexString(request.keys(i)) << " " << r.owners(i) << "\n";
   }

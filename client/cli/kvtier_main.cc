@@ -8,6 +8,7 @@
 //   kvtier get KEY... -o FILE [--block-bytes N | --namespace ID]
 //   kvtier peers
 //   kvtier cluster [--namespace ID --owner KEY...]
+//   kvtier events [--namespace ID] [--snapshot] [--count N] [--seconds S]
 //   kvtier transfer --peer ADDR [--push | --pull] KEY... [--block-bytes N | --namespace ID]
 //   kvtier replay TRACE [--model NAME] [--speed N] ...
 //   kvtier plan kv|budget|fetch|tiers|pd|preempt|mla|quant|fp8|sharing|strand|state
@@ -16,7 +17,7 @@
 // 2 bad usage or a local file error.
 //
 // Each command group registers itself and what it runs (view_commands.h,
-// cluster_command.h,
+// cluster_command.h, events_command.h,
 // block_commands.h, replay_command.h, plan_subcommand.h); main parses and
 // runs the one named.
 #include <cstdio>
@@ -27,6 +28,7 @@
 #include "client/cli/cluster_command.h"
 #include "client/cli/command_set.h"
 #include "client/cli/daemon_connection.h"
+#include "client/cli/events_command.h"
 #include "client/cli/plan_subcommand.h"
 #include "client/cli/replay_command.h"
 #include "client/cli/view_commands.h"
@@ -44,6 +46,7 @@ int Run(int argc, char** argv) {
   CommandSet commands;
   RegisterViewCommands(app, &commands);
   RegisterClusterCommand(app, &commands);
+  RegisterEventsCommand(app, &commands);
   RegisterBlockCommands(app, &commands);
   RegisterReplayCommand(app, &commands);
   RegisterPlanCommand(app, &commands);

@@ -2,10 +2,10 @@
 # A cluster as an operator runs it, with the real binaries on loopback: a
 # real etcd (Debian's etcd-server) and three kvtierd members (UCX over
 # tcp/lo). Checks: the three join and agree on owners; a file put on node A
-# reaches the owner of its chain and is served to node B byte-exact through
-# the shared tier; the owner killed with SIGKILL: a Get of a chain only it
-# held is a quick miss while it is still in the ring, it leaves the ring
-# within its lease, and the others keep serving byte-exact;
+# reaches the owner of its chain and, evicted from A, is served to node B
+# byte-exact through the shared tier; the owner killed with SIGKILL: a Get
+# of a chain only it held is a quick miss while it is still in the ring, it
+# leaves the ring within its lease, and the others keep serving byte-exact;
 # etcd killed: the members keep serving, report etcd down and go
 # local-only; etcd back: they rejoin it; the killed member restarted on its
 # address rejoins with a new daemon id.
@@ -116,6 +116,12 @@ for _ in $(seq 1 50); do
 done
 cmp "$WORK/prompt.kv" "$WORK/owner.kv" || fail "the owner does not serve the chain byte-exact"
 [[ $(field "$ADDR_a" "int(c['tier']['offered_blocks'])") -ge 4 ]] || fail "a counted no offer"
+
+step "a evicts the chain; its owner still holds it"
+"$KVTIER" --addr "$ADDR_a" evict --namespace "$NS" >/dev/null
+left=$("$KVTIER" --addr "$ADDR_a" --json blocks --namespace "$NS" |
+  python3 -c "import json,sys; print(int(json.load(sys.stdin).get('total_blocks', 0)))")
+[[ "$left" == 0 ]] || fail "a still holds $left blocks after evicting"
 
 step "a third member serves it byte-exact through the shared tier"
 "$KVTIER" --addr "$READER" get "${KEYS[@]}" -o "$WORK/reader.kv" --block-bytes 1MiB

@@ -123,7 +123,26 @@ rc=0; "$KVTIER" --addr "$ADDR" evict 2>/dev/null || rc=$?
 [[ $rc -eq 2 ]] || fail "evict without a scope should be a usage error"
 # The second put namespace (64 KiB blocks) goes; the first stays.
 NS2=$("$KVTIER" --addr "$ADDR" namespaces | awk '/ 46 blocks,/ {print $1}')
+# Block events: a watcher with a snapshot sees NS2's 46 blocks on host and
+# nvme, then each leaving both tiers in the evict below.
+"$KVTIER" --addr "$ADDR" events --namespace "$NS2" --snapshot --count 184 --seconds 30 \
+  >"$WORK/events.txt" &
+EVENTS_PID=$!
+for _ in $(seq 1 100); do
+  grep -q "^-- snapshot done" "$WORK/events.txt" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q "^-- snapshot done" "$WORK/events.txt" || fail "events: no snapshot"
 "$KVTIER" --addr "$ADDR" --json evict --namespace "$NS2" >"$WORK/evict.json"
+wait "$EVENTS_PID" || fail "kvtier events failed"
+[[ $(grep -c "^stored  host $NS2 " "$WORK/events.txt") -eq 46 ]] || fail "events: host snapshot"
+[[ $(grep -c "^stored  nvme $NS2 " "$WORK/events.txt") -eq 46 ]] || fail "events: nvme snapshot"
+[[ $(grep -c "^removed host $NS2 " "$WORK/events.txt") -eq 46 ]] || fail "events: host removals"
+[[ $(grep -c "^removed nvme $NS2 " "$WORK/events.txt") -eq 46 ]] || fail "events: nvme removals"
+"$KVTIER" --addr "$ADDR" cluster | grep -q "^block events: [1-9][0-9]* reported" ||
+  fail "cluster does not report block events"
+rc=0; "$KVTIER" --addr "$ADDR" events --namespace zz --count 1 2>/dev/null || rc=$?
+[[ $rc -eq 1 ]] || fail "events with a bad namespace id should exit 1, got $rc"
 grep -q '"blocks_evicted": "46"' "$WORK/evict.json" || fail "evict: $(cat "$WORK/evict.json")"
 grep -q '"done": true' "$WORK/evict.json" || fail "evict did not finish"
 # shellcheck disable=SC2046
