@@ -233,7 +233,7 @@ class AdminViewCollector final : public prometheus::Collectable {
                      static_cast<double>(c.bad_records()));
     out->AddMessage(c.tier(), "cluster_tier_", {});
     // kvtier_events_{reported,zmq_messages,zmq_events,zmq_resyncs,
-    // subscribers,subscribers_lost}.
+    // subscribers_lost}_total and kvtier_events_subscribers.
     out->AddMessage(c.events(), "events_", {});
   }
 

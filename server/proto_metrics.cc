@@ -44,7 +44,12 @@ bool IsCounterField(const std::string& name) {
                                                                   "offers",
                                                                   "offered_blocks",
                                                                   "offer_failures",
-                                                                  "offers_dropped"};
+                                                                  "offers_dropped",
+                                                                  "reported",
+                                                                  "zmq_messages",
+                                                                  "zmq_events",
+                                                                  "zmq_resyncs",
+                                                                  "subscribers_lost"};
   return names->contains(name);
 }
 

@@ -87,6 +87,13 @@ PANELS = [
       ("rate(kvtier_cluster_tier_pull_failures_total[5m])", "{{instance}} pull failures/s"),
       ("rate(kvtier_cluster_tier_offered_blocks_total[5m])", "{{instance}} blocks offered/s")],
      "timeseries", "Bytes Lookups and Gets pulled from chains' owners, and chains offered to them."),
+    ("KV events", "ops",
+     [("rate(kvtier_events_reported_total[5m])", "{{instance}} residency changes/s"),
+      ("rate(kvtier_events_zmq_events_total[5m])", "{{instance}} published (zmq)/s"),
+      ("increase(kvtier_events_subscribers_lost_total[1h])", "{{instance}} watchers dropped / h"),
+      ("increase(kvtier_events_zmq_resyncs_total[1h])", "{{instance}} publisher resyncs / h")],
+     "timeseries", "Blocks entering and leaving the tiers, as routers see them "
+     "(docs/operations.md#kv-events)."),
 ]
 
 
