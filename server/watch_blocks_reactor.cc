@@ -96,11 +96,27 @@ void WatchBlocksReactor::OnDone() {
 }
 
 void WatchBlocksReactor::Pump() {
-  enum { kNothing, kWrite, kFinish } step = kNothing;
+  enum { kNothing, kWrite, kFinish, kCancel } step = kNothing;
   grpc::Status status;
   {
     MutexLock lock(&mu_);
-    if (writing_ || finished_ || sub_ == nullptr) return;
+    if (finished_ || sub_ == nullptr) return;
+    if (writing_) {
+      // Lost while a write is stuck behind a client that stopped reading:
+      // cancel the call, or it would never end.
+      if (!cancel_asked_ && sub_->lost()) {
+        cancel_asked_ = true;
+        step = kCancel;
+      }
+    }
+  }
+  if (step == kCancel) {
+    context_->TryCancel();
+    return;
+  }
+  {
+    MutexLock lock(&mu_);
+    if (writing_ || finished_) return;
     if (cancelled_) {
       finished_ = true;
       step = kFinish;

@@ -4,7 +4,8 @@
 // if asked for, comes first and its last message is marked snapshot_done
 // (an empty marked message for an empty cache). It ends the call with
 // RESOURCE_EXHAUSTED when the subscription is lost (the client read too
-// slowly), and ends it when the client cancels.
+// slowly; if a write is still stuck behind it, the call is cancelled), and
+// ends it when the client cancels.
 //
 // Lifetime: gRPC owns it (deleted at OnDone). The bus's wake-up reaches it
 // through a link that OnDone severs, waiting out a wake-up in progress.
@@ -56,7 +57,8 @@ class WatchBlocksReactor final : public grpc::ServerWriteReactor<v1::BlockEvents
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  size_t snapshot_left_ ABSL_GUARDED_BY(mu_) = 0;  // snapshot events not yet written
+  bool cancel_asked_ ABSL_GUARDED_BY(mu_) = false;  // TryCancel for a stuck, lost watcher
+  size_t snapshot_left_ ABSL_GUARDED_BY(mu_) = 0;   // snapshot events not yet written
   bool snapshot_marked_ ABSL_GUARDED_BY(mu_) = true;
   v1::BlockEvents current_;  // the message being written (the writer's own)
 };
