@@ -44,7 +44,15 @@ void BlockEventBus::OnBlockEvent(const BlockEvent& event) {
   reported_.fetch_add(1, std::memory_order_relaxed);
   MutexLock lock(&mu_);
   const uint64_t seq = next_seq_++;
-  if (subscribers_.empty()) return;  // nobody to tell; nothing to keep
+  if (subscribers_.empty() || overflowed_) return;  // nobody to tell, or all lost
+  if (pending_.size() >= options_.max_pending) {
+    // The dispatcher is that far behind: every subscriber is lost (at its
+    // next pass) and nothing more is kept meanwhile.
+    overflowed_ = true;
+    pending_.clear();
+    pending_.shrink_to_fit();
+    return;
+  }
   pending_.push_back(Sequenced{seq, event});
 }
 
@@ -80,12 +88,14 @@ void BlockEventBus::DispatchLoop() {
     bool overflow = false;
     {
       MutexLock lock(&mu_);
-      auto ready = [this]()
-                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !pending_.empty(); };
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || overflowed_ || !pending_.empty();
+      };
       mu_.AwaitWithTimeout(Condition(&ready), absl::Milliseconds(200));
       if (stop_) return;
       batch.swap(pending_);
-      overflow = batch.size() > options_.max_pending;
+      overflow = overflowed_;
+      overflowed_ = false;
       // Forget subscriptions that are gone, cancelled or lost.
       std::erase_if(subscribers_, [&](const std::weak_ptr<Subscription>& w) {
         std::shared_ptr<Subscription> sub = w.lock();

@@ -64,8 +64,8 @@ class BlockEventBus final : public BlockEventSink {
   // A new subscriber to the events of `ns` (every namespace when nullopt),
   // with the current contents first if `snapshot`. `wake` (may be empty)
   // runs on the dispatcher thread, outside every lock, whenever the
-  // subscription gains events or is lost; it must be quick and must not
-  // call Subscribe.
+  // subscription gains events or is lost (and once on the calling thread
+  // after a snapshot); it must be quick and must not call Subscribe.
   std::shared_ptr<Subscription> Subscribe(std::optional<NamespaceId> ns, bool snapshot,
                                           std::function<void()> wake = {}) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -87,6 +87,7 @@ class BlockEventBus final : public BlockEventSink {
   mutable Mutex mu_;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Sequenced> pending_ ABSL_GUARDED_BY(mu_);
+  bool overflowed_ ABSL_GUARDED_BY(mu_) = false;  // pending_ hit max_pending
   std::vector<std::weak_ptr<Subscription>> subscribers_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread dispatcher_;

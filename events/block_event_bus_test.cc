@@ -118,13 +118,14 @@ TEST_F(BlockEventBusTest, SnapshotThenChangesMirrorTheContentsUnderConcurrentWri
   absl::SleepFor(absl::Milliseconds(100));
   stop.store(true);
   writer.join();
-  // Wait until the dispatcher has handed over everything reported.
+  // Until the dispatcher has handed over everything reported (the cache
+  // no longer changes).
   BlockEventMirror mirror;
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    std::vector<BlockEvent> got = sub->Take(100000);
-    if (got.empty() && !sub->Wait(absl::Milliseconds(300))) break;
-    mirror.ApplyAll(got);
+  const auto contents = SnapshotContents(*cache_);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline && mirror.contents() != contents) {
+    sub->Wait(absl::Milliseconds(50));
+    mirror.ApplyAll(sub->Take(100000));
   }
   EXPECT_FALSE(sub->lost());
   EXPECT_EQ(mirror.errors(), std::vector<std::string>());
@@ -160,6 +161,26 @@ TEST_F(BlockEventBusTest, SlowSubscriberIsLostAndCanResubscribe) {
   EXPECT_EQ(again->snapshot_events(), 10u);
   EXPECT_EQ(again->Take(100).size(), 10u);
   EXPECT_FALSE(again->lost());
+}
+
+TEST_F(BlockEventBusTest, DispatcherFallingBehindLosesEverySubscriberAndKeepsNothing) {
+  Make(BlockEventBus::Options{.subscriber_capacity = 1 << 16, .max_pending = 4});
+  Notification release;
+  std::atomic<int> wakes{0};
+  // The first wake-up holds the dispatcher while the cache reports on.
+  auto sub = bus_->Subscribe(std::nullopt, false, [&] {
+    if (wakes.fetch_add(1) == 0) release.WaitForNotification();
+  });
+  ASSERT_TRUE(Put(ns_, "a", 1).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (wakes.load() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(wakes.load(), 1);
+  ASSERT_TRUE(Put(ns_, "b", 10).ok());  // 10 pending > 4: dropped, not queued
+  release.Notify();
+  while (!sub->lost() && absl::Now() < deadline) sub->Wait(absl::Milliseconds(20));
+  EXPECT_TRUE(sub->lost());
+  EXPECT_EQ(bus_->subscribers_lost(), 1u);
+  EXPECT_TRUE(sub->Take(100).empty());
 }
 
 TEST_F(BlockEventBusTest, CancelledAndDestroyedSubscriptionsAreForgotten) {

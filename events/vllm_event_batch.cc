@@ -7,7 +7,11 @@
 namespace kvtier {
 namespace {
 
-void PackBin(msgpack::packer<msgpack::sbuffer>& pk, const BlockKey& key) {
+void PackHash(msgpack::packer<msgpack::sbuffer>& pk, const BlockKey& key, bool as_int) {
+  if (as_int) {
+    pk.pack_uint64(IntBlockHash(key));
+    return;
+  }
   pk.pack_bin(static_cast<uint32_t>(key.size()));
   pk.pack_bin_body(key.bytes().data(), static_cast<uint32_t>(key.size()));
 }
@@ -29,7 +33,7 @@ std::vector<Run> Runs(absl::Span<const BlockEvent> events) {
     if (!runs.empty()) {
       const BlockEvent& prev = events[i - 1];
       const BlockEvent& e = events[i];
-      const bool same = e.kind == prev.kind && e.medium == prev.medium;
+      const bool same = e.kind == prev.kind && e.medium == prev.medium && e.ns == prev.ns;
       const bool joins = same && (e.kind == BlockEvent::Kind::kRemoved || e.parent == prev.key);
       if (joins) {
         runs.back().end = i + 1;
@@ -43,15 +47,22 @@ std::vector<Run> Runs(absl::Span<const BlockEvent> events) {
 
 }  // namespace
 
+uint64_t IntBlockHash(const BlockKey& key) {
+  uint64_t v = 0;
+  for (unsigned char c : key.bytes()) v = (v << 8) | c;  // keeps the low 64 bits
+  return v;
+}
+
 std::string EncodeVllmEventBatch(double ts, absl::Span<const BlockEvent> events,
-                                 uint32_t tokens_per_block, bool all_cleared_first) {
+                                 const VllmBatchOptions& options) {
   const std::vector<Run> runs = Runs(events);
+  const bool as_int = options.int_hashes;
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);
   pk.pack_array(2);
   pk.pack_double(ts);
-  pk.pack_array(static_cast<uint32_t>(runs.size() + (all_cleared_first ? 1 : 0)));
-  if (all_cleared_first) {
+  pk.pack_array(static_cast<uint32_t>(runs.size() + (options.all_cleared_first ? 1 : 0)));
+  if (options.all_cleared_first) {
     pk.pack_array(1);
     PackStr(pk, "AllBlocksCleared");
   }
@@ -62,14 +73,14 @@ std::string EncodeVllmEventBatch(double ts, absl::Span<const BlockEvent> events,
       pk.pack_array(8);
       PackStr(pk, "BlockStored");
       pk.pack_array(n);
-      for (size_t i = run.begin; i < run.end; ++i) PackBin(pk, events[i].key);
+      for (size_t i = run.begin; i < run.end; ++i) PackHash(pk, events[i].key, as_int);
       if (first.parent.empty()) {
         pk.pack_nil();
       } else {
-        PackBin(pk, first.parent);
+        PackHash(pk, first.parent, as_int);
       }
       pk.pack_array(0);  // token_ids: not held by kvtier
-      pk.pack_uint32(tokens_per_block);
+      pk.pack_uint32(options.block_size(first.ns));
       pk.pack_nil();  // lora_id
       PackStr(pk, MediumName(first.medium));
       pk.pack_nil();  // lora_name
@@ -77,7 +88,7 @@ std::string EncodeVllmEventBatch(double ts, absl::Span<const BlockEvent> events,
       pk.pack_array(3);
       PackStr(pk, "BlockRemoved");
       pk.pack_array(n);
-      for (size_t i = run.begin; i < run.end; ++i) PackBin(pk, events[i].key);
+      for (size_t i = run.begin; i < run.end; ++i) PackHash(pk, events[i].key, as_int);
       PackStr(pk, MediumName(first.medium));
     }
   }

@@ -49,7 +49,9 @@ TEST(VllmEventBatchTest, ChainsMergeIntoOneBlockStoredAndLayoutIsVllms) {
                                           Removed("c"),
                                           Removed("x"),  // one removal
                                           Removed("a", Medium::kNvme)};
-  const std::string payload = EncodeVllmEventBatch(1234.5, events, 16, false);
+  auto sixteen = [](const NamespaceId&) { return uint32_t{16}; };
+  const std::string payload =
+      EncodeVllmEventBatch(1234.5, events, {.int_hashes = false, .block_size = sixteen});
   msgpack::object_handle h = msgpack::unpack(payload.data(), payload.size());
   const msgpack::object& batch = h.get();
   ASSERT_EQ(batch.type, msgpack::type::ARRAY);
@@ -91,16 +93,50 @@ TEST(VllmEventBatchTest, ChainsMergeIntoOneBlockStoredAndLayoutIsVllms) {
 }
 
 TEST(VllmEventBatchTest, AllBlocksClearedComesFirstWhenAsked) {
-  const std::string payload = EncodeVllmEventBatch(1.0, {Stored("a", "")}, 16, true);
+  auto sixteen = [](const NamespaceId&) { return uint32_t{16}; };
+  const std::string payload =
+      EncodeVllmEventBatch(1.0, {Stored("a", "")},
+                           {.int_hashes = false, .block_size = sixteen, .all_cleared_first = true});
   msgpack::object_handle h = msgpack::unpack(payload.data(), payload.size());
   const msgpack::object& list = h.get().via.array.ptr[1];
   ASSERT_EQ(list.via.array.size, 2u);
   ASSERT_EQ(list.via.array.ptr[0].via.array.size, 1u);
   EXPECT_EQ(Str(list.via.array.ptr[0].via.array.ptr[0]), "AllBlocksCleared");
   EXPECT_EQ(Str(list.via.array.ptr[1].via.array.ptr[0]), "BlockStored");
-  const std::string empty = EncodeVllmEventBatch(1.0, {}, 0, false);
+  const std::string empty = EncodeVllmEventBatch(1.0, {}, {.block_size = sixteen});
   h = msgpack::unpack(empty.data(), empty.size());
   EXPECT_EQ(h.get().via.array.ptr[1].via.array.size, 0u);
+}
+
+TEST(VllmEventBatchTest, IntHashesAreTheKeysLow64BitsAsVllmSendsThem) {
+  // vLLM: int.from_bytes(hash, "big") & (2**64 - 1).
+  EXPECT_EQ(IntBlockHash(Key("\x01\x02")), 0x0102u);
+  const BlockKey long_key = *BlockKey::Create("0123456789abcdef");  // 16 bytes
+  EXPECT_EQ(IntBlockHash(long_key), 0x3839616263646566u);           // "89abcdef"
+  BlockEvent child = Stored("x", "");
+  child.key = long_key;
+  child.parent = Key("\x01\x02");
+  auto zero = [](const NamespaceId&) { return uint32_t{0}; };
+  const std::string payload = EncodeVllmEventBatch(2.0, {child}, {.block_size = zero});
+  msgpack::object_handle h = msgpack::unpack(payload.data(), payload.size());
+  const msgpack::object& stored = h.get().via.array.ptr[1].via.array.ptr[0];
+  ASSERT_EQ(stored.via.array.ptr[1].via.array.size, 1u);
+  EXPECT_EQ(stored.via.array.ptr[1].via.array.ptr[0].type, msgpack::type::POSITIVE_INTEGER);
+  EXPECT_EQ(stored.via.array.ptr[1].via.array.ptr[0].as<uint64_t>(), 0x3839616263646566u);
+  EXPECT_EQ(stored.via.array.ptr[2].as<uint64_t>(), 0x0102u);
+}
+
+TEST(VllmEventBatchTest, ChainsOfDifferentNamespacesAreSeparateEvents) {
+  BlockEvent a = Stored("a", "");
+  BlockEvent b = Stored("b", "a");
+  b.ns = NamespaceId::FromParts(3, 4);  // same keys, another model
+  auto size = [](const NamespaceId& ns) { return ns == NamespaceId::FromParts(3, 4) ? 32u : 16u; };
+  const std::string payload = EncodeVllmEventBatch(1.0, {a, b}, {.block_size = size});
+  msgpack::object_handle h = msgpack::unpack(payload.data(), payload.size());
+  const msgpack::object& list = h.get().via.array.ptr[1];
+  ASSERT_EQ(list.via.array.size, 2u);
+  EXPECT_EQ(list.via.array.ptr[0].via.array.ptr[4].as<uint32_t>(), 16u);
+  EXPECT_EQ(list.via.array.ptr[1].via.array.ptr[4].as<uint32_t>(), 32u);
 }
 
 }  // namespace

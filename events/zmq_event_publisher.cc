@@ -1,16 +1,18 @@
 #include "events/zmq_event_publisher.h"
 
+#include <algorithm>
 #include <array>
+#include <climits>
 #include <deque>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "events/vllm_event_batch.h"
 #include "spdlog/spdlog.h"
 #include "zmq.hpp"
@@ -54,17 +56,20 @@ class ZmqEventPublisher::Sockets {
   int64_t next_seq = 0;
   struct Sent {
     int64_t seq;
-    std::string topic;
     std::string payload;
   };
   std::deque<Sent> buffer;
-  // Namespaces whose AllBlocksCleared went out since the last resync.
-  absl::flat_hash_set<NamespaceId> cleared;
-  absl::flat_hash_map<NamespaceId, uint32_t> tokens;  // 0s are asked again
+  // Namespaces described so far; an unknown one (nullopt) is asked again
+  // after a second.
+  struct Known {
+    std::optional<NamespaceInfo> info;
+    absl::Time asked;
+  };
+  absl::flat_hash_map<NamespaceId, Known> namespaces;
 };
 
 absl::StatusOr<std::unique_ptr<ZmqEventPublisher>> ZmqEventPublisher::Create(
-    const ZmqEventPublisherOptions& options, BlockEventBus* bus, TokensPerBlock tokens) {
+    const ZmqEventPublisherOptions& options, BlockEventBus* bus, DescribeNamespace describe) {
   if (absl::Status s = CheckEndpoint(options.endpoint, "events endpoint"); !s.ok()) return s;
   if (!options.replay_endpoint.empty()) {
     if (absl::Status s = CheckEndpoint(options.replay_endpoint, "replay endpoint"); !s.ok()) {
@@ -83,6 +88,10 @@ absl::StatusOr<std::unique_ptr<ZmqEventPublisher>> ZmqEventPublisher::Create(
     if (!options.replay_endpoint.empty()) {
       sockets->replay.emplace(sockets->context, zmq::socket_type::router);
       sockets->replay->set(zmq::sockopt::linger, 0);
+      // A replay answers with up to the whole buffer and its end marker;
+      // ROUTER drops silently past its high-water mark.
+      sockets->replay->set(zmq::sockopt::sndhwm,
+                           static_cast<int>(std::min<size_t>(options.buffer_steps + 2, INT32_MAX)));
       sockets->replay->bind(options.replay_endpoint);
     }
   } catch (const zmq::error_t& e) {
@@ -91,12 +100,12 @@ absl::StatusOr<std::unique_ptr<ZmqEventPublisher>> ZmqEventPublisher::Create(
                                                options.replay_endpoint, "'): ", e.what()));
   }
   return std::unique_ptr<ZmqEventPublisher>(
-      new ZmqEventPublisher(options, bus, std::move(tokens), std::move(sockets)));
+      new ZmqEventPublisher(options, bus, std::move(describe), std::move(sockets)));
 }
 
 ZmqEventPublisher::ZmqEventPublisher(const ZmqEventPublisherOptions& options, BlockEventBus* bus,
-                                     TokensPerBlock tokens, std::unique_ptr<Sockets> sockets)
-    : options_(options), bus_(bus), tokens_(std::move(tokens)), sockets_(std::move(sockets)) {
+                                     DescribeNamespace describe, std::unique_ptr<Sockets> sockets)
+    : options_(options), bus_(bus), describe_(std::move(describe)), sockets_(std::move(sockets)) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -107,91 +116,96 @@ ZmqEventPublisher::~ZmqEventPublisher() {
 
 void ZmqEventPublisher::Run() {
   Sockets& s = *sockets_;
-  auto send = [&](const std::string& topic, const std::string& payload) {
+  auto send = [&](const std::string& payload) {
     const int64_t seq = s.next_seq++;
     const std::array<char, 8> seq_bytes = BigEndian(seq);
     try {
-      s.pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+      s.pub.send(zmq::buffer(options_.topic), zmq::send_flags::sndmore);
       s.pub.send(zmq::buffer(seq_bytes), zmq::send_flags::sndmore);
       s.pub.send(zmq::buffer(payload), zmq::send_flags::none);
     } catch (const zmq::error_t& e) {
       spdlog::warn("KV events: send failed: {}", e.what());
     }
-    s.buffer.push_back(Sockets::Sent{seq, topic, payload});
+    s.buffer.push_back(Sockets::Sent{seq, payload});
     if (s.buffer.size() > options_.buffer_steps) s.buffer.pop_front();
     messages_.fetch_add(1, std::memory_order_relaxed);
   };
   auto now = [] { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); };
-  auto tokens_of = [&](const NamespaceId& ns) {
-    uint32_t& t = s.tokens[ns];
-    if (t == 0) t = tokens_(ns);
-    return t;
+  auto describe = [&](const NamespaceId& ns) -> const std::optional<NamespaceInfo>& {
+    auto [it, fresh] = s.namespaces.try_emplace(ns);
+    if (fresh ||
+        (!it->second.info.has_value() && absl::Now() - it->second.asked > absl::Seconds(1))) {
+      it->second.info = describe_(ns);
+      it->second.asked = absl::Now();
+    }
+    return it->second.info;
   };
-  auto publish = [&](absl::Span<const BlockEvent> events) {
-    const NamespaceId& ns = events.front().ns;
-    const bool first = s.cleared.insert(ns).second;
-    send(absl::StrCat(options_.topic, ns.ToHex()),
-         EncodeVllmEventBatch(now(), events, tokens_of(ns), /*all_cleared_first=*/first));
-    events_.fetch_add(events.size(), std::memory_order_relaxed);
+  auto block_size = [&](const NamespaceId& ns) {
+    const std::optional<NamespaceInfo>& info = describe(ns);
+    return info.has_value() ? info->tokens_per_block : 0u;
+  };
+  auto published = [&](const BlockEvent& e) {
+    if (options_.model.empty()) return true;
+    const std::optional<NamespaceInfo>& info = describe(e.ns);
+    return info.has_value() && info->model_id == options_.model;
   };
   auto serve_replay = [&] {
     if (!s.replay.has_value()) return;
-    zmq::pollitem_t item{s.replay->handle(), 0, ZMQ_POLLIN, 0};
-    while (zmq::poll(&item, 1, std::chrono::milliseconds(0)) > 0) {
-      std::vector<zmq::message_t> frames;
-      if (!zmq::recv_multipart(*s.replay, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-        return;
-      }
-      if (frames.size() != 3 || frames[2].size() != 8) {
-        spdlog::warn("KV events: malformed replay request ({} frames) ignored", frames.size());
-        continue;
-      }
-      const int64_t start = FromBigEndian(frames[2]);
-      const std::string id = frames[0].to_string();
-      auto reply = [&](absl::string_view topic, const std::array<char, 8>& seq,
-                       absl::string_view payload) {
-        s.replay->send(zmq::buffer(id), zmq::send_flags::sndmore);
-        s.replay->send(zmq::message_t(), zmq::send_flags::sndmore);
-        s.replay->send(zmq::buffer(topic.data(), topic.size()), zmq::send_flags::sndmore);
-        s.replay->send(zmq::buffer(seq), zmq::send_flags::sndmore);
-        s.replay->send(zmq::buffer(payload.data(), payload.size()), zmq::send_flags::none);
-      };
-      try {
-        for (const Sockets::Sent& m : s.buffer) {
-          if (m.seq >= start) reply(m.topic, BigEndian(m.seq), m.payload);
+    try {
+      zmq::pollitem_t item{s.replay->handle(), 0, ZMQ_POLLIN, 0};
+      while (zmq::poll(&item, 1, std::chrono::milliseconds(0)) > 0) {
+        std::vector<zmq::message_t> frames;
+        if (!zmq::recv_multipart(*s.replay, std::back_inserter(frames),
+                                 zmq::recv_flags::dontwait)) {
+          return;
         }
-        reply("", BigEndian(-1), "");
-      } catch (const zmq::error_t& e) {
-        spdlog::warn("KV events: replay failed: {}", e.what());
+        if (frames.size() != 3 || frames[2].size() != 8) {
+          spdlog::warn("KV events: malformed replay request ({} frames) ignored", frames.size());
+          continue;
+        }
+        const int64_t start = FromBigEndian(frames[2]);
+        const std::string id = frames[0].to_string();
+        auto reply = [&](const std::array<char, 8>& seq, absl::string_view payload) {
+          s.replay->send(zmq::buffer(id), zmq::send_flags::sndmore);
+          s.replay->send(zmq::message_t(), zmq::send_flags::sndmore);
+          s.replay->send(zmq::buffer(seq), zmq::send_flags::sndmore);
+          s.replay->send(zmq::buffer(payload.data(), payload.size()), zmq::send_flags::none);
+        };
+        for (const Sockets::Sent& m : s.buffer) {
+          if (m.seq >= start) reply(BigEndian(m.seq), m.payload);
+        }
+        reply(BigEndian(-1), "");
       }
+    } catch (const zmq::error_t& e) {
+      spdlog::warn("KV events: replay failed: {}", e.what());
     }
   };
 
-  std::shared_ptr<BlockEventBus::Subscription> sub = bus_->Subscribe(std::nullopt, true);
+  std::shared_ptr<BlockEventBus::Subscription> sub;
+  bool clear_next = false;
   while (!stop_.load()) {
-    if (sub->lost()) {
-      // Fell behind: consumers drop what they knew, then get the contents.
-      resyncs_.fetch_add(1, std::memory_order_relaxed);
-      spdlog::warn("KV events: publisher fell behind; clearing and republishing the contents");
-      for (const NamespaceId& ns : s.cleared) {
-        send(absl::StrCat(options_.topic, ns.ToHex()),
-             EncodeVllmEventBatch(now(), {}, 0, /*all_cleared_first=*/true));
+    if (sub == nullptr || sub->lost()) {
+      if (sub != nullptr) {
+        resyncs_.fetch_add(1, std::memory_order_relaxed);
+        spdlog::warn("KV events: publisher fell behind; clearing and republishing the contents");
       }
-      // Those namespaces stay in `cleared`: their next batches need none.
-      sub = bus_->Subscribe(std::nullopt, true);
+      // Consumers drop what they knew, then get the contents.
+      sub = bus_->Subscribe(std::nullopt, /*snapshot=*/true);
+      clear_next = true;
     }
     serve_replay();
-    if (!sub->Wait(absl::Milliseconds(50))) continue;
-    const std::vector<BlockEvent> events = sub->Take(options_.max_events_per_batch);
-    size_t begin = 0;
-    for (size_t i = 1; i <= events.size(); ++i) {
-      if (i == events.size() || !(events[i].ns == events[begin].ns)) {
-        publish(absl::MakeConstSpan(events).subspan(begin, i - begin));
-        begin = i;
-      }
-    }
+    if (!sub->Wait(absl::Milliseconds(50)) && !clear_next) continue;
+    std::vector<BlockEvent> events = sub->Take(options_.max_events_per_batch);
+    std::erase_if(events, [&](const BlockEvent& e) { return !published(e); });
+    if (events.empty() && !clear_next) continue;
+    send(EncodeVllmEventBatch(now(), events,
+                              {.int_hashes = options_.int_hashes,
+                               .block_size = block_size,
+                               .all_cleared_first = clear_next}));
+    events_.fetch_add(events.size(), std::memory_order_relaxed);
+    clear_next = false;
   }
-  sub->Cancel();
+  if (sub != nullptr) sub->Cancel();
 }
 
 }  // namespace kvtier

@@ -49,6 +49,7 @@ class ZmqEventPublisherTest : public ::testing::Test {
     options_.endpoint = base + ".pub";
     options_.replay_endpoint = base + ".replay";
     options_.topic = "kv@";
+    options_.int_hashes = false;  // keys as bytes: readable below
   }
   void TearDown() override {
     publisher_.reset();
@@ -57,7 +58,11 @@ class ZmqEventPublisherTest : public ::testing::Test {
 
   void Start() {
     auto p = ZmqEventPublisher::Create(
-        options_, bus_.get(), [this](const NamespaceId& ns) { return ns == ns_ ? 16u : 0u; });
+        options_, bus_.get(),
+        [this](const NamespaceId& ns) -> std::optional<ZmqEventPublisher::NamespaceInfo> {
+          if (!(ns == ns_)) return std::nullopt;
+          return ZmqEventPublisher::NamespaceInfo{"model-a", 16};
+        });
     ASSERT_TRUE(p.ok()) << p.status();
     publisher_ = *std::move(p);
   }
@@ -93,7 +98,7 @@ TEST_F(ZmqEventPublisherTest, SubscriberGetsVllmFramesAndReplayReturnsThem) {
   ASSERT_EQ(publisher_->messages_published(), 1u);  // the snapshot
   zmq::context_t ctx;
   zmq::socket_t sub(ctx, zmq::socket_type::sub);
-  sub.set(zmq::sockopt::subscribe, "kv@" + ns_.ToHex());
+  sub.set(zmq::sockopt::subscribe, "kv@");
   sub.set(zmq::sockopt::rcvtimeo, 200);
   sub.connect(options_.endpoint);
   // A subscription takes a moment to reach the publisher (messages before
@@ -106,7 +111,7 @@ TEST_F(ZmqEventPublisherTest, SubscriberGetsVllmFramesAndReplayReturnsThem) {
     if (!zmq::recv_multipart(sub, std::back_inserter(frames))) frames.clear();
   }
   ASSERT_EQ(frames.size(), 3u);
-  EXPECT_EQ(frames[0].to_string(), "kv@" + ns_.ToHex());
+  EXPECT_EQ(frames[0].to_string(), "kv@");
   const int64_t seq = Seq(frames[1]);
   EXPECT_GE(seq, 1);  // seq 0 was the snapshot
   msgpack::object_handle h =
@@ -152,23 +157,39 @@ TEST_F(ZmqEventPublisherTest, SubscriberGetsVllmFramesAndReplayReturnsThem) {
   for (;;) {
     std::vector<zmq::message_t> r;
     ASSERT_TRUE(zmq::recv_multipart(replay, std::back_inserter(r)));
-    ASSERT_EQ(r.size(), 4u);  // empty, topic, seq, payload
-    const int64_t seq = Seq(r[2]);
+    ASSERT_EQ(r.size(), 3u);  // empty, seq, payload (vLLM's replay)
+    EXPECT_EQ(r[0].size(), 0u);
+    const int64_t seq = Seq(r[1]);
     if (seq == -1) {
-      EXPECT_EQ(r[3].size(), 0u);
+      EXPECT_EQ(r[2].size(), 0u);
       break;
     }
     seqs.push_back(seq);
     if (seq == 0) {
-      h = msgpack::unpack(static_cast<const char*>(r[3].data()), r[3].size());
+      h = msgpack::unpack(static_cast<const char*>(r[2].data()), r[2].size());
       const msgpack::object& first = h.get().via.array.ptr[1];
-      ASSERT_EQ(first.via.array.size, 2u);
+      ASSERT_EQ(first.via.array.size, 2u);  // the stream starts with a clear, then the contents
       EXPECT_EQ(first.via.array.ptr[0].via.array.ptr[0].as<std::string>(), "AllBlocksCleared");
+      EXPECT_EQ(first.via.array.ptr[1].via.array.ptr[1].via.array.ptr[0].as<std::string>(), "pre");
     }
   }
   std::vector<int64_t> want(messages);
   for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<int64_t>(i);
   EXPECT_EQ(seqs, want);
+}
+
+TEST_F(ZmqEventPublisherTest, ModelFilterAndAnEmptyStartingCache) {
+  options_.model = "another-model";
+  Start();
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (publisher_->messages_published() < 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(publisher_->messages_published(), 1u);  // AllBlocksCleared alone
+  Put({"a", "b"});                                  // model-a: not published
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(publisher_->messages_published(), 1u);
+  EXPECT_EQ(publisher_->events_published(), 0u);
 }
 
 TEST_F(ZmqEventPublisherTest, BadEndpointsAreClearErrors) {

@@ -343,6 +343,11 @@ grpc::ServerWriteReactor<v1::BlockEvents>* AdminService::WatchBlocks(
       if (absl::StatusOr<uint64_t> open = deps_.cache->NamespaceBlockBytes(*id); !open.ok()) {
         return watch->Fail(ToGrpc(open.status()));
       }
+      if (deps_.cache->IsHybrid(*id)) {
+        return watch->Fail(ToGrpc(absl::InvalidArgumentError(
+            "a hybrid namespace's blocks carry their layer groups' storage ids: watch every "
+            "namespace instead")));
+      }
       ns = *id;
     }
     watch->Begin(deps_.events, ns, request->snapshot());

@@ -169,6 +169,8 @@ const std::vector<KeySpec>& Keys() {
       Field("events.zmq_endpoint", &DaemonConfig::events_zmq_endpoint, ParseString),
       Field("events.zmq_replay_endpoint", &DaemonConfig::events_zmq_replay_endpoint, ParseString),
       Field("events.zmq_topic", &DaemonConfig::events_zmq_topic, ParseString),
+      Field("events.zmq_model", &DaemonConfig::events_zmq_model, ParseString),
+      Field("events.zmq_hashes", &DaemonConfig::events_zmq_hashes, ParseString),
       Field("events.zmq_buffer_steps", &DaemonConfig::events_zmq_buffer_steps, ParseU32),
       Field("costmodel.gpu", &DaemonConfig::costmodel_gpu, ParseString),
       Field("costmodel.mfu", &DaemonConfig::costmodel_mfu, ParseFraction),

@@ -16,7 +16,8 @@
 //   metrics:   listen, max_namespaces
 //   cluster:   etcd, name, node_id, advertise, lease_ttl_ms, etcd_timeout_ms,
 //              pull_timeout_ms
-//   events:    zmq_endpoint, zmq_replay_endpoint, zmq_topic, zmq_buffer_steps
+//   events:    zmq_endpoint, zmq_replay_endpoint, zmq_topic, zmq_model,
+//              zmq_hashes, zmq_buffer_steps
 //   nvme:      dirs, bytes_per_dir, slab_bytes, io_engine, queue_depth,
 //              write_policy, write_through_hits, admit_min_uses,
 //              host_high_watermark, host_low_watermark, high_watermark,
@@ -168,7 +169,9 @@ struct DaemonConfig {
   // `events_zmq_endpoint` is empty (Admin.WatchBlocks is always on).
   std::string events_zmq_endpoint;           // bound PUB socket, e.g. tcp://*:5557
   std::string events_zmq_replay_endpoint;    // bound ROUTER socket; "" = no replay
-  std::string events_zmq_topic;              // topic prefix; the namespace id (hex) follows
+  std::string events_zmq_topic;              // every message's topic
+  std::string events_zmq_model;              // only this model's namespaces; "" = all
+  std::string events_zmq_hashes = "int";     // "int" (vLLM's default) or "bytes"
   uint32_t events_zmq_buffer_steps = 10000;  // messages kept for replay
 
   // Fetch-or-recompute planner (docs/planner.md).

@@ -430,6 +430,7 @@ TEST(ConfigTest, ClusterKeysAreReadAndChecked) {
 TEST(ConfigTest, EventsKeysAreReadAndChecked) {
   DaemonConfig c = DefaultConfig(16 * kGiB);
   EXPECT_EQ(c.events_zmq_endpoint, "");  // off by default
+  EXPECT_EQ(c.events_zmq_hashes, "int");
   ASSERT_TRUE(ApplyYaml("events:\n  zmq_endpoint: tcp://*:5557\n  zmq_replay_endpoint: "
                         "tcp://*:5558\n  zmq_topic: kvtier/\n  zmq_buffer_steps: 500\n",
                         &c)
@@ -445,6 +446,7 @@ TEST(ConfigTest, EventsKeysAreReadAndChecked) {
            {"events.zmq_replay_endpoint", "5558", "ZeroMQ endpoint"},
            {"events.zmq_replay_endpoint", "tcp://*:5557", "must differ"},
            {"events.zmq_buffer_steps", "0", "zmq_buffer_steps"},
+           {"events.zmq_hashes", "hex", "int (vLLM's default) or bytes"},
            {"events.zmq_endpoint", "", "needs events.zmq_endpoint"},
        }) {
     DaemonConfig d = c;

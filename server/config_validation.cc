@@ -222,6 +222,10 @@ absl::Status ValidateEventsConfig(const DaemonConfig& c) {
   if (!c.events_zmq_endpoint.empty() && c.events_zmq_endpoint == c.events_zmq_replay_endpoint) {
     return Bad("events.zmq_endpoint and events.zmq_replay_endpoint must differ");
   }
+  if (c.events_zmq_hashes != "int" && c.events_zmq_hashes != "bytes") {
+    return Bad("events.zmq_hashes must be int (vLLM's default) or bytes, got '",
+               c.events_zmq_hashes, "'");
+  }
   if (c.events_zmq_buffer_steps == 0 || c.events_zmq_buffer_steps > 1'000'000) {
     return Bad("events.zmq_buffer_steps must be in 1..1000000");
   }

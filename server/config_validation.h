@@ -37,7 +37,8 @@ absl::Status ValidateListenAddress(absl::string_view key, absl::string_view addr
 // host and port, or server.listen a "host:port" on a specific host.
 absl::Status ValidateClusterConfig(const DaemonConfig& config);
 // events.*: ZeroMQ endpoints (tcp://, ipc://), a replay endpoint only with
-// a publishing one, a replay buffer of 1..1000000 messages.
+// a publishing one, hashes int or bytes, a replay buffer of 1..1000000
+// messages.
 absl::Status ValidateEventsConfig(const DaemonConfig& config);
 
 // Reads the file a setting names (`what`: "--config", "security.tls_cert",

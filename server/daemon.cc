@@ -407,14 +407,22 @@ absl::Status Daemon::StartEvents(const DaemonConfig& config) {
   zmq.endpoint = config.events_zmq_endpoint;
   zmq.replay_endpoint = config.events_zmq_replay_endpoint;
   zmq.topic = config.events_zmq_topic;
+  zmq.model = config.events_zmq_model;
+  zmq.int_hashes = config.events_zmq_hashes == "int";
   zmq.buffer_steps = config.events_zmq_buffer_steps;
-  ASSIGN_OR_RETURN(zmq_events_,
-                   ZmqEventPublisher::Create(zmq, events_.get(), [cache](const NamespaceId& ns) {
-                     for (const NamespaceSnapshot& n : cache->Namespaces()) {
-                       if (n.id == ns) return n.spec.layout.tokens_per_block;
-                     }
-                     return uint32_t{0};  // closed meanwhile, or a hybrid's group
-                   }));
+  ASSIGN_OR_RETURN(
+      zmq_events_,
+      ZmqEventPublisher::Create(
+          zmq, events_.get(),
+          [cache](const NamespaceId& ns) -> std::optional<ZmqEventPublisher::NamespaceInfo> {
+            for (const NamespaceSnapshot& n : cache->Namespaces()) {
+              if (n.id == ns) {
+                return ZmqEventPublisher::NamespaceInfo{n.spec.model_id,
+                                                        n.spec.layout.tokens_per_block};
+              }
+            }
+            return std::nullopt;  // closed meanwhile, or a hybrid's group
+          }));
   spdlog::info("KV events: publishing on {} (replay: {})", zmq.endpoint,
                zmq.replay_endpoint.empty() ? "off" : zmq.replay_endpoint);
   return absl::OkStatus();

@@ -26,6 +26,12 @@ WatchBlocksReactor::WatchBlocksReactor(grpc::CallbackServerContext* context,
 
 void WatchBlocksReactor::Begin(BlockEventBus* bus, std::optional<NamespaceId> ns, bool snapshot) {
   std::shared_ptr<Link> link = link_;
+  // Counted as a wake-up until it returns: a cancel that finishes the call
+  // meanwhile cannot delete the reactor under it (OnDone waits).
+  {
+    MutexLock lock(&link->mu);
+    ++link->waking;
+  }
   std::shared_ptr<BlockEventBus::Subscription> sub =
       bus->Subscribe(std::move(ns), snapshot, [link] {
         WatchBlocksReactor* r = nullptr;
@@ -46,10 +52,12 @@ void WatchBlocksReactor::Begin(BlockEventBus* bus, std::optional<NamespaceId> ns
     snapshot_marked_ = !snapshot;
   }
   {
-    MutexLock lock(&link_->mu);
-    link_->reactor = this;
+    MutexLock lock(&link->mu);
+    if (!link->done) link->reactor = this;
   }
   Pump();
+  MutexLock lock(&link->mu);
+  --link->waking;
 }
 
 void WatchBlocksReactor::Fail(grpc::Status status) {
@@ -85,6 +93,7 @@ void WatchBlocksReactor::OnDone() {
   {
     MutexLock lock(&link_->mu);
     link_->reactor = nullptr;
+    link_->done = true;
     auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(link_->mu) { return link_->waking == 0; };
     link_->mu.Await(Condition(&idle));
   }

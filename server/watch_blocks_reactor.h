@@ -40,7 +40,8 @@ class WatchBlocksReactor final : public grpc::ServerWriteReactor<v1::BlockEvents
   struct Link {
     Mutex mu;
     WatchBlocksReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
-    int waking ABSL_GUARDED_BY(mu) = 0;
+    int waking ABSL_GUARDED_BY(mu) = 0;  // wake-ups (and Begin) using the reactor
+    bool done ABSL_GUARDED_BY(mu) = false;
   };
 
   void OnWriteDone(bool ok) override;

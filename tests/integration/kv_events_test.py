@@ -32,6 +32,11 @@ BLOCK_BYTES = 2 * 1 * 1 * 128 * 2 * BLOCK_TOKENS  # 8 KiB
 TOPIC = "kv."
 
 
+def int_hash(key):
+    """vLLM's int form of a block hash (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)."""
+    return int.from_bytes(key, "big") & ((1 << 64) - 1)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -39,7 +44,8 @@ def free_port():
 
 
 class Index:
-    """A router's index of one namespace: which blocks each medium holds."""
+    """A router's index of one publisher: which blocks (int hashes) each medium
+    holds."""
 
     def __init__(self, test, replay=None):
         self.test = test
@@ -51,6 +57,7 @@ class Index:
     def apply_frames(self, frames):
         t = self.test
         t.assertEqual(len(frames), 3)
+        t.assertEqual(frames[0], TOPIC.encode())
         seq = int.from_bytes(frames[1], "big", signed=True)
         expected = 0 if self.seq is None else self.seq + 1
         if seq > expected and self.replay is not None:
@@ -88,6 +95,7 @@ class Index:
                     t.assertTrue((parent, "CPU") in self.held or (parent, "STORAGE") in self.held,
                                  "a block stored before its parent")
                 for h in hashes:
+                    t.assertIsInstance(h, int)  # vLLM's default hash form
                     t.assertNotIn((h, medium), self.held, "stored twice")
                     self.held.add((h, medium))
             elif tag == "BlockRemoved":
@@ -142,7 +150,7 @@ class KvEventsTest(unittest.TestCase):
         for b in blocks:
             for tier in b.tiers:
                 medium = {types_pb2.TIER_KIND_HOST: "CPU", types_pb2.TIER_KIND_NVME: "STORAGE"}
-                held.add((b.key, medium[tier]))
+                held.add((int_hash(b.key), medium[tier]))
         return held
 
     def receive_until_quiet(self, sub, index, quiet_s=1.0):
@@ -160,12 +168,12 @@ class KvEventsTest(unittest.TestCase):
         self.client.put(ns, [b"pre"], [b"p" * BLOCK_BYTES])
         for _ in range(200):
             status = self.admin.GetCluster(admin_pb2.GetClusterRequest(), timeout=10).events
-            if status.zmq_messages >= 1:
+            if status.zmq_events >= 1:
                 break
             time.sleep(0.05)
         sub = self.ctx.socket(zmq.SUB)
         self.addCleanup(sub.close, 0)
-        sub.setsockopt(zmq.SUBSCRIBE, (TOPIC + ns).encode())
+        sub.setsockopt(zmq.SUBSCRIBE, TOPIC.encode())
         sub.connect(self.pub)
         dealer = self.ctx.socket(zmq.DEALER)
         self.addCleanup(dealer.close, 0)
@@ -177,14 +185,14 @@ class KvEventsTest(unittest.TestCase):
             out = []
             while True:
                 self.assertTrue(dealer.poll(10000), "no replay answer")
-                frames = dealer.recv_multipart()
+                frames = dealer.recv_multipart()  # vLLM's: [empty, seq, payload]
+                self.assertEqual(len(frames), 3)
                 self.assertEqual(frames[0], b"")
-                seq = int.from_bytes(frames[2], "big", signed=True)
+                seq = int.from_bytes(frames[1], "big", signed=True)
                 if seq == -1:
-                    self.assertEqual(frames[3], b"")
+                    self.assertEqual(frames[2], b"")
                     return out
-                self.assertEqual(frames[1], (TOPIC + ns).encode())
-                out.append((seq, frames[3]))
+                out.append((seq, frames[2]))
 
         # 4 MiB of 8 KiB blocks holds 512: 80 chains of 10 force evictions.
         for c in range(80):
@@ -212,7 +220,7 @@ class KvEventsTest(unittest.TestCase):
         # The replay socket returns the whole stream from seq 0.
         replayed = Index(self)
         for seq, payload in replay(0):
-            replayed.apply_frames([b"", seq.to_bytes(8, "big"), payload])
+            replayed.apply_frames([TOPIC.encode(), seq.to_bytes(8, "big"), payload])
         self.assertEqual(replayed.seq, index.seq)
         self.assertEqual(replayed.held, set())
 
