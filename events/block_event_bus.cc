@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "spdlog/spdlog.h"
+#include "storage/block_cache.h"
 
 namespace kvtier {
 
@@ -122,6 +123,15 @@ void BlockEventBus::DispatchLoop() {
       if (sub->wake_) sub->wake_();
     }
   }
+}
+
+std::unique_ptr<BlockEventBus> AttachEventBus(BlockCache* cache, BlockEventBus::Options options) {
+  auto bus = std::make_unique<BlockEventBus>(
+      options, [cache](BlockEventSink* into, absl::FunctionRef<void()> then) {
+        cache->SnapshotInto(into, then);
+      });
+  cache->SetEventSink(bus.get());
+  return bus;
 }
 
 bool BlockEventBus::Subscription::Append(absl::Span<const Sequenced> events) {

@@ -40,6 +40,8 @@
 
 namespace kvtier {
 
+class BlockCache;
+
 class BlockEventBus final : public BlockEventSink {
  public:
   struct Options {
@@ -92,6 +94,12 @@ class BlockEventBus final : public BlockEventSink {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread dispatcher_;
 };
+
+// A bus for `cache`'s events: it takes its snapshots from the cache
+// (BlockCache::SnapshotInto) and is set as the cache's sink. Unset it
+// (SetEventSink(nullptr)) before destroying the bus.
+std::unique_ptr<BlockEventBus> AttachEventBus(BlockCache* cache,
+                                              BlockEventBus::Options options = {});
 
 // One subscriber's queue. Read by one consumer at a time.
 class BlockEventBus::Subscription {

@@ -13,12 +13,12 @@
 #include "storage/block_cache.h"
 #include "testing/block_event_mirror.h"
 #include "testing/host_tier_fixture.h"  // Key
+#include "testing/small_cache.h"
 
 namespace kvtier {
 namespace {
 
 constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
 
 // A cache of 64 blocks of 64 KiB reporting into a bus.
 class BlockEventBusTest : public ::testing::Test {
@@ -32,22 +32,10 @@ class BlockEventBusTest : public ::testing::Test {
     if (cache_ != nullptr) cache_->SetEventSink(nullptr);
     bus_.reset();
     cache_.reset();
-    BlockCacheOptions o;
-    o.host_bytes = 4 * kMiB;
-    o.slab_bytes = 1 * kMiB;
-    o.max_block_bytes = 1 * kMiB;
-    cache_ = *BlockCache::Create(o, &clock_);
-    NamespaceSpec s;
-    s.model_id = "model-a";
-    s.layout = KvLayout{1, 1, 128, DType::kBf16, 128, 0, 1};
-    ns_ = cache_->OpenNamespace(s)->id;
-    s.model_id = "model-b";
-    other_ = cache_->OpenNamespace(s)->id;
-    bus_ = std::make_unique<BlockEventBus>(
-        options, [this](BlockEventSink* into, absl::FunctionRef<void()> then) {
-          cache_->SnapshotInto(into, then);
-        });
-    cache_->SetEventSink(bus_.get());
+    cache_ = SmallCache(&clock_);
+    ns_ = OpenSmallNamespace(*cache_, "model-a", 128);  // 64 KiB blocks: 64 fit
+    other_ = OpenSmallNamespace(*cache_, "model-b", 128);
+    bus_ = AttachEventBus(cache_.get(), options);
   }
 
   absl::Status Put(const NamespaceId& ns, const std::string& prefix, int n,

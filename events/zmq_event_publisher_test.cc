@@ -12,6 +12,7 @@
 #include "msgpack.hpp"
 #include "storage/block_cache.h"
 #include "testing/host_tier_fixture.h"  // Key
+#include "testing/small_cache.h"
 #include "zmq.hpp"
 #include "zmq_addon.hpp"
 
@@ -19,7 +20,6 @@ namespace kvtier {
 namespace {
 
 constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
 
 int64_t Seq(const zmq::message_t& m) {
   EXPECT_EQ(m.size(), 8u);
@@ -31,20 +31,9 @@ int64_t Seq(const zmq::message_t& m) {
 class ZmqEventPublisherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    BlockCacheOptions o;
-    o.host_bytes = 4 * kMiB;
-    o.slab_bytes = 1 * kMiB;
-    o.max_block_bytes = 1 * kMiB;
-    cache_ = *BlockCache::Create(o, &clock_);
-    NamespaceSpec s;
-    s.model_id = "model-a";
-    s.layout = KvLayout{1, 1, 128, DType::kBf16, 16, 0, 1};
-    ns_ = cache_->OpenNamespace(s)->id;
-    bus_ = std::make_unique<BlockEventBus>(
-        BlockEventBus::Options{}, [this](BlockEventSink* into, absl::FunctionRef<void()> then) {
-          cache_->SnapshotInto(into, then);
-        });
-    cache_->SetEventSink(bus_.get());
+    cache_ = SmallCache(&clock_);
+    ns_ = OpenSmallNamespace(*cache_, "model-a", 16);  // 8 KiB blocks
+    bus_ = AttachEventBus(cache_.get());
     const std::string base = absl::StrCat("ipc:///tmp/kvtier-events-test-", getpid());
     options_.endpoint = base + ".pub";
     options_.replay_endpoint = base + ".replay";

@@ -397,11 +397,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
 
 absl::Status Daemon::StartEvents(const DaemonConfig& config) {
   BlockCache* cache = cache_.get();
-  events_ = std::make_unique<BlockEventBus>(
-      BlockEventBus::Options{}, [cache](BlockEventSink* into, absl::FunctionRef<void()> then) {
-        cache->SnapshotInto(into, then);
-      });
-  cache_->SetEventSink(events_.get());
+  events_ = AttachEventBus(cache);
   if (config.events_zmq_endpoint.empty()) return absl::OkStatus();
   ZmqEventPublisherOptions zmq;
   zmq.endpoint = config.events_zmq_endpoint;
