@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "base/clock.h"
 #include "storage/block_cache.h"
@@ -133,16 +134,17 @@ TEST_F(BlockEventBusTest, NamespaceFilter) {
 
 TEST_F(BlockEventBusTest, SlowSubscriberIsLostAndCanResubscribe) {
   Make(BlockEventBus::Options{.subscriber_capacity = 4, .max_pending = 1 << 20});
-  std::atomic<int> wakes{0};
-  auto slow = bus_->Subscribe(std::nullopt, false, [&] { wakes.fetch_add(1); });
+  auto wakes = std::make_shared<std::atomic<int>>(0);  // outlives any late wake-up
+  auto slow = bus_->Subscribe(std::nullopt, false, [wakes] { wakes->fetch_add(1); });
   ASSERT_TRUE(Put(ns_, "a", 10).ok());  // 10 events > 4
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while ((!slow->lost() || wakes.load() == 0) && absl::Now() < deadline) {
+  while ((!slow->lost() || bus_->subscribers_lost() == 0 || wakes->load() == 0) &&
+         absl::Now() < deadline) {
     slow->Wait(absl::Milliseconds(20));
   }
   EXPECT_TRUE(slow->lost());
   EXPECT_TRUE(slow->Take(100).empty());  // its queue was dropped
-  EXPECT_GE(wakes.load(), 1);
+  EXPECT_GE(wakes->load(), 1);
   EXPECT_EQ(bus_->subscribers_lost(), 1u);
   // A snapshot larger than the capacity is still delivered whole.
   auto again = bus_->Subscribe(std::nullopt, true);
@@ -153,20 +155,32 @@ TEST_F(BlockEventBusTest, SlowSubscriberIsLostAndCanResubscribe) {
 
 TEST_F(BlockEventBusTest, DispatcherFallingBehindLosesEverySubscriberAndKeepsNothing) {
   Make(BlockEventBus::Options{.subscriber_capacity = 1 << 16, .max_pending = 4});
-  Notification release;
-  std::atomic<int> wakes{0};
+  // Shared with the dispatcher's wake-ups, which may run after this test's
+  // own checks.
+  struct Hold {
+    Notification release;
+    std::atomic<int> wakes{0};
+  };
+  auto hold = std::make_shared<Hold>();
+  // Never leave the dispatcher held (the bus joins it when destroyed).
+  absl::Cleanup unhold = [hold] {
+    if (!hold->release.HasBeenNotified()) hold->release.Notify();
+  };
   // The first wake-up holds the dispatcher while the cache reports on.
-  auto sub = bus_->Subscribe(std::nullopt, false, [&] {
-    if (wakes.fetch_add(1) == 0) release.WaitForNotification();
+  auto sub = bus_->Subscribe(std::nullopt, false, [hold] {
+    if (hold->wakes.fetch_add(1) == 0) hold->release.WaitForNotification();
   });
   ASSERT_TRUE(Put(ns_, "a", 1).ok());
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (wakes.load() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
-  ASSERT_EQ(wakes.load(), 1);
+  while (hold->wakes.load() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(hold->wakes.load(), 1);
   ASSERT_TRUE(Put(ns_, "b", 10).ok());  // 10 pending > 4: dropped, not queued
-  release.Notify();
-  while (!sub->lost() && absl::Now() < deadline) sub->Wait(absl::Milliseconds(20));
+  hold->release.Notify();
+  while ((!sub->lost() || hold->wakes.load() < 2) && absl::Now() < deadline) {
+    sub->Wait(absl::Milliseconds(20));
+  }
   EXPECT_TRUE(sub->lost());
+  EXPECT_EQ(hold->wakes.load(), 2);  // woken once more: to learn it is lost
   EXPECT_EQ(bus_->subscribers_lost(), 1u);
   EXPECT_TRUE(sub->Take(100).empty());
 }
