@@ -86,6 +86,10 @@ absl::Status LookupPlanner::CheckLayout(const NamespaceSpec& spec, const costmod
     }
     if (attention_layers == 0) return absl::OkStatus();
   }
+  if (layout.latent && !m.mla.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the layout is latent (MLA) but model ", m.name, " has no MLA attention"));
+  }
   uint32_t heads = 0, dim = 0;
   if (m.mla.has_value()) {
     heads = 1;  // one latent per token and layer, on every rank

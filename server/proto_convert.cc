@@ -66,7 +66,7 @@ absl::StatusOr<NamespaceSpec> NamespaceSpecFromProto(const v1::OpenNamespaceRequ
   spec.model_id = request.model_id();
   spec.salt = request.salt();
   spec.layout = KvLayout{l.num_layers(),       l.num_kv_heads(), l.head_dim(), dtype,
-                         l.tokens_per_block(), l.tp_rank(),      l.tp_size()};
+                         l.tokens_per_block(), l.tp_rank(),      l.tp_size(),  l.latent()};
   if (spec.hybrid() && request.has_encoding() &&
       (request.encoding().kind() != v1::StorageEncoding::STORAGE_ENCODING_PLAIN ||
        !request.encoding().engine_layout().empty() || request.encoding().k_group_tokens() != 0)) {
@@ -88,6 +88,7 @@ void LayoutToProto(const KvLayout& layout, v1::NamespaceLayout* out) {
   out->set_tokens_per_block(layout.tokens_per_block);
   out->set_tp_rank(layout.tp_rank);
   out->set_tp_size(layout.tp_size);
+  out->set_latent(layout.latent);
 }
 
 void GroupsToProto(absl::Span<const LayerGroup> groups, v1::NamespaceLayout* out) {

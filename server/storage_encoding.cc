@@ -46,6 +46,10 @@ absl::StatusOr<std::string> CanonicalEncoding(const v1::StorageEncoding& encodin
       return absl::InvalidArgumentError(
           absl::StrCat("encoding.kind ", static_cast<int>(encoding.kind()), " is unknown"));
   }
+  if (layout.latent) {
+    return absl::InvalidArgumentError(
+        "encoding: fp8 storage is not supported for a latent (MLA) layout yet");
+  }
   if (absl::StatusOr<KvDtype> d = CodecDtype(layout.dtype); !d.ok()) return d.status();
   const std::string engine_layout =
       encoding.engine_layout().empty() ? "vllm-nhd" : encoding.engine_layout();

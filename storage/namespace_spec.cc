@@ -37,12 +37,9 @@ uint32_t DTypeBytes(DType dtype) {
 }
 
 absl::StatusOr<uint64_t> BlockBytes(const KvLayout& layout) {
-  const uint64_t factors[] = {2,
-                              layout.num_layers,
-                              layout.num_kv_heads,
-                              layout.head_dim,
-                              layout.tokens_per_block,
-                              DTypeBytes(layout.dtype)};
+  const uint64_t factors[] = {layout.latent ? 1u : 2u, layout.num_layers,
+                              layout.num_kv_heads,     layout.head_dim,
+                              layout.tokens_per_block, DTypeBytes(layout.dtype)};
   uint64_t bytes = 1;
   for (uint64_t f : factors) {
     if (f == 0) {
@@ -95,6 +92,15 @@ absl::Status ValidateNamespaceSpec(const NamespaceSpec& spec, uint64_t max_block
     return absl::InvalidArgumentError(
         absl::StrCat("layout.tp_rank ", l.tp_rank, " must be < tp_size ", tp_size));
   }
+  if (l.latent && spec.hybrid()) {
+    return absl::InvalidArgumentError(
+        "layout.latent (MLA) is not supported with layer groups (layout.groups)");
+  }
+  if (l.latent && l.num_kv_heads != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layout.latent (MLA) stores one latent vector per token: num_kv_heads must be 1, not ",
+        l.num_kv_heads));
+  }
   if (spec.hybrid()) {
     return ValidateLayerGroups(spec.groups, GeometryOf(l), max_block_bytes);
   }
@@ -121,6 +127,7 @@ NamespaceId NamespaceId::Of(const NamespaceSpec& spec) {
   if (!spec.encoding.empty()) AppendBytes(&canonical, absl::StrCat("encoding=", spec.encoding));
   if (!spec.tenant.empty()) AppendBytes(&canonical, absl::StrCat("tenant=", spec.tenant));
   if (spec.hybrid()) AppendBytes(&canonical, CanonicalGroups(spec.groups));
+  if (l.latent) AppendBytes(&canonical, "latent");
   Hash128 h = Fingerprint128(canonical);
   return NamespaceId(h.high, h.low);
 }

@@ -37,6 +37,9 @@ struct KvLayout {
   uint32_t tokens_per_block = 0;
   uint32_t tp_rank = 0;
   uint32_t tp_size = 1;
+  // MLA: one latent vector of head_dim elements per token and layer, no
+  // separate V (num_kv_heads must be 1; no layer groups).
+  bool latent = false;
 };
 
 struct NamespaceSpec {
@@ -68,7 +71,8 @@ GroupGeometry GeometryOf(const KvLayout& layout);
 inline constexpr size_t kMaxModelIdBytes = 256;
 inline constexpr size_t kMaxSaltBytes = 256;
 
-// 2 (K and V) * layers * kv heads * head dim * tokens * dtype bytes.
+// 2 (K and V; 1 for a latent layout) * layers * kv heads * head dim *
+// tokens * dtype bytes.
 // INVALID_ARGUMENT if a factor is zero or the product overflows 64 bits.
 absl::StatusOr<uint64_t> BlockBytes(const KvLayout& layout);
 

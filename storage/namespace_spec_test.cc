@@ -17,6 +17,18 @@ TEST(NamespaceSpecTest, BlockBytesOfLlama8b) {
   EXPECT_EQ(*BlockBytes(Llama8b().layout), 2097152u);
 }
 
+TEST(NamespaceSpecTest, LatentBlockIsOneVectorPerTokenAndLayer) {
+  // DeepSeek-V3's MLA cache: 61 layers * 1 latent of 512 + 64 dims * 64
+  // tokens * 2 bytes, no V.
+  NamespaceSpec s;
+  s.model_id = "deepseek-ai/DeepSeek-V3";
+  s.layout = KvLayout{61, 1, 576, DType::kBf16, 64, 0, 1, /*latent=*/true};
+  EXPECT_EQ(*BlockBytes(s.layout), 4497408u);
+  EXPECT_TRUE(ValidateNamespaceSpec(s, 64 << 20).ok());
+  s.layout.latent = false;
+  EXPECT_EQ(*BlockBytes(s.layout), 2 * 4497408u);
+}
+
 TEST(NamespaceSpecTest, BlockBytesOverflowIsAnError) {
   KvLayout l{0xffffffff, 0xffffffff, 0xffffffff, DType::kFp32, 0xffffffff, 0, 1};
   EXPECT_EQ(BlockBytes(l).status().code(), absl::StatusCode::kInvalidArgument);
@@ -39,6 +51,15 @@ TEST(NamespaceSpecTest, ValidationNamesTheField) {
       {[](NamespaceSpec& s) { s.layout.tokens_per_block = 0; }, "tokens_per_block"},
       {[](NamespaceSpec& s) { s.layout.tp_rank = 1; }, "tp_rank"},
       {[](NamespaceSpec& s) { s.layout.tokens_per_block = 1024; }, "max_block_bytes"},
+      {[](NamespaceSpec& s) { s.layout.latent = true; }, "num_kv_heads must be 1"},
+      {[](NamespaceSpec& s) {
+         s.layout.latent = true;
+         s.layout.num_kv_heads = 1;
+         s.groups = {
+             LayerGroup{.kind = GroupKind::kSlidingWindow, .layers = {0}, .window_tokens = 16},
+             LayerGroup{.kind = GroupKind::kFullAttention, .layers = {1}}};
+       },
+       "layer groups"},
   };
   for (const Case& c : cases) {
     NamespaceSpec s = Llama8b();
@@ -73,6 +94,12 @@ TEST(NamespaceSpecTest, FingerprintCoversEveryField) {
     m(s);
     EXPECT_FALSE(NamespaceId::Of(s) == base);
   }
+  // A latent layout is another namespace than the same fields with K and V.
+  NamespaceSpec kv = Llama8b();
+  kv.layout.num_kv_heads = 1;
+  NamespaceSpec latent = kv;
+  latent.layout.latent = true;
+  EXPECT_FALSE(NamespaceId::Of(kv) == NamespaceId::Of(latent));
   // Field boundaries are length-prefixed: moving bytes between the model id
   // and the salt changes the id.
   const NamespaceSpec a{"ab", Llama8b().layout, "c", "", "", {}};

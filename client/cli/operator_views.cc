@@ -274,7 +274,7 @@ int Namespaces(const Globals& g) {
     std::cout << n.namespace_id() << "  " << n.model_id() << "  layers=" << l.num_layers()
               << " kv_heads=" << l.num_kv_heads() << " head_dim=" << l.head_dim()
               << " tokens/block=" << l.tokens_per_block() << " tp=" << l.tp_rank() << "/"
-              << l.tp_size() << (n.salted() ? " salted" : "")
+              << l.tp_size() << (l.latent() ? " latent" : "") << (n.salted() ? " salted" : "")
               << (n.tenant().empty() ? "" : " tenant=" + n.tenant()) << "  " << n.blocks()
               << " blocks, " << HumanBytes(n.bytes())
               << (n.cost_model().empty() ? "" : "  model=" + n.cost_model())

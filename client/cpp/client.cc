@@ -154,6 +154,7 @@ absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o)
   l->set_tokens_per_block(o.layout.tokens_per_block);
   l->set_tp_rank(o.layout.tp_rank);
   l->set_tp_size(o.layout.tp_size);
+  l->set_latent(o.layout.latent);
   for (size_t i = 0; i < o.layout.groups.size(); ++i) {
     const LayerGroupSpec& g = o.layout.groups[i];
     v1::LayerGroup* p = l->add_groups();

@@ -58,6 +58,9 @@ struct KvLayoutSpec {
   uint32_t tp_size = 1;
   // Hybrid models: the layer groups (empty: every layer full attention).
   std::vector<LayerGroupSpec> groups = {};
+  // MLA: one latent vector (head_dim elements) per token and layer, no V;
+  // num_kv_heads 1.
+  bool latent = false;
 };
 
 struct NamespaceOptions {

@@ -4,7 +4,8 @@ standins, checked against sglang_interface.py), a host pool of token slots
 in host memory in the layer-first and page-first layouts, pages stored from
 some slots and fetched into others byte-exact, through both the zero-copy
 (host indices) and the generic (flat page) paths; the leading-run existence
-check and parent chaining across calls; a daemon that is down; MLA refused.
+check and parent chaining across calls; a daemon that is down; MLA pools
+(one latent namespace, written by rank 0, read by every rank).
 
 Usage: python3 sglang_backend_test.py KVTIERD PYTHONPATH
 """
@@ -33,29 +34,43 @@ from engine_sim import HostTensor, start_daemon  # noqa: E402
 from kvtier.sglang import KvtierHiCacheStorage  # noqa: E402
 
 PS, LAYERS, HEADS, DIM, SLOTS = 16, 2, 2, 32, 256
+KV_DIM = 96  # an MLA latent: kv_lora_rank + rope dims
 
 
 class HostPool:
-    """SGLang's MHA host pool, reduced to what a backend reads."""
+    """SGLang's MHA host pool, or its MLA pool (one latent per token and
+    layer), reduced to what a backend reads."""
 
-    def __init__(self, layout):
-        self.layout, self.page_size, self.size = layout, PS, SLOTS
-        self.layer_num, self.head_num, self.head_dim = LAYERS, HEADS, DIM
-        self.dtype = "torch.bfloat16"
-        shape = {"layer_first": (2, LAYERS, SLOTS, HEADS, DIM),
-                 "page_first": (2, SLOTS, LAYERS, HEADS, DIM),
-                 "page_first_direct": (2, SLOTS // PS, LAYERS, PS, HEADS, DIM)}[layout]
+    def __init__(self, layout, mla=False):
+        self.layout, self.page_size, self.size, self.mla = layout, PS, SLOTS, mla
+        self.layer_num, self.dtype = LAYERS, "torch.bfloat16"
+        if mla:
+            self.kv_lora_rank, self.qk_rope_head_dim = KV_DIM - 32, 32
+            shape = {"layer_first": (LAYERS, SLOTS, 1, KV_DIM),
+                     "page_first": (SLOTS, LAYERS, 1, KV_DIM),
+                     "page_first_direct": (SLOTS // PS, LAYERS, PS, 1, KV_DIM)}[layout]
+        else:
+            self.head_num, self.head_dim = HEADS, DIM
+            shape = {"layer_first": (2, LAYERS, SLOTS, HEADS, DIM),
+                     "page_first": (2, SLOTS, LAYERS, HEADS, DIM),
+                     "page_first_direct": (2, SLOTS // PS, LAYERS, PS, HEADS, DIM)}[layout]
         self.kv_buffer = HostTensor(shape)
 
     def token_bytes(self, kv, layer, slot):
         t, s = self.kv_buffer, self.kv_buffer.stride()
         idx = {"layer_first": (kv, layer, slot), "page_first": (kv, slot, layer),
                "page_first_direct": (kv, slot // PS, layer, slot % PS)}[self.layout]
+        if self.mla:
+            idx = idx[1:]
+            return t.data_ptr() + sum(i * st for i, st in zip(idx, s)) * 2, KV_DIM * 2
         return t.data_ptr() + sum(i * st for i, st in zip(idx, s)) * 2, HEADS * DIM * 2
+
+    def parts(self):
+        return (0,) if self.mla else (0, 1)
 
     def fill(self, first_slot, tag):
         for slot in range(first_slot, first_slot + PS):
-            for kv in (0, 1):
+            for kv in self.parts():
                 for layer in range(LAYERS):
                     at, n = self.token_bytes(kv, layer, slot)
                     seed = hashlib.sha256(tag + bytes([kv, layer, slot - first_slot])).digest()
@@ -64,7 +79,7 @@ class HostPool:
     def page(self, first_slot):
         out = b""
         for slot in range(first_slot, first_slot + PS):
-            for kv in (0, 1):
+            for kv in self.parts():
                 for layer in range(LAYERS):
                     at, n = self.token_bytes(kv, layer, slot)
                     out += ctypes.string_at(at, n)
@@ -99,8 +114,8 @@ def keys_for(tag, n):
     return out
 
 
-def config(address, mla=False, v1=True):
-    return HiCacheStorageConfig(0, 1, 0, 1, 0, 1, mla, False, False, "sim/model",
+def config(address, mla=False, v1=True, tp_rank=0, tp_size=1):
+    return HiCacheStorageConfig(tp_rank, tp_size, 0, 1, 0, 1, mla, False, False, "sim/model",
                                 extra_config={"kvtier_address": address, "kvtier_timeout_s": 2,
                                               "interface_v1": 1 if v1 else 0})
 
@@ -122,7 +137,7 @@ class SglangBackendTest(unittest.TestCase):
 
     def backend(self, layout="layer_first", **kw):
         b = KvtierHiCacheStorage(config(self.address, **kw), None)
-        pool = HostPool(layout)
+        pool = HostPool(layout, kw.get("mla", False))
         b.register_mem_pool_host(pool)
         self.backends.append(b)
         return b, pool
@@ -198,11 +213,29 @@ class SglangBackendTest(unittest.TestCase):
         self.assertGreater(b.transfer_stats()["daemon_errors"], 0)
         self.assertIsNone(b.get_stats())
 
-    def test_mla_is_refused_with_a_reason(self):
-        b, pool = self.backend(mla=True)
-        self.assertIn("MLA", b.disabled_reason)
-        self.assertEqual(b.batch_set_v1(keys_for(b"mla", 1), list(range(PS))), [False])
-        self.assertEqual(b.batch_exists(keys_for(b"mla", 1)), 0)
+    def test_mla_pages_are_written_once_and_read_by_every_rank(self):
+        for layout in ("layer_first", "page_first", "page_first_direct"):
+            ranks = [self.backend(layout, mla=True, tp_rank=r, tp_size=2) for r in (0, 1)]
+            for b, _ in ranks:
+                self.assertEqual(b.disabled_reason, "")
+            keys = keys_for(b"mla" + layout.encode(), 3)
+            want = []
+            for b, pool in ranks:  # both ranks computed the same latent
+                for i in range(3):
+                    pool.fill(i * PS, f"mla{layout}{i}".encode())
+                want = [pool.page(i * PS) for i in range(3)]
+                self.assertEqual(b.batch_set_v1(keys, list(range(3 * PS))), [True] * 3)
+            self.assertEqual(ranks[0][0].transfer_stats()["saved_blocks"], 3)
+            self.assertEqual(ranks[1][0].transfer_stats()["saved_blocks"], 0)
+            # Rank 1 reads what rank 0 wrote, into other slots, byte-exact.
+            b, pool = ranks[1]
+            self.assertEqual(b.batch_exists(keys), 3)
+            self.assertEqual(b.batch_get_v1(keys, list(range(128, 128 + 3 * PS))), [True] * 3)
+            for i in range(3):
+                self.assertEqual(pool.page(128 + i * PS), want[i], f"{layout} page {i}")
+            # The daemon took pages of one latent per token and layer: it
+            # refuses a Save of another size than its namespace's blocks.
+            self.assertEqual(ranks[0][0]._transfer.block_bytes, LAYERS * PS * KV_DIM * 2)
 
 
 if __name__ == "__main__":

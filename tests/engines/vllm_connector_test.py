@@ -36,8 +36,8 @@ sys.path.insert(0, HERE)
 
 import vllm_interface  # noqa: E402
 from engine_sim import start_daemon  # noqa: E402
-from vllm_sim import (BS, KV_CACHE_CONFIG, NUM_BLOCKS, Request, block_kv, call_over,  # noqa: E402
-                      vllm_config)
+from vllm_sim import (BS, KV_CACHE_CONFIG, LAYERS, MLA_DIM, NUM_BLOCKS, Request,  # noqa: E402
+                      block_kv, call_over, kv_cache_config, vllm_config)
 
 from kvtier import Client, KvtierError  # noqa: E402
 from kvtier.vllm import KvtierConnectorV1  # noqa: E402
@@ -50,10 +50,11 @@ class WorkerProcess:
     its stdin and stdout: only pickled metadata and results cross, as
     between vLLM's scheduler and its workers."""
 
-    def __init__(self, address, tp, rank, async_loads=False, on_gpu=False):
+    def __init__(self, address, tp, rank, async_loads=False, on_gpu=False, mla=False):
         self._proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "vllm_sim.py"), PYTHONPATH, address, str(tp),
-             str(rank), "async" if async_loads else "sync", "gpu" if on_gpu else "host"],
+             str(rank), "async" if async_loads else "sync", "gpu" if on_gpu else "host",
+             "mla" if mla else "mha"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def call(self, command, *args):
@@ -71,10 +72,11 @@ class Engine:
     """vLLM's step loop, reduced to what the connector sees: the scheduler
     here, `tp` workers in processes of their own."""
 
-    def __init__(self, address, tp=1, async_loads=False, on_gpu=False):
-        self.scheduler = KvtierConnectorV1(vllm_config(address, tp, 0, async_loads),
-                                           KVConnectorRole.SCHEDULER, KV_CACHE_CONFIG)
-        self.workers = [WorkerProcess(address, tp, r, async_loads, on_gpu) for r in range(tp)]
+    def __init__(self, address, tp=1, async_loads=False, on_gpu=False, mla=False):
+        self.scheduler = KvtierConnectorV1(vllm_config(address, tp, 0, async_loads, mla),
+                                           KVConnectorRole.SCHEDULER, kv_cache_config(mla))
+        self.workers = [WorkerProcess(address, tp, r, async_loads, on_gpu, mla)
+                        for r in range(tp)]
         self.waited_steps = 0  # steps a request spent waiting for a background load
         self.free = list(range(NUM_BLOCKS))
         self.before_load = None  # a hook run between the lookup and the load
@@ -319,6 +321,28 @@ class VllmConnectorTest(unittest.TestCase):
         for rank in (0, 1):
             self.cached(Request("a", tokens), rank=rank, tp=2)
         self.assertEqual(self.engine.serve(Request("b", tokens)), 5 * BS)  # each rank its own
+
+    def test_an_mla_latent_is_stored_once_and_loaded_by_every_rank(self):
+        self.engine.shutdown()
+        self.engine = Engine(self.address, tp=2, mla=True)
+        self.assertEqual(self.engine.workers[1].call("disabled_reason"), "")
+        tokens = list(range(11000, 11000 + 5 * BS + 1))
+        self.assertEqual(self.engine.serve(Request("a", tokens)), 0)
+        # One latent namespace for both ranks, its blocks half of K and V's
+        # with the same fields.
+        ids = {r: self.client.open_namespace_with(_namespace_options(
+            vllm_config(self.address, 2, r, mla=True), kv_cache_config(True), r, 1))
+            for r in (0, 1)}
+        self.assertEqual(ids[0].id, ids[1].id)
+        self.assertEqual(ids[0].block_bytes, LAYERS * BS * MLA_DIM * 2)
+        for i, h in enumerate(Request("a", tokens).block_hashes):
+            self.assertEqual(self.client.get(ids[0].id, [h])[0], block_kv(h, mla=True),
+                             f"block {i}")
+        self.assertEqual(self.engine.workers[0].call("stats")["saved_blocks"], 5)
+        self.assertEqual(self.engine.workers[1].call("stats").get("saved_blocks", 0), 0)
+        # Both ranks load it (serve checks each rank's bytes).
+        self.assertEqual(self.engine.serve(Request("b", tokens)), 5 * BS)
+        self.assertEqual(self.engine.workers[1].call("stats")["loaded_blocks"], 5)
 
     def test_the_daemon_going_away_is_a_miss_and_its_return_is_used(self):
         tokens = list(range(4000, 4000 + 4 * BS + 1))

@@ -3,7 +3,7 @@ the prefix), stand-in configs and requests, and a worker (Rank) that runs
 vLLM's worker half of each step. Run as a script it is one worker process,
 serving pickled commands on stdin and answering on stdout:
 
-    python3 vllm_sim.py PYTHONPATH ADDRESS TP RANK
+    python3 vllm_sim.py PYTHONPATH ADDRESS TP RANK sync|async host|gpu mha|mla
 """
 
 import ctypes
@@ -28,6 +28,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  #
 
 BS, LAYERS, HEADS, DIM, NUM_BLOCKS = 16, 2, 1, 64, 64
 SPAN = BS * HEADS * DIM * 2  # bf16: one block of K (or V) of one layer
+# MLA: one latent of MLA_DIM per token and layer, as many bytes as K and V.
+MLA_DIM = 2 * HEADS * DIM
 
 
 def block_hashes(tokens, extra=b""):
@@ -39,14 +41,21 @@ def block_hashes(tokens, extra=b""):
     return out
 
 
-def kv(block_hash, layer, half, rank=0):
+def parts(mla):
+    """A block's parts per layer and their bytes: K and V, or one latent."""
+    return ((0,), 2 * SPAN) if mla else ((0, 1), SPAN)
+
+
+def kv(block_hash, layer, half, rank=0, size=SPAN):
     seed = hashlib.sha256(block_hash + bytes([layer, half, rank])).digest()
-    return (seed * (SPAN // len(seed) + 1))[:SPAN]
+    return (seed * (size // len(seed) + 1))[:size]
 
 
-def block_kv(block_hash, rank=0):
-    return b"".join(kv(block_hash, layer, half, rank) for layer in range(LAYERS)
-                    for half in (0, 1))
+def block_kv(block_hash, rank=0, mla=False):
+    """A block's bytes on `rank`; an MLA latent is the same on every rank."""
+    halves, size = parts(mla)
+    return b"".join(kv(block_hash, layer, half, 0 if mla else rank, size)
+                    for layer in range(LAYERS) for half in halves)
 
 
 class Request:
@@ -59,23 +68,28 @@ class Request:
         self.num_computed_tokens = 0
 
 
-def vllm_config(address, tp=1, rank=0, async_loads=False):
+def vllm_config(address, tp=1, rank=0, async_loads=False, mla=False):
     # Generous lookup timeouts: the daemon may run under a sanitizer.
     extra = {"kvtier_address": address, "kvtier_timeout_s": 10, "kvtier_lookup_timeout_s": 10,
              "kvtier_tp_rank": rank, "kvtier_async_loads": async_loads}
     return SimpleNamespace(
         kv_transfer_config=SimpleNamespace(kv_connector_extra_config=extra),
-        model_config=SimpleNamespace(model="sim/model"),
+        model_config=SimpleNamespace(model="sim/model", use_mla=mla),
         parallel_config=SimpleNamespace(tensor_parallel_size=tp),
         cache_config=SimpleNamespace(prefix_caching_hash_algo="sha256_cbor"))
 
 
-KV_CACHE_CONFIG = SimpleNamespace(
-    num_blocks=NUM_BLOCKS,
-    kv_cache_groups=[SimpleNamespace(
-        layer_names=[f"layer.{i}" for i in range(LAYERS)],
-        kv_cache_spec=SimpleNamespace(block_size=BS, num_kv_heads=HEADS, head_size=DIM,
-                                      dtype="torch.bfloat16"))])
+def kv_cache_config(mla=False):
+    spec = SimpleNamespace(block_size=BS, num_kv_heads=1, head_size=MLA_DIM,
+                           dtype="torch.bfloat16") if mla else \
+        SimpleNamespace(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype="torch.bfloat16")
+    return SimpleNamespace(
+        num_blocks=NUM_BLOCKS,
+        kv_cache_groups=[SimpleNamespace(layer_names=[f"layer.{i}" for i in range(LAYERS)],
+                                         kv_cache_spec=spec)])
+
+
+KV_CACHE_CONFIG = kv_cache_config()
 
 
 def call_over(out, inp, message):
@@ -95,12 +109,14 @@ class Rank:
     """One worker: its connector and its KV tensors. Lives in its own process
     (WorkerProcess); runs the worker half of each step."""
 
-    def __init__(self, address, tp, rank, async_loads=False, on_gpu=False):
+    def __init__(self, address, tp, rank, async_loads=False, on_gpu=False, mla=False):
         self.rank = rank
-        self.connector = KvtierConnectorV1(vllm_config(address, tp, rank, async_loads),
-                                           KVConnectorRole.WORKER, KV_CACHE_CONFIG)
-        self.tensors = {f"layer.{i}": HostTensor((2, NUM_BLOCKS, BS, HEADS, DIM))
-                        for i in range(LAYERS)}
+        self.mla = mla
+        self.connector = KvtierConnectorV1(vllm_config(address, tp, rank, async_loads, mla),
+                                           KVConnectorRole.WORKER, kv_cache_config(mla))
+        # FlashAttention's (2, num_blocks, ...) per layer, or MLA's (num_blocks, bs, dim).
+        shape = (NUM_BLOCKS, BS, MLA_DIM) if mla else (2, NUM_BLOCKS, BS, HEADS, DIM)
+        self.tensors = {f"layer.{i}": HostTensor(shape) for i in range(LAYERS)}
         for t in self.tensors.values():
             t.is_cuda = on_gpu  # what this connector cannot serve yet
         self.connector.register_kv_caches(self.tensors)
@@ -117,14 +133,19 @@ class Rank:
                 return real(*args, **kwargs)
             io._transfer._client.load = load
 
+    def _span(self, t, half, block):
+        return t.data_ptr() + block * t.stride()[0] * 2 if self.mla else t.span(half, block)
+
     def write(self, block, data_of):
+        halves, size = parts(self.mla)
         for layer, t in enumerate(self.tensors.values()):
-            for half in (0, 1):
-                ctypes.memmove(t.span(half, block), data_of(layer, half), SPAN)
+            for half in halves:
+                ctypes.memmove(self._span(t, half, block), data_of(layer, half), size)
 
     def read(self, block):
-        return b"".join(ctypes.string_at(t.span(h, block), SPAN)
-                        for t in self.tensors.values() for h in (0, 1))
+        halves, size = parts(self.mla)
+        return b"".join(ctypes.string_at(self._span(t, h, block), size)
+                        for t in self.tensors.values() for h in halves)
 
     def step(self, meta, blocks, hashes, begin, end):
         """bind, start_load_kv, the layers, the forward pass, wait_for_save,
@@ -140,10 +161,12 @@ class Rank:
         # block whose load failed) the KV it computes is wrong.
         bad = w._load_errors  # what the step's loads reported (peek)
         first_bad = min((blocks.index(b) for b in bad if b in blocks), default=None)
+        size = parts(self.mla)[1]
+        rank = 0 if self.mla else self.rank
         for i in range(begin // BS, min(len(hashes), -(-end // BS))):
             h, poisoned = hashes[i], first_bad is not None and i >= first_bad
             self.write(blocks[i], lambda layer, half, h=h, p=poisoned:
-                       b"\x66" * SPAN if p else kv(h, layer, half, self.rank))
+                       b"\x66" * size if p else kv(h, layer, half, rank, size))
         w.wait_for_save()
         _, finished = w.get_finished(set())
         errors = w.get_block_ids_with_load_errors()
@@ -156,12 +179,13 @@ class Rank:
     def handle(self, command, *args):
         if command == "stale":
             for b in args[0]:
-                self.write(b, lambda layer, half: b"\xee" * SPAN)
+                self.write(b, lambda layer, half: b"\xee" * parts(self.mla)[1])
         elif command == "step":
             return self.step(*args)
         elif command == "verify":
             blocks, hashes = args
-            return [i for i, h in enumerate(hashes) if self.read(blocks[i]) != block_kv(h, self.rank)]
+            return [i for i, h in enumerate(hashes)
+                    if self.read(blocks[i]) != block_kv(h, self.rank, self.mla)]
         elif command == "fail_loads":
             self.failures = args[0]
         elif command == "stats":  # vLLM's per-step stats, summed like its logger
@@ -175,8 +199,8 @@ class Rank:
 
 
 
-def serve(address, tp, rank, async_loads, on_gpu):
-    r = Rank(address, tp, rank, async_loads, on_gpu)
+def serve(address, tp, rank, async_loads, on_gpu, mla):
+    r = Rank(address, tp, rank, async_loads, on_gpu, mla)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # only protocol frames on the real stdout
     while True:
@@ -195,4 +219,4 @@ def serve(address, tp, rank, async_loads, on_gpu):
 
 if __name__ == "__main__":
     serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "async",
-          sys.argv[6] == "gpu")
+          sys.argv[6] == "gpu", sys.argv[7] == "mla")

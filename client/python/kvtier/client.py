@@ -279,7 +279,7 @@ class Client:
         layout = types_pb2.NamespaceLayout(
             num_layers=lo.num_layers, num_kv_heads=lo.num_kv_heads, head_dim=lo.head_dim,
             dtype=_DTYPES[lo.dtype], tokens_per_block=lo.tokens_per_block, tp_rank=lo.tp_rank,
-            tp_size=lo.tp_size)
+            tp_size=lo.tp_size, latent=lo.latent)
         for i, g in enumerate(lo.groups):
             if g.kind not in _GROUP_KINDS:
                 raise KvtierError(grpc.StatusCode.INVALID_ARGUMENT,

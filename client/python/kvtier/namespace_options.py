@@ -35,6 +35,9 @@ class KvLayoutSpec:
     tp_size: int = 1
     # Hybrid models: the layer groups (empty: every layer full attention).
     groups: List[LayerGroupSpec] = field(default_factory=list)
+    # MLA: one latent vector (head_dim elements) per token and layer, no V;
+    # num_kv_heads 1. The same on every TP rank: store it as rank 0 of 1.
+    latent: bool = False
 
 
 @dataclass

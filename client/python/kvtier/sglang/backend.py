@@ -17,9 +17,13 @@ are read from and written to the pool's kv_buffer by its shape and strides
 generic, whose page byte orders differ) are part of the namespace, so they
 never share bytes.
 
-Not yet: MLA models (the backend disables itself with a logged reason:
-every call is a miss or a refused store), the v2 pool-transfer interface
-(hybrid pools).
+MLA models: a page holds the latent of each layer (the pool's last
+dimension), the same on every TP rank, so it lives in one latent namespace
+(tp_rank 0 of 1) that every rank reads; rank 0 alone writes it, and the
+other ranks' stores report the pages stored without sending them (as the
+engine's other backends for MLA do).
+
+Not yet: the v2 pool-transfer interface (hybrid pools).
 """
 
 import logging
@@ -65,6 +69,7 @@ class KvtierHiCacheStorage(HiCacheStorage):
         self._page_spans = None
         self._parents: "OrderedDict[bytes, bytes]" = OrderedDict()  # an LRU
         self.mem_pool_host: Any = None
+        self._writes = True  # False on an MLA model's TP ranks > 0: rank 0 writes
         self.disabled_reason = "no host pool registered"
 
     # -- setup
@@ -82,8 +87,6 @@ class KvtierHiCacheStorage(HiCacheStorage):
             log.error("kvtier HiCache backend disabled: %s", e)
 
     def _setup(self, pool: Any) -> None:
-        if getattr(self._config, "is_mla_model", False):
-            raise LayoutError("MLA models are not supported yet")
         dtype = kvtier_dtype(pool.dtype)
         if dtype is None:
             raise LayoutError(f"host pool dtype {pool.dtype} is not supported")
@@ -98,11 +101,17 @@ class KvtierHiCacheStorage(HiCacheStorage):
             self._page_spans = lambda first_slot: pages.spans(first_slot // ps)
             page_bytes = pages.block_bytes
         c = self._config
+        mla = bool(getattr(c, "is_mla_model", False))
+        # MLA: one latent per token and layer (kv_lora_rank + rope dims, the
+        # pool's last dimension), the same on every rank.
+        heads, dim = (1, int(g.shape[-1])) if mla else (int(pool.head_num), int(pool.head_dim))
+        self._writes = not mla or int(c.tp_rank) == 0
         options = NamespaceOptions(
             model_id=str(getattr(c, "model_name", None) or "sglang"),
-            layout=KvLayoutSpec(num_layers=int(pool.layer_num), num_kv_heads=int(pool.head_num),
-                                head_dim=int(pool.head_dim), dtype=dtype, tokens_per_block=ps,
-                                tp_rank=int(c.tp_rank), tp_size=int(c.tp_size)),
+            layout=KvLayoutSpec(num_layers=int(pool.layer_num), num_kv_heads=heads,
+                                head_dim=dim, dtype=dtype, tokens_per_block=ps,
+                                tp_rank=0 if mla else int(c.tp_rank),
+                                tp_size=1 if mla else int(c.tp_size), latent=mla),
             salt=(f"sglang;layout={getattr(pool, 'layout', 'layer_first')};"
                   f"io={'v1' if self._extra.get('interface_v1') else 'flat'};"
                   f"pp={getattr(c, 'pp_rank', 0)};cp={getattr(c, 'attn_cp_rank', 0)}").encode())
@@ -143,6 +152,8 @@ class KvtierHiCacheStorage(HiCacheStorage):
         """A v1 get or set: the pages at host_indices[i * page_size]."""
         if self._transfer is None:
             return [False] * len(keys)
+        if what == "set" and not self._writes:
+            return [True] * len(keys)  # an MLA latent: rank 0 stores it
         try:
             ps = int(self.mem_pool_host.page_size)
             spans = [self._page_spans(int(host_indices[i * ps])) for i in range(len(keys))]
@@ -192,6 +203,8 @@ class KvtierHiCacheStorage(HiCacheStorage):
                   target_sizes: Optional[Any] = None) -> bool:
         if self._transfer is None or values is None:
             return False
+        if not self._writes:
+            return True  # an MLA latent: rank 0 stores it
         try:
             spans = [self._flat(v) for v in values]
         except Exception as e:

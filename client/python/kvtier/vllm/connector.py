@@ -23,12 +23,14 @@ Configuration (kv_connector_extra_config):
                             waits (default false: loads run in start_load_kv)
 
 Supported: one KV cache group of full attention in host memory
-(FlashAttention and FlashInfer layouts, NHD or HND), synchronous or
-asynchronous loads, tensor parallelism. Not yet: GPU tensors (they need CUDA
-IPC regions), MLA, several KV cache groups (hybrid models), pipeline and
-decode context parallelism, per-layer loads and saves; the scheduler side
-refuses what it can see at construction (it then never reports a hit), and a
-worker that cannot serve its loads reports them failed.
+(FlashAttention and FlashInfer layouts, NHD or HND) or of MLA (the latent
+cache, the same on every TP rank: stored once, by rank 0, in a latent
+namespace every rank loads from), synchronous or asynchronous loads, tensor
+parallelism. Not yet: GPU tensors (they need CUDA IPC regions), several KV
+cache groups (hybrid models), pipeline and decode context parallelism,
+per-layer loads and saves; the scheduler side refuses what it can see at
+construction (it then never reports a hit), and a worker that cannot serve
+its loads reports them failed.
 """
 
 import logging
@@ -79,20 +81,31 @@ def _namespace_options(vllm_config: Any, kv_cache_config: Any, tp_rank: int,
     dtype = kvtier_dtype(spec.dtype)
     if dtype is None:
         raise LayoutError(f"KV cache dtype {spec.dtype} is not supported")
+    mla = _is_mla(vllm_config, spec)
+    if mla and int(spec.num_kv_heads) != 1:
+        raise LayoutError(f"an MLA cache with {spec.num_kv_heads} heads (expected one latent)")
     parallel = vllm_config.parallel_config
     for name in ("pipeline_parallel_size", "decode_context_parallel_size"):
         if int(getattr(parallel, name, 1) or 1) > 1:
             raise LayoutError(f"{name} > 1 is not supported yet")
     algo = getattr(vllm_config.cache_config, "prefix_caching_hash_algo", "sha256")
     seeded = "seeded" if os.environ.get("PYTHONHASHSEED") else "unseeded"
+    # An MLA latent is the same on every TP rank: one namespace for all.
     return NamespaceOptions(
         model_id=str(vllm_config.model_config.model),
         layout=KvLayoutSpec(num_layers=len(groups[0].layer_names),
                             num_kv_heads=spec.num_kv_heads, head_dim=spec.head_size,
                             dtype=dtype, tokens_per_block=spec.block_size * ratio,
-                            tp_rank=tp_rank, tp_size=parallel.tensor_parallel_size),
+                            tp_rank=0 if mla else tp_rank,
+                            tp_size=1 if mla else parallel.tensor_parallel_size, latent=mla),
         # What makes equal hashes mean equal KV beyond the layout.
         salt=f"vllm;hash={algo};{seeded}".encode())
+
+
+def _is_mla(vllm_config: Any, spec: Any) -> bool:
+    """An MLA cache: vLLM's MLAAttentionSpec (one latent head per token)."""
+    return (type(spec).__name__ == "MLAAttentionSpec"
+            or bool(getattr(vllm_config.model_config, "use_mla", False)))
 
 
 def _retention(request: Any) -> Optional[int]:
@@ -137,6 +150,7 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         self._failed_async: Set[str] = set()  # background loads a disabled worker never ran
         self._namespace: Optional[str] = None
         self._lookup_retry_at = 0.0
+        self._saves = True  # False on the TP ranks > 0 of an MLA model
         self.disabled_reason = ""
         try:  # what the scheduler can see now; the workers find the rest
             _namespace_options(vllm_config, kv_cache_config, 0, self._ratio)
@@ -241,6 +255,9 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
                                                t.element_size()))
             layout = BlockLayout(geometry, self._kv_cache_config.num_blocks)
             rank = int(_extra(self._config, "kvtier_tp_rank", _tp_rank()))
+            spec = self._kv_cache_config.kv_cache_groups[0].kv_cache_spec
+            # MLA: every rank loads the one latent copy, rank 0 stores it.
+            self._saves = rank == 0 or not _is_mla(self._config, spec)
             transfer = StagedTransfer(self._client, lambda c: self._open(c, rank),
                                       layout.block_bytes * self._ratio,
                                       int(_extra(self._config, "kvtier_staging_mib", 64)) << 20)
@@ -285,7 +302,7 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
 
     def wait_for_save(self) -> None:
         plan = self._plan()
-        if self._worker is None or plan is None:
+        if self._worker is None or plan is None or not self._saves:
             return
         try:
             self._worker.save(plan)
