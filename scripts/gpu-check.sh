@@ -26,16 +26,19 @@ build=build-gpu
 jobs=$(nproc)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVTIER_WITH_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 || exit 1
-cmake --build "$build" -j "$jobs" --target gpu_test gpu_device_test gpu_copy gather_scatter || exit 1
+cmake --build "$build" -j "$jobs" --target gpu_test gpu_device_test gpu_copy gather_scatter \
+  kvtierd kvtier_python || exit 1
 echo "=== build done in $(( $(date +%s) - start ))s"
 
 status=0
 echo "=== ctest -L gpu (and the CPU-side gpu_test)"
-ctest --test-dir "$build" -R '^(GpuDeviceTest|GpuProbeTest|CpuCopyEngineTest|CopyEngineFactoryTest|Fp8|EngineLayout|AllLayouts)' \
+# cuda_ipc_test: the vLLM connector's GPU path (CUDA IPC export, DirectTransfer)
+# against a CUDA kvtierd, byte-exact on the device.
+ctest --test-dir "$build" -R '^(GpuDeviceTest|GpuProbeTest|CpuCopyEngineTest|CopyEngineFactoryTest|Fp8|EngineLayout|AllLayouts|cuda_ipc_test)' \
   --output-on-failure -j 4 2>&1 | tee "$out/ctest-gpu.log" || status=1
 # A GPU machine must run the device tests, not skip them.
 if nvidia-smi -L >/dev/null 2>&1 && grep -q "Not Run\|Skipped" "$out/ctest-gpu.log"; then
-  if grep -q "GpuDeviceTest.*Skipped" "$out/ctest-gpu.log"; then
+  if grep -q "\(GpuDeviceTest\|cuda_ipc_test\).*Skipped" "$out/ctest-gpu.log"; then
     echo "gpu-check: a GPU is present but the device tests skipped" ; status=1
   fi
 fi

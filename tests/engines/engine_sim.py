@@ -7,6 +7,7 @@ import ctypes
 import os
 import subprocess
 import time
+from types import SimpleNamespace
 
 
 def start_daemon(kvtierd, sock, log_path):
@@ -51,6 +52,15 @@ class HostTensor:
 
     def element_size(self):
         return 2
+
+    # As a GPU tensor (is_cuda set): torch's CUDA IPC export of its storage,
+    # with a handle no CUDA process can open (the daemon refuses it).
+    device = SimpleNamespace(index=0)
+
+    def untyped_storage(self):
+        n = len(self._buf)
+        return SimpleNamespace(data_ptr=self.data_ptr, nbytes=lambda: n,
+                               _share_cuda_=lambda: (0, b"\x01" * 64, n, 0, b"", 0, b"", False))
 
     def span(self, kv, block):  # (2, num_blocks, ...): K or V of one block
         return self.data_ptr() + (kv * self._strides[0] + block * self._strides[1]) * 2

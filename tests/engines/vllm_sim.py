@@ -118,20 +118,19 @@ class Rank:
         shape = (NUM_BLOCKS, BS, MLA_DIM) if mla else (2, NUM_BLOCKS, BS, HEADS, DIM)
         self.tensors = {f"layer.{i}": HostTensor(shape) for i in range(LAYERS)}
         for t in self.tensors.values():
-            t.is_cuda = on_gpu  # what this connector cannot serve yet
+            t.is_cuda = on_gpu  # shared with the daemon by (fake) CUDA IPC handles
         self.connector.register_kv_caches(self.tensors)
         self.failures = 0  # loads the daemon is made to fail (the poisoning case)
         self.stats = KvtierConnectorV1.build_kv_connector_stats()
-        io = self.connector._worker
-        if io is not None:
-            real = io._transfer._client.load
+        client = self.connector._client  # the one its transfers call
+        real = client.load
 
-            def load(*args, **kwargs):
-                if self.failures > 0:
-                    self.failures -= 1
-                    raise KvtierError(grpc.StatusCode.UNAVAILABLE, "injected")
-                return real(*args, **kwargs)
-            io._transfer._client.load = load
+        def load(*args, **kwargs):
+            if self.failures > 0:
+                self.failures -= 1
+                raise KvtierError(grpc.StatusCode.UNAVAILABLE, "injected")
+            return real(*args, **kwargs)
+        client.load = load
 
     def _span(self, t, half, block):
         return t.data_ptr() + block * t.stride()[0] * 2 if self.mla else t.span(half, block)

@@ -44,6 +44,11 @@ def kvtier_dtype(engine_dtype: object) -> Optional[str]:
     return _DTYPES.get(str(engine_dtype).replace("torch.", ""))
 
 
+def spans_fit(blocks: Sequence[Sequence[Span]], block_bytes: int) -> bool:
+    """Whether each block's spans hold exactly block_bytes."""
+    return all(sum(size for _, size in spans) == block_bytes for spans in blocks)
+
+
 def _block_dim(g: TensorGeometry, num_blocks: int) -> int:
     """The dimension of size num_blocks with the largest stride: the others of
     that size are inner (a head_dim equal to num_blocks). With (2, num_blocks,

@@ -1,7 +1,8 @@
 """The worker side of an engine connector: the loads and saves of a
-StepPlan between the engine's KV tensors (host memory) and the daemon, over
-a StagedTransfer (staged_transfer.py: failures are counts, never
-exceptions).
+StepPlan between the engine's KV tensors and the daemon, over a
+BlockTransfer: StagedTransfer for host memory (a shared-memory staging
+region), DirectTransfer for GPU memory (the daemon copies to and from the
+tensors, registered by CUDA IPC). Failures are counts, never exceptions.
 
 A load that fails taints what is computed on it: until the scheduler
 acknowledges the failure (in a later plan, applied before that step's
@@ -10,25 +11,35 @@ failed block, and nothing of any request from a block that uses one of the
 failed engine blocks (another request may hit them in the engine's own
 cache). Synchronous loads run in load(); asynchronous ones on one
 background thread, reported by finished_loads().
-
-GPU KV caches need the CUDA IPC path (registering the tensors themselves);
-this class handles host tensors only.
 """
 
 import concurrent.futures
 import logging
 import threading
-from typing import Dict, Iterable, List, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Protocol, Sequence, Set, Tuple
 
 from kvtier.engines.kv_layout import BlockLayout, Span
 from kvtier.engines.scheduler_state import LoadOp, SaveOp, StepPlan
-from kvtier.engines.staged_transfer import StagedTransfer
 
 log = logging.getLogger("kvtier.engines")
 
 
+class BlockTransfer(Protocol):
+    """What WorkerIO needs of a transfer (StagedTransfer, DirectTransfer)."""
+    block_bytes: int
+    lock: threading.Lock
+    stats: Dict[str, int]
+
+    def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]]) -> int: ...
+
+    def save(self, keys: Sequence[bytes], parents: Sequence[bytes],
+             spans: Sequence[Sequence[Span]], retention: Optional[int] = None) -> int: ...
+
+    def close(self) -> None: ...
+
+
 class WorkerIO:
-    def __init__(self, transfer: StagedTransfer, layout: BlockLayout, ratio: int):
+    def __init__(self, transfer: BlockTransfer, layout: BlockLayout, ratio: int):
         if transfer.block_bytes != layout.block_bytes * ratio:
             raise ValueError("the transfer's block size is not the layout's")
         self._transfer = transfer

@@ -15,18 +15,22 @@ Configuration (kv_connector_extra_config):
   kvtier_address            the daemon ("host:port" or "unix:/path"; default
                             unix:/run/kvtier.sock)
   kvtier_block_ratio        vLLM blocks per kvtier block (default 1)
-  kvtier_staging_mib        worker staging region size (default 64)
+  kvtier_staging_mib        worker staging region size, host KV caches (default 64)
+  kvtier_cuda_device        the daemon's ordinal of the worker's GPU (default:
+                            the worker's device through CUDA_VISIBLE_DEVICES)
   kvtier_timeout_s          per transfer call (default 10)
   kvtier_lookup_timeout_s   per scheduler lookup (default 0.5; after a failed
                             lookup the scheduler misses for a second)
   kvtier_async_loads        load hits in the background while the request
                             waits (default false: loads run in start_load_kv)
 
-Supported: one KV cache group of full attention in host memory
-(FlashAttention and FlashInfer layouts, NHD or HND) or of MLA (the latent
-cache, the same on every TP rank: stored once, by rank 0, in a latent
-namespace every rank loads from), synchronous or asynchronous loads, tensor
-parallelism. Not yet: GPU tensors (they need CUDA IPC regions), several KV
+Supported: one KV cache group of full attention (FlashAttention and
+FlashInfer layouts, NHD or HND) or of MLA (the latent cache, the same on
+every TP rank: stored once, by rank 0, in a latent namespace every rank
+loads from); KV caches on the GPU (registered once by CUDA IPC; the daemon
+copies blocks to and from them itself, after the compute stream is
+synchronised) or in host memory (through a shared-memory staging region);
+synchronous or asynchronous loads; tensor parallelism. Not yet: several KV
 cache groups (hybrid models), pipeline and decode context parallelism,
 per-layer loads and saves; the scheduler side refuses what it can see at
 construction (it then never reports a hit), and a worker that cannot serve
@@ -46,8 +50,10 @@ from kvtier.client import Client
 from kvtier.engines.kv_layout import BlockLayout, LayoutError, TensorGeometry, kvtier_dtype
 from kvtier.engines.scheduler_state import (RequestView, ScheduledView, SchedulerState,
                                             StepPlan)
+from kvtier.engines.cuda_region import cuda_region
+from kvtier.engines.direct_transfer import DirectTransfer
 from kvtier.engines.staged_transfer import StagedTransfer
-from kvtier.engines.worker_io import WorkerIO
+from kvtier.engines.worker_io import BlockTransfer, WorkerIO
 from kvtier.namespace_options import KvLayoutSpec, NamespaceOptions
 from kvtier.vllm.stats import KvtierConnectorStats
 
@@ -243,24 +249,36 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         try:
             if self.disabled_reason:
                 raise LayoutError(self.disabled_reason)
-            tensors = list(kv_caches.values())
-            if any(getattr(t, "is_cuda", False) for t in tensors):
-                raise LayoutError("GPU KV caches need CUDA IPC regions, not supported yet")
-            seen, geometry = set(), []
-            for t in tensors:
-                if t.data_ptr() in seen:  # layers sharing one tensor
-                    continue
-                seen.add(t.data_ptr())
-                geometry.append(TensorGeometry(t.data_ptr(), tuple(t.shape), tuple(t.stride()),
-                                               t.element_size()))
-            layout = BlockLayout(geometry, self._kv_cache_config.num_blocks)
+            tensors, seen = [], set()
+            for t in kv_caches.values():
+                if t.data_ptr() not in seen:  # layers sharing one tensor count once
+                    seen.add(t.data_ptr())
+                    tensors.append(t)
+            on_gpu = {bool(getattr(t, "is_cuda", False)) for t in tensors}
+            if len(on_gpu) != 1:
+                raise LayoutError("KV caches partly on the GPU and partly in host memory")
+            layout = BlockLayout([TensorGeometry(t.data_ptr(), tuple(t.shape), tuple(t.stride()),
+                                                 t.element_size()) for t in tensors],
+                                 self._kv_cache_config.num_blocks)
             rank = int(_extra(self._config, "kvtier_tp_rank", _tp_rank()))
             spec = self._kv_cache_config.kv_cache_groups[0].kv_cache_spec
             # MLA: every rank loads the one latent copy, rank 0 stores it.
             self._saves = rank == 0 or not _is_mla(self._config, spec)
-            transfer = StagedTransfer(self._client, lambda c: self._open(c, rank),
-                                      layout.block_bytes * self._ratio,
-                                      int(_extra(self._config, "kvtier_staging_mib", 64)) << 20)
+            block_bytes = layout.block_bytes * self._ratio
+            transfer: BlockTransfer
+            if on_gpu == {True}:  # the daemon copies to and from the GPU itself
+                device = _extra(self._config, "kvtier_cuda_device", None)
+                try:
+                    region = cuda_region(tensors, None if device is None else int(device))
+                except LayoutError:
+                    raise
+                except Exception as e:
+                    raise LayoutError(f"GPU KV caches cannot be shared by CUDA IPC: {e}")
+                transfer = DirectTransfer(self._client, lambda c: self._open(c, rank),
+                                          region.register, region.space, block_bytes, region.sync)
+            else:
+                transfer = StagedTransfer(self._client, lambda c: self._open(c, rank), block_bytes,
+                                          int(_extra(self._config, "kvtier_staging_mib", 64)) << 20)
             self._worker = WorkerIO(transfer, layout, self._ratio)
         except Exception as e:  # the engine runs on, without the cache
             self.disabled_reason = str(e)
