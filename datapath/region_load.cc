@@ -68,12 +68,6 @@ BlockOutcome LoadHostBlock(BlockCache& cache, const RegionBlock& block, uint32_t
   return o;
 }
 
-// A group of at least this many bytes loads into a host region on two
-// threads (this one and a helper): one thread's copy with the checksum
-// fused in reaches about half of what the machine's memory moves, and a
-// thread costs tens of microseconds to start.
-constexpr uint64_t kTwoThreadGroupBytes = 2ull << 20;
-
 }  // namespace
 
 absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,

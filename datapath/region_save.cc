@@ -3,6 +3,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,63 @@
 #include "datapath/region_groups.h"
 
 namespace kvtier {
+namespace {
+
+// Copies blocks [next, end) of a host region into their slots of `batch`,
+// hashing each copy while it is in cache, on two threads (blocks alternate
+// between this thread and a helper; each touches only its own blocks'
+// slots and results). The batch is only touched here, before and after.
+// On an error returns it and sets *failed_at to the first failed block.
+absl::Status FillOnTwoThreads(BlockCache::PutBatch& batch, absl::Span<const RegionBlock> blocks,
+                              size_t next, size_t end, const uint8_t* host_base,
+                              uint64_t region_size, size_t* failed_at) {
+  const size_t first = batch.blocks();
+  std::vector<absl::Span<uint8_t>> slots;
+  for (size_t i = next; i < end; ++i) {
+    const RegionBlock& b = blocks[i];
+    absl::StatusOr<absl::Span<uint8_t>> slot =
+        batch.StartFill(b.key, b.parent, b.TotalSize(), b.group);
+    if (!slot.ok()) {
+      *failed_at = i;
+      return slot.status();
+    }
+    slots.push_back(*slot);
+  }
+  std::vector<uint64_t> checksums(end - next, 0);
+  std::vector<char> vanished(end - next, 0);
+  auto fill_every_other = [&](size_t start) {
+    Checksum64Stream hash;
+    for (size_t k = start; k < end - next; k += 2) {
+      if (slots[k].empty()) continue;  // already cached
+      hash.Reset();
+      uint64_t at = 0;
+      for (const RegionRange& r : blocks[next + k].Ranges()) {
+        for (uint64_t done = 0; done < r.size && !vanished[k]; done += BlockCache::kCopyChunk) {
+          const size_t n = std::min<uint64_t>(BlockCache::kCopyChunk, r.size - done);
+          vanished[k] =
+              !GuardedCopyAndHash(slots[k].data() + at + done, host_base + r.offset + done, n, hash,
+                                  host_base, region_size);
+        }
+        at += r.size;
+      }
+      if (!vanished[k]) checksums[k] = hash.Digest();
+    }
+  };
+  std::thread helper(fill_every_other, 1);
+  fill_every_other(0);
+  helper.join();
+  for (size_t k = 0; k < end - next; ++k) {
+    absl::Status st = vanished[k] ? VanishedMemoryError(absl::StrCat("blocks[", next + k, "]"))
+                                  : batch.Filled(first + k, checksums[k]);
+    if (!st.ok()) {
+      *failed_at = next + k;
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
                             absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
@@ -91,8 +149,14 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
       failed_at = next;
     }
     if (batch.ok()) (*batch)->set_retention(retention);
+    uint64_t group_bytes = 0;
+    for (size_t i = next; i < end; ++i) group_bytes += blocks[i].TotalSize();
+    const bool two_threads = !stage && end - next >= 2 && group_bytes >= kTwoThreadGroupBytes;
+    if (group.ok() && two_threads) {
+      group = FillOnTwoThreads(**batch, blocks, next, end, host_base, region.size(), &failed_at);
+    }
     uint64_t staged = 0;
-    for (size_t i = next; group.ok() && i < end; ++i) {
+    for (size_t i = next; group.ok() && !two_threads && i < end; ++i) {
       const RegionBlock& b = blocks[i];
       if (transform != nullptr) {
         group = transform->Encode(absl::MakeConstSpan(staging.data() + staged, b.TotalSize()),

@@ -498,6 +498,16 @@ class BlockCache::PutBatch {
   // Returns how many blocks remain (0: nothing to commit). Commit refuses a
   // batch with a landing block that was not verified here.
   size_t KeepVerifiedPrefix(size_t received);
+  // Names a block whose bytes the caller copies into the returned slot
+  // itself (possibly on another thread, concurrently with other slots of
+  // the batch), hashing what it wrote; Filled(i, checksum) then completes
+  // the batch's i-th block. An empty span: already cached (Filled still
+  // required). Errors as StartBlock. Commit refuses an unfilled block.
+  absl::StatusOr<absl::Span<uint8_t>> StartFill(const BlockKey& key, const BlockKey& parent,
+                                                uint64_t size, uint32_t group = 0);
+  // INVALID_ARGUMENT (and the batch ends) unless block i was started by
+  // StartFill and not filled yet.
+  absl::Status Filled(size_t i, uint64_t checksum);
   size_t blocks() const { return staged_.size(); }
   // The engine's retention priority for the blocks this batch stores
   // (0..100, as EvictionPolicy's; larger values count as 100). Without one,
@@ -531,6 +541,7 @@ class BlockCache::PutBatch {
     uint64_t checksum = 0;
     bool landing = false;   // filled by StartLanding's caller, not Append
     bool verified = false;  // landing: checked by KeepVerifiedPrefix
+    bool filling = false;   // StartFill: filled by its caller, then Filled
   };
   PutBatch(BlockCache* cache, const NamespaceId& ns, uint64_t block_bytes, std::string tenant,
            std::vector<Target> targets, bool hybrid, DeferredSweep* judged_with)

@@ -91,6 +91,50 @@ TEST_F(BlockCacheTest, UnverifiedLandingsAreNeverCommittedAndARefusedOneKeepsThe
   EXPECT_EQ(Matched(ns_, {"u"}), 1u);
 }
 
+// Filling: the caller copies into the slots itself (Save on two threads)
+// and names each block's checksum; nothing is indexed until every block is
+// filled, and a checksum that does not match the bytes is caught on read.
+TEST_F(BlockCacheTest, FilledBlocksCommitOnlyOnceEveryOneIsFilled) {
+  auto batch = cache_->BeginPut(ns_);
+  ASSERT_TRUE(batch.ok());
+  std::vector<uint8_t> a = Content(ns_.ToHex(), "fa", 64 * kKiB);
+  std::vector<uint8_t> b = Content(ns_.ToHex(), "fb", 64 * kKiB);
+  auto slot_a = (*batch)->StartFill(Key("fa"), BlockKey(), a.size());
+  auto slot_b = (*batch)->StartFill(Key("fb"), Key("fa"), b.size());  // a not filled yet
+  ASSERT_TRUE(slot_a.ok() && slot_b.ok());
+  std::memcpy(slot_b->data(), b.data(), b.size());  // in any order
+  std::memcpy(slot_a->data(), a.data(), a.size());
+  ASSERT_TRUE((*batch)->Filled(1, Checksum64(b)).ok());
+  EXPECT_EQ(Matched(ns_, {"fa", "fb"}), 0u);
+  ASSERT_TRUE((*batch)->Filled(0, Checksum64(a)).ok());
+  ASSERT_TRUE((*batch)->Commit().ok());
+  EXPECT_EQ(Matched(ns_, {"fa", "fb"}), 2u);
+
+  // Misuse ends the batch and stores nothing.
+  auto unfilled = cache_->BeginPut(ns_);
+  ASSERT_TRUE((*unfilled)->StartFill(Key("u1"), BlockKey(), 4096).ok());
+  EXPECT_EQ((*unfilled)->Commit().status().code(), absl::StatusCode::kInvalidArgument);
+  auto appended = cache_->BeginPut(ns_);
+  ASSERT_TRUE((*appended)->StartFill(Key("u2"), BlockKey(), 4096).ok());
+  EXPECT_EQ((*appended)->Append(std::vector<uint8_t>(4096)).code(),
+            absl::StatusCode::kInvalidArgument);
+  auto twice = cache_->BeginPut(ns_);
+  ASSERT_TRUE((*twice)->StartFill(Key("u3"), BlockKey(), 4096).ok());
+  ASSERT_TRUE((*twice)->Filled(0, 0).ok());
+  EXPECT_EQ((*twice)->Filled(0, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*twice)->Commit().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Matched(ns_, {"u1"}) + Matched(ns_, {"u2"}) + Matched(ns_, {"u3"}), 0u);
+
+  // A wrong checksum is never served: the read drops the block.
+  auto wrong = cache_->BeginPut(ns_);
+  auto slot = (*wrong)->StartFill(Key("w"), BlockKey(), a.size());
+  ASSERT_TRUE(slot.ok());
+  std::memcpy(slot->data(), a.data(), a.size());
+  ASSERT_TRUE((*wrong)->Filled(0, Checksum64(a) ^ 1).ok());
+  ASSERT_TRUE((*wrong)->Commit().ok());
+  EXPECT_EQ(cache_->Read(ns_, Keys({"w"})).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(BlockCacheTest, LandingThatDidNotArriveStoresNothing) {
   const CacheSnapshot before = cache_->Snapshot();
   {

@@ -80,7 +80,7 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
   const Target& target = targets_[group];
   // Window blocks and snapshots stand alone: their place is their key's.
   const BlockKey parent = target.chained ? given_parent : BlockKey();
-  if (!staged_.empty() && staged_.back().filled != staged_.back().size) {
+  if (!staged_.empty() && !staged_.back().filling && staged_.back().filled != staged_.back().size) {
     const Staged& prev = staged_.back();
     return absl::InvalidArgumentError(absl::StrCat("block ", prev.key.ToHex(), " ended after ",
                                                    prev.filled, " of its ", prev.size, " bytes"));
@@ -173,6 +173,10 @@ absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data,
     return Fail(absl::InvalidArgumentError("data arrived before any block was named"));
   }
   Staged& s = staged_.back();
+  if (s.filling) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("block ", s.key.ToHex(), " is filled in place (StartFill), not appended")));
+  }
   if (data.size() > s.size - s.filled) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("chunk of ", data.size(), " bytes overruns block ", s.key.ToHex(), " (",
@@ -214,6 +218,28 @@ absl::StatusOr<absl::Span<uint8_t>> BlockCache::PutBatch::StartLanding(
   return absl::Span<uint8_t>(cache_->SlotData(*s.slot), s.size);
 }
 
+absl::StatusOr<absl::Span<uint8_t>> BlockCache::PutBatch::StartFill(const BlockKey& key,
+                                                                    const BlockKey& parent,
+                                                                    uint64_t size, uint32_t group) {
+  if (absl::Status st = Reserve(key, parent, size, group); !st.ok()) return Fail(st);
+  Staged& s = staged_.back();
+  s.filling = true;
+  if (!s.slot.has_value()) return absl::Span<uint8_t>();
+  return absl::Span<uint8_t>(cache_->SlotData(*s.slot), s.size);
+}
+
+absl::Status BlockCache::PutBatch::Filled(size_t i, uint64_t checksum) {
+  if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
+  if (i >= staged_.size() || !staged_[i].filling || staged_[i].filled == staged_[i].size) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("block ", i, " of the batch is not awaiting its fill")));
+  }
+  Staged& s = staged_[i];
+  s.filled = s.size;
+  if (s.slot.has_value()) s.checksum = checksum;
+  return absl::OkStatus();
+}
+
 size_t BlockCache::PutBatch::KeepVerifiedPrefix(size_t received) {
   if (dead_ || done_) return 0;
   size_t keep = std::min(received, staged_.size());
@@ -250,6 +276,10 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
                                                 last.size, " bytes of block ", last.key.ToHex())));
   }
   for (const Staged& s : staged_) {
+    if (s.filling && s.filled != s.size) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("block ", s.key.ToHex(), " was never filled (StartFill without Filled)")));
+    }
     if (s.landing && s.slot.has_value() && !s.verified) {
       return Fail(absl::FailedPreconditionError(
           absl::StrCat("block ", s.key.ToHex(), " landed but was not verified")));
