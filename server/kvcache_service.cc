@@ -14,6 +14,7 @@
 #include "datapath/region_copy.h"
 #include "datapath/shared_memory_region.h"
 #include "server/async/unary_call.h"
+#include "server/completion_runs.h"
 #include "server/grpc_auth.h"
 #include "server/peer_service.h"
 #include "server/proto_convert.h"
@@ -305,7 +306,7 @@ grpc::Status KvCacheService::DoUnregisterMemory(Ctx* context,
 grpc::Status KvCacheService::RegionTransfer(
     const char* rpc, bool save, const Identity& who, Ctx* context, const std::string& namespace_id,
     const std::string& region_id, const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
-    QueuedWriter<v1::BlockCompletion>* out, std::optional<uint8_t> retention) {
+    QueuedWriter<v1::BlockCompletion>* out, std::optional<uint8_t> retention, bool runs) {
   absl::StatusOr<NamespaceId> ns = NamespaceIdFromProto(namespace_id);
   if (!ns.ok()) return Finish(rpc, ns.status());
   if (absl::Status s = deps_.cache->CheckTenant(*ns, who.tenant); !s.ok()) return Finish(rpc, s);
@@ -351,24 +352,22 @@ grpc::Status KvCacheService::RegionTransfer(
   }
   absl::StatusOr<std::shared_ptr<MemoryRegion>> region = deps_.regions->Find(region_id, who.tenant);
   if (!region.ok()) return Finish(rpc, region.status());
-  auto sink = [&](const BlockOutcome& o) {
-    if (context->IsCancelled()) return false;
-    v1::BlockCompletion c;
-    c.set_index(o.index);
-    c.set_key(std::string(blocks[o.index].key.bytes()));
-    c.set_code(static_cast<int32_t>(o.status.code()));
-    c.set_message(std::string(o.status.message()));
-    c.set_size_bytes(o.bytes);
-    return out->Push(std::move(c));
-  };
+  CompletionRuns completions(
+      runs,
+      [&](v1::BlockCompletion c) { return !context->IsCancelled() && out->Push(std::move(c)); },
+      [&](uint32_t i) { return std::string(blocks[i].key.bytes()); });
+  const OutcomeSink sink = [&](const BlockOutcome& o) { return completions.Add(o); };
   const KeepGoing keep_going = [context] { return !context->IsCancelled(); };
   const std::shared_ptr<BlockTransform> transform = deps_.transforms->Find(*ns);
   if (!save) {
-    return Finish(rpc, LoadIntoRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
-                                      deps_.copy_engine, transform.get(), deps_.gpu_tier));
+    absl::Status loaded = LoadIntoRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
+                                         deps_.copy_engine, transform.get(), deps_.gpu_tier);
+    if (!completions.Flush() && loaded.ok()) loaded = absl::CancelledError("Load abandoned");
+    return Finish(rpc, loaded);
   }
-  const absl::Status saved = SaveFromRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
-                                            deps_.copy_engine, transform.get(), retention);
+  absl::Status saved = SaveFromRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
+                                      deps_.copy_engine, transform.get(), retention);
+  if (!completions.Flush() && saved.ok()) saved = absl::CancelledError("Save abandoned");
   if (saved.ok() && deps_.cluster_tier != nullptr) {
     deps_.cluster_tier->Offer(*ns, blocks.back().key);  // to the chain's owner, in the background
   }
@@ -404,9 +403,10 @@ grpc::ServerWriteReactor<v1::BlockCompletion>* KvCacheService::StartRegionTransf
       deps_.executor->Submit([=, this, who = *std::move(who), retention = *std::move(retention)] {
         out->Close(save ? RegionTransfer(rpc, true, who, context, save_request->namespace_id(),
                                          save_request->region_id(), save_request->blocks(), out,
-                                         retention)
+                                         retention, save_request->completion_runs())
                         : RegionTransfer(rpc, false, who, context, load_request->namespace_id(),
-                                         load_request->region_id(), load_request->blocks(), out));
+                                         load_request->region_id(), load_request->blocks(), out,
+                                         std::nullopt, load_request->completion_runs()));
       });
   if (!queued) out->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
   return out;

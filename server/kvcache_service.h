@@ -128,12 +128,13 @@ class KvCacheService final : public v1::KvCache::CallbackService {
   grpc::Status DoTransfer(Ctx* context, const v1::TransferRequest* request,
                           v1::TransferResponse* response);
   // Save and Load share everything but the copy direction; completions go
-  // to `out`, which the caller closes with the returned status.
+  // to `out` (as runs where the request asked: CompletionRuns), which the
+  // caller closes with the returned status.
   grpc::Status RegionTransfer(const char* rpc, bool save, const Identity& who, Ctx* context,
                               const std::string& namespace_id, const std::string& region_id,
                               const google::protobuf::RepeatedPtrField<v1::BlockRef>& refs,
                               QueuedWriter<v1::BlockCompletion>* out,
-                              std::optional<uint8_t> retention = std::nullopt);
+                              std::optional<uint8_t> retention, bool completion_runs);
   // Starts a Save or Load: the work runs on the executor, its completions
   // stream as they come.
   grpc::ServerWriteReactor<v1::BlockCompletion>* StartRegionTransfer(

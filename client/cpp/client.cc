@@ -97,14 +97,32 @@ class Client::Impl {
       v1::SaveRequest req;
       fill(req);
       if (retention_priority.has_value()) req.set_retention_priority(*retention_priority);
+      req.set_completion_runs(true);
       reader = stub_->Save(&ctx, req);
     } else {
       v1::LoadRequest req;
       fill(req);
+      req.set_completion_runs(true);
       reader = stub_->Load(&ctx, req);
     }
     v1::BlockCompletion c;
-    while (reader->Read(&c)) on_block(CompletionFromProto(c));
+    while (reader->Read(&c)) {
+      // A run stands for the blocks after it too, each OK with its size.
+      const uint64_t run = std::max<uint32_t>(c.run(), 1);
+      if (c.index() + run > blocks.size()) {
+        ctx.TryCancel();
+        reader->Finish();
+        return absl::InternalError(absl::StrCat("the daemon reported blocks ", c.index(), "..",
+                                                c.index() + run - 1, " of a request of ",
+                                                blocks.size()));
+      }
+      BlockCompletion out = CompletionFromProto(c);
+      for (uint64_t k = 0; k < run; ++k) {
+        out.index = c.index() + static_cast<uint32_t>(k);
+        if (k > 0) out.key = blocks[out.index].key;
+        on_block(out);
+      }
+    }
     return FromGrpc(reader->Finish());
   }
 

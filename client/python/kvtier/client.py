@@ -429,22 +429,31 @@ class Client:
                       for o, n in (b.segments or [])]) for b in blocks]
         if save:
             save_req = kvcache_pb2.SaveRequest(namespace_id=namespace_id, region_id=region_id,
-                                               blocks=refs)
+                                               blocks=refs, completion_runs=True)
             if retention_priority is not None:
                 save_req.retention_priority = retention_priority
             stream = self._stub.Save(save_req, timeout=self._timeout)
         else:
             stream = self._stub.Load(kvcache_pb2.LoadRequest(
-                namespace_id=namespace_id, region_id=region_id, blocks=refs),
-                timeout=self._timeout)
+                namespace_id=namespace_id, region_id=region_id, blocks=refs,
+                completion_runs=True), timeout=self._timeout)
         out = []
         try:
             for c in stream:
-                done = Completion(c.index, c.key, _CODES.get(c.code, grpc.StatusCode.UNKNOWN),
-                                  c.message, c.size_bytes)
-                out.append(done)
-                if on_block is not None:
-                    on_block(done)
+                # A run stands for the blocks after it too, each OK with its size.
+                run = max(c.run, 1)
+                if c.index + run > len(refs):
+                    stream.cancel()
+                    raise KvtierError(grpc.StatusCode.INTERNAL,
+                                      f"the daemon reported blocks {c.index}..{c.index + run - 1}"
+                                      f" of a request of {len(refs)}")
+                for i in range(c.index, c.index + run):
+                    done = Completion(i, c.key if i == c.index else refs[i].key,
+                                      _CODES.get(c.code, grpc.StatusCode.UNKNOWN), c.message,
+                                      c.size_bytes)
+                    out.append(done)
+                    if on_block is not None:
+                        on_block(done)
         except grpc.RpcError as e:
             raise KvtierError(e.code(), e.details()) from None
         return out
