@@ -275,6 +275,11 @@ class PythonClientTest(unittest.TestCase):
             loaded = self.client.load_async(self.ns.id, rid, load).result()
             self.assertEqual([c.ok for c in loaded], [True, True, True, False])
             self.assertEqual(loaded[3].code, grpc.StatusCode.NOT_FOUND)
+            # The three loads came as one run of completions: each block is
+            # still reported with its own index, key and size.
+            self.assertEqual([(c.index, c.key, c.size) for c in loaded],
+                             [(i, k, BLOCK_BYTES) for i, k in enumerate(keys)] +
+                             [(3, b"async-missing", 0)])
             for i in range(3):
                 self.assertEqual(bytes(region.buffer[(4 + i) * BLOCK_BYTES:(5 + i) * BLOCK_BYTES]),
                                  bytes([65 + i]) * BLOCK_BYTES)
