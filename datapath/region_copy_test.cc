@@ -18,6 +18,7 @@
 
 #include "base/clock.h"
 #include "base/status_macros.h"
+#include "datapath/region_copy_test_fixture.h"
 #include "datapath/shared_memory_region.h"
 #include "testing/faulty_copy_engine.h"
 #include "testing/test_bytes.h"
@@ -27,55 +28,10 @@
 namespace kvtier {
 namespace {
 
-constexpr uint64_t kBlock = 64 * 1024;
-
-void FillPattern(absl::Span<uint8_t> bytes, int seed) {
-  const std::vector<uint8_t> b = DeterministicBytes(std::to_string(seed), bytes.size());
-  std::copy(b.begin(), b.end(), bytes.begin());
-}
-
-BlockKey Key(int i) { return *BlockKey::Create("blk" + std::to_string(i)); }
-
-class RegionCopyTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    BlockCacheOptions o;
-    o.host_bytes = 32 << 20;
-    o.slab_bytes = 4 << 20;
-    o.max_block_bytes = 1 << 20;
-    cache_ = *BlockCache::Create(o, &clock_);
-    NamespaceSpec spec{"m", KvLayout{1, 1, 128, DType::kBf16, 256, 0, 1}, "", "", "",
-                       {}};  // 128 KiB
-    ns_ = cache_->OpenNamespace(spec)->id;
-  }
-
-  // n chained blocks at offsets 0, kBlock, 2 * kBlock...
-  std::vector<RegionBlock> Chain(int n, int first = 0) {
-    std::vector<RegionBlock> v;
-    for (int i = first; i < first + n; ++i) {
-      v.push_back({Key(i), i > 0 ? Key(i - 1) : BlockKey(), (i - first) * kBlock, kBlock, {}});
-    }
-    return v;
-  }
-
-  std::vector<BlockOutcome> Run(bool save, MemoryRegion& region,
-                                const std::vector<RegionBlock>& blocks, absl::Status* status,
-                                CopyEngine* engine = nullptr, BlockTransform* transform = nullptr) {
-    std::vector<BlockOutcome> out;
-    auto sink = [&](const BlockOutcome& o) {
-      out.push_back(o);
-      return true;
-    };
-    const KeepGoing go = [] { return true; };
-    *status = save ? SaveFromRegion(*cache_, ns_, region, blocks, sink, go, engine, transform)
-                   : LoadIntoRegion(*cache_, ns_, region, blocks, sink, go, engine, transform);
-    return out;
-  }
-
-  FakeClock clock_;
-  std::unique_ptr<BlockCache> cache_;
-  NamespaceId ns_;
-};
+using RegionCopyTest = region_copy_testing::RegionCopyFixture;
+using region_copy_testing::FillPattern;
+using region_copy_testing::kBlock;
+using region_copy_testing::Key;
 
 TEST_F(RegionCopyTest, SaveThenLoadRoundTripsEveryByte) {
   const int n = 150;  // three commit groups
@@ -243,62 +199,6 @@ TEST_F(RegionCopyTest, TwoThreadLoadsKeepTheOrderAndCatchCorruptBlocks) {
   const uint64_t mismatches = cache_->Snapshot().counters.checksum_mismatches;
   EXPECT_GE(mismatches, 1u);
   EXPECT_LE(mismatches, 2u);
-}
-
-TEST_F(RegionCopyTest, TwoThreadSavesStoreEveryByteAndItsChecksum) {
-  const int n = 48;  // 3 MiB in one group: copied on two threads
-  VectorRegion src(n * kBlock), dst(n * kBlock);
-  for (int i = 0; i < n; ++i) FillPattern(src.bytes().subspan(i * kBlock, kBlock), i);
-  absl::Status s;
-  // Blocks 0..9 are cached already (a 640 KiB group: one thread); the
-  // two-thread group skips their slots.
-  std::vector<BlockOutcome> out = Run(true, src, Chain(10), &s);
-  ASSERT_TRUE(s.ok()) << s;
-  // Odd blocks come in two pieces, the halves swapped.
-  std::vector<RegionBlock> blocks = Chain(n);
-  for (int i = 1; i < n; i += 2) {
-    blocks[i].offset = blocks[i].size = 0;
-    blocks[i].segments = {{i * kBlock + kBlock / 2, kBlock / 2}, {i * kBlock, kBlock / 2}};
-  }
-  out = Run(true, src, blocks, &s);
-  ASSERT_TRUE(s.ok()) << s;
-  ASSERT_EQ(out.size(), static_cast<size_t>(n));
-  for (const BlockOutcome& o : out) ASSERT_TRUE(o.status.ok()) << o.index << ": " << o.status;
-  EXPECT_EQ(cache_->Snapshot().blocks, static_cast<uint64_t>(n));
-  // A load verifies each block against the checksum its save recorded.
-  out = Run(false, dst, Chain(n), &s);
-  ASSERT_TRUE(s.ok()) << s;
-  for (int i = 0; i < n; ++i) {
-    ASSERT_TRUE(out[i].status.ok()) << i << ": " << out[i].status;
-    const uint8_t* want = src.bytes().data() + i * kBlock;
-    const uint8_t* got = dst.bytes().data() + i * kBlock;
-    if (i % 2 == 1 && i >= 10) {  // stored as its pieces, in their order
-      EXPECT_TRUE(std::equal(got, got + kBlock / 2, want + kBlock / 2)) << "block " << i;
-      EXPECT_TRUE(std::equal(got + kBlock / 2, got + kBlock, want)) << "block " << i;
-    } else {
-      EXPECT_TRUE(std::equal(got, got + kBlock, want)) << "block " << i;
-    }
-  }
-  EXPECT_EQ(cache_->Snapshot().counters.checksum_mismatches, 0u);
-}
-
-TEST_F(RegionCopyTest, TwoThreadSaveGroupFailsWhole) {
-  const int n = 40;
-  VectorRegion src(n * kBlock);
-  std::vector<RegionBlock> blocks = Chain(n);
-  blocks[25].parent = Key(99);  // not cached, not in the request
-  absl::Status s;
-  std::vector<BlockOutcome> out = Run(true, src, blocks, &s);
-  ASSERT_TRUE(s.ok()) << s;
-  ASSERT_EQ(out.size(), static_cast<size_t>(n));
-  EXPECT_EQ(out[25].status.code(), absl::StatusCode::kFailedPrecondition) << out[25].status;
-  for (int i = 0; i < n; ++i) {
-    if (i != 25) {
-      EXPECT_EQ(out[i].status.code(), absl::StatusCode::kAborted) << i;
-    }
-  }
-  EXPECT_EQ(cache_->Snapshot().blocks, 0u);           // nothing of the group is stored
-  EXPECT_EQ(cache_->Snapshot().host.used_bytes, 0u);  // nor holds a slot
 }
 
 TEST_F(RegionCopyTest, SaveRejectsBlocksLargerThanTheNamespaces) {

@@ -4,8 +4,10 @@
 // so a group of small blocks costs one message instead of one each.
 //
 // A run is pushed when it ends: at a failure or a size change (then the
-// failure is pushed alone), at kMaxRun blocks (one copy group, so nothing is
-// held back longer than the group it belongs to), or at Flush.
+// failure is pushed alone), at kMaxRun blocks, or at Flush. For host regions
+// of one group a run ends with its copy group (both are 64 blocks from the
+// request's start); elsewhere (device regions' smaller groups, layer groups)
+// a completion waits for at most the kMaxRun - 1 blocks after it.
 //
 // Thread-safety: none; one call's outcomes arrive in order on one thread.
 #ifndef KVTIER_SERVER_COMPLETION_RUNS_H_

@@ -35,7 +35,7 @@ except ImportError:  # the layout tests say so and skip
 from engine_sim import start_daemon  # noqa: E402
 
 from kvtier import Client, KvLayoutSpec, NamespaceOptions, SharedRegion  # noqa: E402
-from kvtier.engines.cuda_region import cuda_region, daemon_device  # noqa: E402
+from kvtier.engines.cuda_region import cuda_region, daemon_device, ipc_handle  # noqa: E402
 from kvtier.engines.direct_transfer import DirectTransfer, RegionSpace  # noqa: E402
 from kvtier.engines.kv_layout import BlockLayout, LayoutError, TensorGeometry  # noqa: E402
 
@@ -91,6 +91,19 @@ class CudaRegionTest(unittest.TestCase):
         self.assertEqual(r.tensors, [(b"\x02" * 64, 4096, 8192), (b"\x01" * 64, 0, 4096)])
         self.assertEqual(r.device, 5)
         self.assertEqual(r.space.segments([(0x20000 + 16, 16)]), [(8192 + 16, 16)])
+
+    def test_handles_of_old_and_new_torch_and_refusals(self):
+        raw = bytes(range(64))
+        self.assertEqual(ipc_handle(raw), raw)                 # torch < 2.2: the handle
+        self.assertEqual(ipc_handle(b"\x02c" + raw), raw)      # version, 'c', the handle
+        self.assertEqual(ipc_handle(b"\x03c" + raw), raw)
+        with self.assertRaisesRegex(LayoutError, "expandable"):
+            ipc_handle(b"\x02e" + b"\x00" * 40)
+        for bad in (b"", raw[:63], b"\x02x" + raw):
+            with self.assertRaises(LayoutError):
+                ipc_handle(bad)
+        versioned = FakeCudaTensor(0x1000, 64, 0, handle=b"\x02c" + raw)
+        self.assertEqual(cuda_region([versioned]).tensors, [(raw, 0, 64)])
 
     def test_the_daemon_device_follows_cuda_visible_devices(self):
         self.assertEqual(daemon_device(1, "2,3"), 3)
@@ -212,6 +225,9 @@ class DirectTransferTest(unittest.TestCase):
         self.assertEqual(transfer.load([b"k"], [layout.spans(0)]), 0)
         self.assertEqual(transfer.stats["daemon_errors"], 2)  # a CPU daemon, or a bad handle
         self.assertEqual(transfer.stats["load_failures"], 1)
+        # What the connector asks at registration: why it cannot serve.
+        self.assertIn("refused", transfer.check(layout.spans(0)))
+        self.assertIn("outside", transfer.check([(0x10, 16)]))
 
 
 if __name__ == "__main__":

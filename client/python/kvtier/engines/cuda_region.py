@@ -5,7 +5,13 @@ buffer) is one piece of the region, exported with PyTorch's CUDA IPC
 sharing (`untyped_storage()._share_cuda_()`: the allocation's
 cudaIpcMemHandle_t and the storage's byte offset in that allocation), which
 the daemon opens with cudaIpcOpenMemHandle (Client.register_cuda_ipc).
-torch is imported lazily; nothing here runs without GPU tensors.
+Older torch gives the 64-byte handle itself; newer torch prefixes it with
+a version byte and a type byte ('c': a cudaMalloc block; 'e': an
+expandable segment, which has no cudaIpcMemHandle_t and is refused: run the
+engine without PYTORCH_CUDA_ALLOC_CONF=expandable_segments). Sharing keeps
+torch's reference count on the storage for the process's life, as the KV
+caches live that long anyway. torch is imported lazily; nothing here runs
+without GPU tensors.
 
 The daemon addresses devices by its own ordinals: the engine's device index
 is mapped through CUDA_VISIBLE_DEVICES when that lists plain ordinals, and
@@ -21,6 +27,7 @@ from kvtier.engines.direct_transfer import RegionSpace
 from kvtier.engines.kv_layout import LayoutError
 
 _MAX_TENSORS = 4096  # CudaIpcMemory.tensors
+_IPC_HANDLE_BYTES = 64  # cudaIpcMemHandle_t
 
 
 @dataclass
@@ -45,16 +52,32 @@ def daemon_device(engine_index: int, visible: Optional[str] = None) -> int:
     return engine_index
 
 
-def _stream_sync(device: int) -> Callable[[], None]:
-    """Waits for the stream that is current on `device` now, in the thread
-    that registers (the engine's compute stream; a background load's thread
-    has another current stream). Nothing to wait for where this process has
-    no CUDA."""
-    import torch
+def ipc_handle(shared: bytes) -> bytes:
+    """The cudaIpcMemHandle_t in what _share_cuda_() gives as the handle:
+    the 64 bytes themselves (older torch), or after torch's version and
+    type bytes (type 'c'); LayoutError for anything else."""
+    if len(shared) == _IPC_HANDLE_BYTES:
+        return shared
+    if len(shared) == _IPC_HANDLE_BYTES + 2 and shared[1:2] == b"c":
+        return shared[2:]
+    if len(shared) >= 2 and shared[1:2] == b"e":
+        raise LayoutError("KV caches in torch expandable segments cannot be shared by "
+                          "cudaIpcMemHandle; unset PYTORCH_CUDA_ALLOC_CONF=expandable_segments")
+    raise LayoutError(f"a CUDA IPC handle of {len(shared)} bytes in a format kvtier does not "
+                      "know")
+
+
+def _device_sync(device: int) -> Callable[[], None]:
+    """Waits for every stream of `device` (whichever one the engine computes
+    on), before the daemon reads KV or overwrites blocks. Nothing to wait for
+    where this process has no CUDA through torch."""
+    try:
+        import torch
+    except ImportError:
+        return lambda: None
     if not torch.cuda.is_available():
         return lambda: None
-    stream = torch.cuda.current_stream(device)
-    return stream.synchronize
+    return lambda: torch.cuda.synchronize(device)
 
 
 def cuda_region(tensors: Sequence[Any], device: Optional[int] = None) -> CudaRegion:
@@ -73,12 +96,10 @@ def cuda_region(tensors: Sequence[Any], device: Optional[int] = None) -> CudaReg
     pieces, ipc = [], []
     for ptr, storage in sorted(storages.items()):
         shared = storage._share_cuda_()
-        handle, size, offset = bytes(shared[1]), int(shared[2]), int(shared[3])
-        if size != storage.nbytes():
-            raise LayoutError(f"a CUDA storage shares {size} bytes, not its {storage.nbytes()}")
+        handle, size, offset = ipc_handle(bytes(shared[1])), int(shared[2]), int(shared[3])
         pieces.append((ptr, size))
         ipc.append((handle, offset, size))
     engine_index = indices.pop()
     return CudaRegion(RegionSpace(pieces),
                       daemon_device(engine_index) if device is None else device, ipc,
-                      _stream_sync(engine_index))
+                      _device_sync(engine_index))

@@ -14,7 +14,9 @@ import logging
 import threading
 from typing import Callable, Dict, List, Optional, Sequence
 
-from kvtier.client import BlockRef, Client, Completion
+import grpc
+
+from kvtier.client import BlockRef, Client, Completion, KvtierError
 
 log = logging.getLogger("kvtier.engines")
 
@@ -79,6 +81,25 @@ class DaemonSession:
                 log.warning("kvtier lookup failed (attempt %d): %s", attempt + 1, e)
                 self._namespace = None
         return 0
+
+    def check_region(self) -> str:
+        """Registers the region now: "" when the daemon took it or could not
+        be reached (a later call retries), else why it refused it (e.g. a
+        daemon without CUDA, or one on another node, for GPU memory)."""
+        with self.lock:
+            if self._region is not None:
+                return ""
+            try:
+                self._region = self._register(self.client)
+            except KvtierError as e:
+                if e.code in (grpc.StatusCode.FAILED_PRECONDITION,
+                              grpc.StatusCode.INVALID_ARGUMENT,
+                              grpc.StatusCode.PERMISSION_DENIED,
+                              grpc.StatusCode.UNIMPLEMENTED):
+                    return f"the daemon refused the KV memory: {e}"
+            except Exception:
+                pass
+            return ""
 
     def forget_region(self) -> None:
         """Drops the registration (best effort: a restarted daemon has none),

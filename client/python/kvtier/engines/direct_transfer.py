@@ -130,6 +130,15 @@ class DirectTransfer:
         with self.lock:
             return self._run(True, self._refs(keys, spans, parents), len(keys), retention)
 
+    def check(self, spans: Sequence[Span]) -> str:
+        """Why this transfer cannot serve the engine ("" when it can): a
+        block of `spans` the daemon would refuse, or a region it refuses."""
+        try:
+            self._space.segments(spans)
+        except LayoutError as e:
+            return str(e)
+        return self._session.check_region()
+
     def lookup(self, keys: Sequence[bytes]) -> int:
         with self.lock:
             return self._session.lookup(keys)

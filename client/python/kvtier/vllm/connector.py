@@ -274,8 +274,14 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
                     raise
                 except Exception as e:
                     raise LayoutError(f"GPU KV caches cannot be shared by CUDA IPC: {e}")
-                transfer = DirectTransfer(self._client, lambda c: self._open(c, rank),
-                                          region.register, region.space, block_bytes, region.sync)
+                direct = DirectTransfer(self._client, lambda c: self._open(c, rank),
+                                        region.register, region.space, block_bytes, region.sync)
+                # A daemon that cannot open the memory (no CUDA, another node)
+                # or a block of too many pieces: disabled now, not every step.
+                refused = direct.check([s for b in range(self._ratio) for s in layout.spans(b)])
+                if refused:
+                    raise LayoutError(f"GPU KV caches: {refused}")
+                transfer = direct
             else:
                 transfer = StagedTransfer(self._client, lambda c: self._open(c, rank), block_bytes,
                                           int(_extra(self._config, "kvtier_staging_mib", 64)) << 20)
