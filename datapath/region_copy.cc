@@ -5,6 +5,8 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -91,6 +93,20 @@ size_t GroupEnd(absl::Span<const RegionBlock> blocks, size_t next, bool device) 
     if (bytes > kDeviceStagingBytes && i > next) return i;
   }
   return end;
+}
+
+void OnTwoThreads(const std::function<void(size_t part)>& part) {
+  std::optional<std::thread> helper;
+  try {
+    helper.emplace(part, 1);
+  } catch (const std::system_error&) {  // no thread to be had
+  }
+  part(0);
+  if (helper.has_value()) {
+    helper->join();
+  } else {
+    part(1);
+  }
 }
 
 }  // namespace kvtier

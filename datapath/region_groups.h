@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -30,6 +31,10 @@ size_t GroupEnd(absl::Span<const RegionBlock> blocks, size_t next, bool device);
 // with the checksum fused in reaches about half of what the machine's
 // memory moves, and a thread costs tens of microseconds to start.
 inline constexpr uint64_t kTwoThreadGroupBytes = 2ull << 20;
+
+// Runs part(0) on this thread and part(1) on a helper, and returns when
+// both are done; where no thread can be started, both on this thread.
+void OnTwoThreads(const std::function<void(size_t part)>& part);
 
 }  // namespace kvtier
 

@@ -3,8 +3,6 @@
 #include <cstring>
 #include <deque>
 #include <optional>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -229,18 +227,7 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
                                       (*handles)[k], host_base, region.size());
         }
       };
-      // Without a thread to be had (std::system_error), this one does it all.
-      std::optional<std::thread> helper;
-      try {
-        helper.emplace(load_every_other, 1);
-      } catch (const std::system_error&) {
-      }
-      load_every_other(0);
-      if (helper.has_value()) {
-        helper->join();
-      } else {
-        load_every_other(1);
-      }
+      OnTwoThreads(load_every_other);
     } else if (handles.ok()) {
       for (size_t i = next; i < end; ++i) {
         if (!keep_going()) return absl::CancelledError("Load abandoned by its caller");

@@ -3,8 +3,6 @@
 #include <cstring>
 #include <deque>
 #include <optional>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -59,18 +57,7 @@ absl::Status FillOnTwoThreads(BlockCache::PutBatch& batch, absl::Span<const Regi
       if (!vanished[k]) checksums[k] = hash.Digest();
     }
   };
-  // Without a thread to be had (std::system_error), this one does it all.
-  std::optional<std::thread> helper;
-  try {
-    helper.emplace(fill_every_other, 1);
-  } catch (const std::system_error&) {
-  }
-  fill_every_other(0);
-  if (helper.has_value()) {
-    helper->join();
-  } else {
-    fill_every_other(1);
-  }
+  OnTwoThreads(fill_every_other);
   for (size_t k = 0; k < end - next; ++k) {
     absl::Status st = vanished[k] ? VanishedMemoryError(absl::StrCat("blocks[", next + k, "]"))
                                   : batch.Filled(first + k, checksums[k]);

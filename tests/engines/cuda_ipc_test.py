@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, PYTHONPATH)
 sys.path.insert(0, HERE)
 
-from engine_sim import start_daemon  # noqa: E402
+from engine_sim import contiguous_strides, start_daemon  # noqa: E402
 
 from kvtier import Client, KvLayoutSpec, NamespaceOptions  # noqa: E402
 from kvtier.engines.cuda_region import cuda_region  # noqa: E402
@@ -64,11 +64,7 @@ class DeviceTensor:
         self.nbytes = n * 2
         self.ptr = ctypes.c_void_p()
         check(rt.cudaMalloc(ctypes.byref(self.ptr), ctypes.c_size_t(self.nbytes)), "cudaMalloc")
-        strides, acc = [], 1
-        for d in reversed(shape):
-            strides.insert(0, acc)
-            acc *= d
-        self._strides = tuple(strides)
+        self._strides = contiguous_strides(shape)
         self.is_cuda = True
         self.device = SimpleNamespace(index=0)
 

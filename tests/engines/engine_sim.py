@@ -28,6 +28,15 @@ def start_daemon(kvtierd, sock, log_path):
         raise RuntimeError("kvtierd did not start: " + f.read()[-2000:])
 
 
+def contiguous_strides(shape):
+    """Row-major strides, in elements, of a tensor of `shape`."""
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.insert(0, acc)
+        acc *= d
+    return tuple(strides)
+
+
 class HostTensor:
     """A host tensor as the connector reads one (torch's methods)."""
 
@@ -37,11 +46,7 @@ class HostTensor:
         for d in shape:
             n *= d
         self._buf = (ctypes.c_char * (n * 2))()
-        strides, acc = [], 1
-        for d in reversed(shape):
-            strides.insert(0, acc)
-            acc *= d
-        self._strides = tuple(strides)
+        self._strides = contiguous_strides(shape)
         self.is_cuda = False
 
     def data_ptr(self):
