@@ -14,9 +14,7 @@ Usage: python3 direct_transfer_test.py KVTIERD PYTHONPATH
 """
 
 import os
-import shutil
 import sys
-import tempfile
 import time
 import unittest
 from types import SimpleNamespace
@@ -32,7 +30,7 @@ try:
 except ImportError:  # the layout tests say so and skip
     torch = None
 
-from engine_sim import start_daemon  # noqa: E402
+from engine_sim import daemon_for, start_daemon  # noqa: E402
 
 from kvtier import Client, KvLayoutSpec, NamespaceOptions, SharedRegion  # noqa: E402
 from kvtier.engines.cuda_region import cuda_region, daemon_device, ipc_handle  # noqa: E402
@@ -138,19 +136,13 @@ LAYOUTS = [  # name, logical shape, stride order, tensors
 @unittest.skipIf(torch is None, "python3-torch is not installed")
 class DirectTransferTest(unittest.TestCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="kvtier-direct-")
-        self.sock = os.path.join(self.dir, "kvtier.sock")
-        self.log = os.path.join(self.dir, "kvtierd.log")
-        self.proc = start_daemon(KVTIERD, self.sock, self.log)
+        daemon_for(self, KVTIERD, "kvtier-direct-")
         self.client = Client("unix:" + self.sock, timeout=5, max_reconnect_backoff_ms=1000)
         self.region = SharedRegion(8 << 20)
 
     def tearDown(self):
         self.client.close()
         self.region.close()
-        self.proc.kill()
-        self.proc.wait(10)
-        shutil.rmtree(self.dir)
 
     def engine(self, name, shape, order, count):
         """KV tensors in the shared region, random; their layout; a

@@ -5,7 +5,9 @@ ctypes memory, so the tests need no torch.
 
 import ctypes
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from types import SimpleNamespace
 
@@ -35,6 +37,23 @@ def contiguous_strides(shape):
         strides.insert(0, acc)
         acc *= d
     return tuple(strides)
+
+
+def daemon_for(test, kvtierd, prefix):
+    """Starts a kvtierd for `test` (a unittest.TestCase) in a fresh directory
+    and sets test.dir, test.sock, test.log and test.proc. The daemon (the
+    one in test.proc when the test ends) is killed and the directory removed
+    by the test's cleanups, which run even when the rest of setUp fails."""
+    test.dir = tempfile.mkdtemp(prefix=prefix)
+    test.addCleanup(shutil.rmtree, test.dir, True)
+    test.sock = os.path.join(test.dir, "kvtier.sock")
+    test.log = os.path.join(test.dir, "kvtierd.log")
+    test.proc = start_daemon(kvtierd, test.sock, test.log)
+
+    def stop():
+        test.proc.kill()
+        test.proc.wait(10)
+    test.addCleanup(stop)
 
 
 class HostTensor:

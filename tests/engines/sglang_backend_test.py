@@ -14,9 +14,7 @@ import ctypes
 import hashlib
 import inspect
 import os
-import shutil
 import sys
-import tempfile
 import unittest
 
 KVTIERD, PYTHONPATH = sys.argv[1], sys.argv[2]
@@ -29,7 +27,7 @@ sys.path.insert(0, HERE)
 import sglang_interface  # noqa: E402
 from sglang.srt.mem_cache.hicache_storage import (HiCacheStorageConfig,  # noqa: E402
                                                   HiCacheStorageExtraInfo)
-from engine_sim import HostTensor, start_daemon  # noqa: E402
+from engine_sim import HostTensor, daemon_for  # noqa: E402
 
 from kvtier.sglang import KvtierHiCacheStorage  # noqa: E402
 
@@ -122,18 +120,13 @@ def config(address, mla=False, v1=True, tp_rank=0, tp_size=1):
 
 class SglangBackendTest(unittest.TestCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="kvtier-sglang-")
-        self.sock = os.path.join(self.dir, "kvtier.sock")
-        self.proc = start_daemon(KVTIERD, self.sock, os.path.join(self.dir, "kvtierd.log"))
+        daemon_for(self, KVTIERD, "kvtier-sglang-")
         self.address = "unix:" + self.sock
         self.backends = []
 
     def tearDown(self):
         for b in self.backends:
             b.close()
-        self.proc.kill()
-        self.proc.wait(10)
-        shutil.rmtree(self.dir)
 
     def backend(self, layout="layer_first", **kw):
         b = KvtierHiCacheStorage(config(self.address, **kw), None)

@@ -8,9 +8,7 @@ Usage: python3 torch_layout_test.py KVTIERD PYTHONPATH
 """
 
 import os
-import shutil
 import sys
-import tempfile
 import unittest
 
 KVTIERD, PYTHONPATH = sys.argv[1], sys.argv[2]
@@ -24,7 +22,7 @@ try:
 except ImportError:  # the test says so and skips
     torch = None
 
-from engine_sim import start_daemon  # noqa: E402
+from engine_sim import daemon_for  # noqa: E402
 
 from kvtier import Client, KvLayoutSpec, NamespaceOptions  # noqa: E402
 from kvtier.engines.kv_layout import BlockLayout, TensorGeometry  # noqa: E402
@@ -58,16 +56,11 @@ def layouts():
 @unittest.skipIf(torch is None, "python3-torch is not installed")
 class TorchLayoutTest(unittest.TestCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="kvtier-torch-")
-        sock = os.path.join(self.dir, "kvtier.sock")
-        self.proc = start_daemon(KVTIERD, sock, os.path.join(self.dir, "kvtierd.log"))
-        self.client = Client("unix:" + sock, timeout=5)
+        daemon_for(self, KVTIERD, "kvtier-torch-")
+        self.client = Client("unix:" + self.sock, timeout=5)
 
     def tearDown(self):
         self.client.close()
-        self.proc.kill()
-        self.proc.wait(10)
-        shutil.rmtree(self.dir)
 
     def test_every_backend_layout_round_trips(self):
         for name, tensors, block_dim in layouts():

@@ -20,9 +20,7 @@ import itertools
 import subprocess
 import os
 import pickle
-import shutil
 import sys
-import tempfile
 import time
 import unittest
 from types import SimpleNamespace
@@ -35,7 +33,7 @@ sys.path.insert(0, os.path.join(HERE, "standins"))
 sys.path.insert(0, HERE)
 
 import vllm_interface  # noqa: E402
-from engine_sim import start_daemon  # noqa: E402
+from engine_sim import daemon_for, start_daemon  # noqa: E402
 from vllm_sim import (BS, KV_CACHE_CONFIG, LAYERS, MLA_DIM, NUM_BLOCKS, Request,  # noqa: E402
                       block_kv, call_over, kv_cache_config, vllm_config)
 
@@ -191,10 +189,7 @@ class RetentionParamTest(unittest.TestCase):
 
 class VllmConnectorTest(unittest.TestCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="kvtier-vllm-")
-        self.sock = os.path.join(self.dir, "kvtier.sock")
-        self.log = os.path.join(self.dir, "kvtierd.log")
-        self.proc = start_daemon(KVTIERD, self.sock, self.log)
+        daemon_for(self, KVTIERD, "kvtier-vllm-")
         self.address = "unix:" + self.sock
         self.engine = Engine(self.address)
         self.assertEqual(self.engine.workers[0].call("disabled_reason"), "")
@@ -205,9 +200,6 @@ class VllmConnectorTest(unittest.TestCase):
     def tearDown(self):
         self.engine.shutdown()
         self.client.close()
-        self.proc.kill()
-        self.proc.wait(10)
-        shutil.rmtree(self.dir)
 
     def cached(self, req, rank=0, tp=1):
         """The daemon's copy of each of the request's full blocks is right."""
