@@ -7,7 +7,7 @@ addresses a registered CUDA IPC region (piece i starts at the sum of the
 sizes before it). A block's spans (kv_layout) become the segments of one
 BlockRef: the daemon gathers them on Save and scatters into them on Load,
 with no staging copy. `before_daemon_reads` runs before every Save and Load
-(for GPU memory: the engine's compute stream is synchronised, so the daemon
+(for GPU memory: every stream of the device is synchronised, so the daemon
 reads finished KV and overwrites no block a kernel still reads).
 
 Failures are counts, never exceptions, as for StagedTransfer (the same

@@ -28,7 +28,7 @@ Supported: one KV cache group of full attention (FlashAttention and
 FlashInfer layouts, NHD or HND) or of MLA (the latent cache, the same on
 every TP rank: stored once, by rank 0, in a latent namespace every rank
 loads from); KV caches on the GPU (registered once by CUDA IPC; the daemon
-copies blocks to and from them itself, after the compute stream is
+copies blocks to and from them itself, after the device's streams are
 synchronised) or in host memory (through a shared-memory staging region);
 synchronous or asynchronous loads; tensor parallelism. Not yet: several KV
 cache groups (hybrid models), pipeline and decode context parallelism,
