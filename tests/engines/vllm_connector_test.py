@@ -17,7 +17,6 @@ Usage: python3 vllm_connector_test.py KVTIERD PYTHONPATH
 
 import inspect
 import itertools
-import subprocess
 import os
 import pickle
 import sys
@@ -35,36 +34,13 @@ sys.path.insert(0, HERE)
 import vllm_interface  # noqa: E402
 from engine_sim import daemon_for, start_daemon  # noqa: E402
 from vllm_sim import (BS, KV_CACHE_CONFIG, LAYERS, MLA_DIM, NUM_BLOCKS, Request,  # noqa: E402
-                      block_kv, call_over, kv_cache_config, vllm_config)
+                      WorkerProcess, block_kv, kv_cache_config, vllm_config)
 
 from kvtier import Client, KvtierError  # noqa: E402
 from kvtier.vllm import KvtierConnectorV1  # noqa: E402
 from kvtier.vllm.connector import _namespace_options, _retention  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorRole,  # noqa: E402
                                                                 supports_hma)
-
-class WorkerProcess:
-    """A worker in a process of its own (python3 vllm_sim.py), driven over
-    its stdin and stdout: only pickled metadata and results cross, as
-    between vLLM's scheduler and its workers."""
-
-    def __init__(self, address, tp, rank, async_loads=False, on_gpu=False, mla=False):
-        self._proc = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "vllm_sim.py"), PYTHONPATH, address, str(tp),
-             str(rank), "async" if async_loads else "sync", "gpu" if on_gpu else "host",
-             "mla" if mla else "mha"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-
-    def call(self, command, *args):
-        status, value = call_over(self._proc.stdin, self._proc.stdout, (command, args))
-        if status != "ok":
-            raise AssertionError(f"worker: {value}")
-        return value
-
-    def shutdown(self):
-        self.call("shutdown")
-        self._proc.wait(10)
-
 
 class Engine:
     """vLLM's step loop, reduced to what the connector sees: the scheduler
@@ -73,8 +49,8 @@ class Engine:
     def __init__(self, address, tp=1, async_loads=False, on_gpu=False, mla=False):
         self.scheduler = KvtierConnectorV1(vllm_config(address, tp, 0, async_loads, mla),
                                            KVConnectorRole.SCHEDULER, kv_cache_config(mla))
-        self.workers = [WorkerProcess(address, tp, r, async_loads, on_gpu, mla)
-                        for r in range(tp)]
+        self.workers = [WorkerProcess(PYTHONPATH, address, tp, r, async_loads, on_gpu,
+                                      "mla" if mla else "mha") for r in range(tp)]
         self.waited_steps = 0  # steps a request spent waiting for a background load
         self.free = list(range(NUM_BLOCKS))
         self.before_load = None  # a hook run between the lookup and the load

@@ -3,7 +3,13 @@ the prefix), stand-in configs and requests, and a worker (Rank) that runs
 vLLM's worker half of each step. Run as a script it is one worker process,
 serving pickled commands on stdin and answering on stdout:
 
-    python3 vllm_sim.py PYTHONPATH ADDRESS TP RANK sync|async host|gpu mha|mla
+    python3 vllm_sim.py PYTHONPATH ADDRESS TP RANK sync|async host|gpu mha|mla|hybrid
+
+The hybrid model has four layers in two KV cache groups, as vLLM's hybrid
+allocator groups them: full attention (layers 0 and 2, group 0) and a
+sliding window of WINDOW tokens (layers 1 and 3, group 1); layers 0 and 1
+share one tensor, 2 and 3 another, and a block id belongs to one group at a
+time.
 """
 
 import ctypes
@@ -11,6 +17,7 @@ import hashlib
 import os
 import pickle
 import struct
+import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -30,6 +37,20 @@ BS, LAYERS, HEADS, DIM, NUM_BLOCKS = 16, 2, 1, 64, 64
 SPAN = BS * HEADS * DIM * 2  # bf16: one block of K (or V) of one layer
 # MLA: one latent of MLA_DIM per token and layer, as many bytes as K and V.
 MLA_DIM = 2 * HEADS * DIM
+# Hybrid: the layers of each KV cache group, the window, and the null block
+# (not block 0, so nothing can assume it).
+GROUP_LAYERS = ((0, 2), (1, 3))
+WINDOW = 2 * BS
+WINDOW_BLOCKS = 2
+NULL_BLOCK = 7
+
+
+class FullAttentionSpec(SimpleNamespace):
+    pass
+
+
+class SlidingWindowSpec(SimpleNamespace):
+    pass
 
 
 def block_hashes(tokens, extra=b""):
@@ -51,11 +72,11 @@ def kv(block_hash, layer, half, rank=0, size=SPAN):
     return (seed * (size // len(seed) + 1))[:size]
 
 
-def block_kv(block_hash, rank=0, mla=False):
+def block_kv(block_hash, rank=0, mla=False, layers=range(LAYERS)):
     """A block's bytes on `rank`; an MLA latent is the same on every rank."""
     halves, size = parts(mla)
     return b"".join(kv(block_hash, layer, half, 0 if mla else rank, size)
-                    for layer in range(LAYERS) for half in halves)
+                    for layer in layers for half in halves)
 
 
 class Request:
@@ -79,7 +100,15 @@ def vllm_config(address, tp=1, rank=0, async_loads=False, mla=False):
         cache_config=SimpleNamespace(prefix_caching_hash_algo="sha256_cbor"))
 
 
-def kv_cache_config(mla=False):
+def kv_cache_config(mla=False, hybrid=False, **changes):
+    if hybrid:
+        fields = dict(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype="torch.bfloat16")
+        window = dict(fields, sliding_window=WINDOW, **changes)
+        return SimpleNamespace(num_blocks=NUM_BLOCKS, kv_cache_groups=[
+            SimpleNamespace(layer_names=[f"layer.{i}" for i in GROUP_LAYERS[0]],
+                            kv_cache_spec=FullAttentionSpec(**fields)),
+            SimpleNamespace(layer_names=[f"layer.{i}" for i in GROUP_LAYERS[1]],
+                            kv_cache_spec=SlidingWindowSpec(**window))])
     spec = SimpleNamespace(block_size=BS, num_kv_heads=1, head_size=MLA_DIM,
                            dtype="torch.bfloat16") if mla else \
         SimpleNamespace(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype="torch.bfloat16")
@@ -105,18 +134,51 @@ def read_message(inp):
     return pickle.loads(inp.read(n))
 
 
+class WorkerProcess:
+    """A worker in a process of its own (python3 vllm_sim.py), driven over
+    its stdin and stdout: only pickled metadata and results cross, as
+    between vLLM's scheduler and its workers. `model`: mha, mla or hybrid."""
+
+    def __init__(self, pythonpath, address, tp, rank, async_loads=False, on_gpu=False,
+                 model="mha"):
+        self._proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), pythonpath, address, str(tp), str(rank),
+             "async" if async_loads else "sync", "gpu" if on_gpu else "host", model],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def call(self, command, *args):
+        status, value = call_over(self._proc.stdin, self._proc.stdout, (command, args))
+        if status != "ok":
+            raise AssertionError(f"worker: {value}")
+        return value
+
+    def shutdown(self):
+        self.call("shutdown")
+        self._proc.wait(10)
+        self._proc.stdin.close()
+        self._proc.stdout.close()
+
+
 class Rank:
     """One worker: its connector and its KV tensors. Lives in its own process
     (WorkerProcess); runs the worker half of each step."""
 
-    def __init__(self, address, tp, rank, async_loads=False, on_gpu=False, mla=False):
+    def __init__(self, address, tp, rank, async_loads=False, on_gpu=False, mla=False,
+                 hybrid=False):
         self.rank = rank
         self.mla = mla
+        self.hybrid = hybrid
         self.connector = KvtierConnectorV1(vllm_config(address, tp, rank, async_loads, mla),
-                                           KVConnectorRole.WORKER, kv_cache_config(mla))
+                                           KVConnectorRole.WORKER, kv_cache_config(mla, hybrid))
         # FlashAttention's (2, num_blocks, ...) per layer, or MLA's (num_blocks, bs, dim).
         shape = (NUM_BLOCKS, BS, MLA_DIM) if mla else (2, NUM_BLOCKS, BS, HEADS, DIM)
-        self.tensors = {f"layer.{i}": HostTensor(shape) for i in range(LAYERS)}
+        if hybrid:  # a tensor per pair of layers, one of each group
+            shared = [HostTensor(shape) for _ in GROUP_LAYERS[0]]
+            self.tensors = {f"layer.{layer}": shared[i] for g in GROUP_LAYERS
+                            for i, layer in enumerate(g)}
+            self.tensors = dict(sorted(self.tensors.items()))
+        else:
+            self.tensors = {f"layer.{i}": HostTensor(shape) for i in range(LAYERS)}
         for t in self.tensors.values():
             t.is_cuda = on_gpu  # shared with the daemon by (fake) CUDA IPC handles
         self.connector.register_kv_caches(self.tensors)
@@ -135,16 +197,27 @@ class Rank:
     def _span(self, t, half, block):
         return t.data_ptr() + block * t.stride()[0] * 2 if self.mla else t.span(half, block)
 
-    def write(self, block, data_of):
+    def _layers(self, group):
+        if not self.hybrid:
+            return range(LAYERS)
+        return GROUP_LAYERS[group]
+
+    def write(self, block, data_of, group=0):
         halves, size = parts(self.mla)
-        for layer, t in enumerate(self.tensors.values()):
+        for layer in self._layers(group):
+            t = self.tensors[f"layer.{layer}"]
             for half in halves:
                 ctypes.memmove(self._span(t, half, block), data_of(layer, half), size)
 
-    def read(self, block):
+    def read(self, block, group=0):
         halves, size = parts(self.mla)
-        return b"".join(ctypes.string_at(self._span(t, h, block), size)
-                        for t in self.tensors.values() for h in halves)
+        return b"".join(ctypes.string_at(self._span(self.tensors[f"layer.{layer}"], h, block),
+                                         size)
+                        for layer in self._layers(group) for h in halves)
+
+    def _groups(self, blocks):
+        """A step's blocks per group: a hybrid engine passes a list per group."""
+        return blocks if self.hybrid else (blocks,)
 
     def step(self, meta, blocks, hashes, begin, end):
         """bind, start_load_kv, the layers, the forward pass, wait_for_save,
@@ -159,13 +232,17 @@ class Rank:
         # The forward pass: every block the step touches. On a bad prefix (a
         # block whose load failed) the KV it computes is wrong.
         bad = w._load_errors  # what the step's loads reported (peek)
-        first_bad = min((blocks.index(b) for b in bad if b in blocks), default=None)
+        groups = self._groups(blocks)
+        first_bad = min((groups[0].index(b) for b in bad if b in groups[0]), default=None)
         size = parts(self.mla)[1]
         rank = 0 if self.mla else self.rank
         for i in range(begin // BS, min(len(hashes), -(-end // BS))):
             h, poisoned = hashes[i], first_bad is not None and i >= first_bad
-            self.write(blocks[i], lambda layer, half, h=h, p=poisoned:
-                       b"\x66" * size if p else kv(h, layer, half, rank, size))
+            # A recompute after a failed hybrid load writes the window group's
+            # out-of-window blocks into the null block, as vLLM's slot mapping does.
+            for g, ids in enumerate(groups):
+                self.write(ids[i], lambda layer, half, h=h, p=poisoned:
+                           b"\x66" * size if p else kv(h, layer, half, rank, size), g)
         w.wait_for_save()
         _, finished = w.get_finished(set())
         errors = w.get_block_ids_with_load_errors()
@@ -176,15 +253,33 @@ class Rank:
         return errors, finished or set()
 
     def handle(self, command, *args):
-        if command == "stale":
+        if command == "stale":  # blocks reused: whatever another request left
             for b in args[0]:
-                self.write(b, lambda layer, half: b"\xee" * parts(self.mla)[1])
+                for g in range(len(GROUP_LAYERS) if self.hybrid else 1):
+                    self.write(b, lambda layer, half: b"\xee" * parts(self.mla)[1], g)
         elif command == "step":
             return self.step(*args)
-        elif command == "verify":
+        elif command == "verify":  # every block of group 0, the window's of group 1
             blocks, hashes = args
-            return [i for i, h in enumerate(hashes)
-                    if self.read(blocks[i]) != block_kv(h, self.rank, self.mla)]
+            wrong = []
+            for g, ids in enumerate(self._groups(blocks)):
+                first = 0 if g == 0 else len(hashes) - WINDOW_BLOCKS
+                wrong += [(g, i) for i, h in enumerate(hashes) if i >= first and
+                          self.read(ids[i], g) != block_kv(h, self.rank, self.mla,
+                                                           self._layers(g))]
+            return wrong
+        elif command == "read":
+            return self.read(*args)
+        elif command == "lose_window":  # the daemon loses group 1's blocks before a load
+            client = self.connector._client
+            inner = client.load
+
+            def load(ns, region, refs, *a, **kw):
+                refs = [r if r.group == 0 else type(r)(b"lost", r.offset, r.size,
+                                                       segments=r.segments, group=r.group)
+                        for r in refs]
+                return inner(ns, region, refs, *a, **kw)
+            client.load = load
         elif command == "fail_loads":
             self.failures = args[0]
         elif command == "stats":  # vLLM's per-step stats, summed like its logger
@@ -198,8 +293,8 @@ class Rank:
 
 
 
-def serve(address, tp, rank, async_loads, on_gpu, mla):
-    r = Rank(address, tp, rank, async_loads, on_gpu, mla)
+def serve(address, tp, rank, async_loads, on_gpu, mla, hybrid):
+    r = Rank(address, tp, rank, async_loads, on_gpu, mla, hybrid)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # only protocol frames on the real stdout
     while True:
@@ -218,4 +313,4 @@ def serve(address, tp, rank, async_loads, on_gpu, mla):
 
 if __name__ == "__main__":
     serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "async",
-          sys.argv[6] == "gpu", sys.argv[7] == "mla")
+          sys.argv[6] == "gpu", sys.argv[7] == "mla", sys.argv[7] == "hybrid")

@@ -11,6 +11,7 @@ import unittest
 sys.path.insert(0, sys.argv[1])
 sys.argv = sys.argv[:1]
 
+from kvtier.engines.block_batches import batches  # noqa: E402
 from kvtier.engines.kv_layout import BlockLayout, TensorGeometry  # noqa: E402
 from kvtier.engines.scheduler_state import LoadOp, SaveOp, StepPlan  # noqa: E402
 from kvtier.engines.worker_io import WorkerIO  # noqa: E402
@@ -26,11 +27,16 @@ class FakeTransfer:
         self.loadable = 10 ** 6
         self.saved = []
         self.retentions = []
+        self.calls = []  # (keys, groups, span addresses) of each hybrid call
 
-    def load(self, keys, spans):
+    def load(self, keys, spans, groups=None):
+        if groups is not None:
+            self.calls.append((list(keys), list(groups), [s[0][0] for s in spans]))
         return min(len(keys), self.loadable)
 
-    def save(self, keys, parents, spans, retention=None):
+    def save(self, keys, parents, spans, retention=None, groups=None):
+        if groups is not None:
+            self.calls.append((list(keys), list(groups), [s[0][0] for s in spans]))
         self.saved.extend(keys)
         self.retentions.append(retention)
         return len(keys)
@@ -98,6 +104,48 @@ class WorkerIoTest(unittest.TestCase):
         plan = StepPlan(saves=[op(SaveOp, "b", 0, [2])])
         self.io.save(plan)
         self.assertEqual(self.t.saved, [b"b0"])
+
+
+class HybridWorkerIoTest(unittest.TestCase):
+    """Layer groups: group 0 at 4096, group 1 in a tensor at 1 << 20."""
+
+    def setUp(self):
+        self.layout = BlockLayout([TensorGeometry(4096, (8, 32), (32, 1), 2)], 8)
+        self.window = BlockLayout([TensorGeometry(1 << 20, (8, 32), (32, 1), 2)], 8)
+        self.t = FakeTransfer(self.layout.block_bytes)
+        self.io = WorkerIO(self.t, self.layout, 1, [self.window])
+
+    def test_each_keys_blocks_go_together_group_0_first(self):
+        save = op(SaveOp, "a", 0, [1, 2, 3])
+        save.group_blocks = [[None, 5, 6]]
+        self.io.save(StepPlan(saves=[save]))
+        keys, groups, addresses = self.t.calls[0]
+        self.assertEqual(keys, [b"a0", b"a1", b"a1", b"a2", b"a2"])
+        self.assertEqual(groups, [0, 0, 1, 0, 1])
+        self.assertEqual(addresses, [self.layout.spans(1)[0][0], self.layout.spans(2)[0][0],
+                                     self.window.spans(5)[0][0], self.layout.spans(3)[0][0],
+                                     self.window.spans(6)[0][0]])
+
+    def test_a_hybrid_load_that_fails_anywhere_fails_whole(self):
+        load = op(LoadOp, "a", 2, [1, 2, 3])
+        load.group_blocks = [[None, 5, 6]]
+        self.t.loadable = 4  # the last key's window block fails
+        self.assertEqual(self.io.load([load]), {1, 2, 3})
+        # Nothing of the request is saved until acknowledged, nor anything
+        # that uses its window blocks.
+        other = op(SaveOp, "b", 0, [0, 4])
+        other.group_blocks = [[None, 6]]
+        self.io.save(StepPlan(saves=[op(SaveOp, "a", 5, [7]), other]))
+        self.assertEqual(self.t.saved, [b"b0"])
+
+    def test_batches_never_split_a_keys_blocks(self):
+        keys = [b"a", b"a", b"b", b"b", b"c"]
+        self.assertEqual([list(r) for r in batches(keys, 3)], [[0, 1], [2, 3, 4]])
+        self.assertEqual([list(r) for r in batches(keys, 1)], [[0, 1], [2, 3], [4]])
+        self.assertEqual([list(r) for r in batches(keys, 10)], [[0, 1, 2, 3, 4]])
+        self.assertEqual(list(batches([], 2)), [])
+        with self.assertRaises(ValueError):
+            list(batches(keys, 0))
 
 
 if __name__ == "__main__":

@@ -56,12 +56,13 @@ class DaemonSession:
         return None
 
     def leading(self, save: bool, refs: List[BlockRef], retention: Optional[int] = None,
-                size: Optional[int] = None) -> int:
+                sizes: Optional[Sequence[int]] = None) -> int:
         """One Save (Load) of `refs`: how many leading blocks went through (a
-        loaded block must be `size` bytes when given). Counts them and the
-        failed rest of the call."""
+        loaded block i must be `sizes[i]` bytes when given). Counts them and
+        the failed rest of the call."""
         done = self.call(save, refs, retention)
-        ok = {c.index for c in done or [] if c.ok and (size is None or c.size == size)}
+        ok = {c.index for c in done or []
+              if c.ok and (sizes is None or (c.index < len(sizes) and c.size == sizes[c.index]))}
         n = 0
         while n < len(refs) and n in ok:
             n += 1

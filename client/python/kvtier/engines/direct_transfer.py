@@ -19,6 +19,7 @@ import logging
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from kvtier.client import BlockRef, Client
+from kvtier.engines.block_batches import batches
 from kvtier.engines.daemon_session import DaemonSession
 from kvtier.engines.kv_layout import LayoutError, Span, spans_fit
 
@@ -71,12 +72,19 @@ class RegionSpace:
 
 
 class DirectTransfer:
+    """`group_bytes`: a hybrid namespace's block bytes per layer group (group
+    0's is `block_bytes`); calls then name each block's group."""
+
     def __init__(self, client: Client, open_namespace: Callable[[Client], str],
                  register: Callable[[Client], str], space: RegionSpace, block_bytes: int,
-                 before_daemon_reads: Callable[[], None] = lambda: None):
+                 before_daemon_reads: Callable[[], None] = lambda: None,
+                 group_bytes: Optional[Sequence[int]] = None):
         if block_bytes < 1:
             raise ValueError("block_bytes must be positive")
         self.block_bytes = block_bytes
+        self.group_bytes = list(group_bytes) if group_bytes else [block_bytes]
+        if self.group_bytes[0] != block_bytes or min(self.group_bytes) < 1:
+            raise ValueError("group_bytes must be positive and start with block_bytes")
         self._space = space
         self._sync = before_daemon_reads
         self._session = DaemonSession(client, open_namespace, register)
@@ -84,15 +92,22 @@ class DirectTransfer:
         self.stats = self._session.stats
 
     def _refs(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]],
-              parents: Optional[Sequence[bytes]]) -> Optional[List[BlockRef]]:
-        if len(spans) != len(keys) or (parents is not None and len(parents) != len(keys)):
+              parents: Optional[Sequence[bytes]],
+              groups: Optional[Sequence[int]]) -> Optional[List[BlockRef]]:
+        if groups is None:
+            groups = [0] * len(keys)
+        if len(spans) != len(keys) or len(groups) != len(keys) or \
+                (parents is not None and len(parents) != len(keys)) or \
+                any(not 0 <= g < len(self.group_bytes) for g in groups):
+            log.error("kvtier: a transfer call's keys, spans and groups disagree")
             return None
-        if not spans_fit(spans, self.block_bytes):
-            log.error("kvtier: a block's spans do not hold its %d bytes", self.block_bytes)
+        if not all(spans_fit([s], self.group_bytes[g]) for s, g in zip(spans, groups)):
+            log.error("kvtier: a block's spans do not hold its bytes (%s per group)",
+                      self.group_bytes)
             return None
         try:
             return [BlockRef(k, 0, 0, parent_key=parents[i] if parents is not None else b"",
-                             segments=self._space.segments(spans[i]))
+                             segments=self._space.segments(spans[i]), group=groups[i])
                     for i, k in enumerate(keys)]
         except LayoutError as e:
             log.error("kvtier: %s", e)
@@ -110,25 +125,30 @@ class DirectTransfer:
             log.error("kvtier: synchronising the engine's stream: %s", e)
             self.stats[failures] += count
             return 0
-        for start in range(0, count, _BLOCKS_PER_CALL):
-            batch = refs[start:start + _BLOCKS_PER_CALL]
-            n = self._session.leading(save, batch, retention,
-                                      size=None if save else self.block_bytes)
+        for idx in batches([r.key for r in refs], _BLOCKS_PER_CALL):
+            batch = refs[idx.start:idx.stop]
+            sizes = None if save else [self.group_bytes[r.group] for r in batch]
+            n = self._session.leading(save, batch, retention, sizes=sizes)
             if n < len(batch):  # a save's later blocks would lack their parent
-                self.stats[failures] += count - (start + len(batch))
-                return start + n
+                self.stats[failures] += count - idx.stop
+                return idx.start + n
         return count
 
-    def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]]) -> int:
-        """Loads blocks in order until one fails; returns how many loaded."""
+    def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]],
+             groups: Optional[Sequence[int]] = None) -> int:
+        """Loads blocks in order until one fails; returns how many loaded.
+        `groups`: each block's layer group (hybrid namespaces)."""
         with self.lock:
-            return self._run(False, self._refs(keys, spans, None), len(keys))
+            return self._run(False, self._refs(keys, spans, None, groups), len(keys))
 
     def save(self, keys: Sequence[bytes], parents: Sequence[bytes],
-             spans: Sequence[Sequence[Span]], retention: Optional[int] = None) -> int:
-        """Saves blocks in order until one fails; returns how many are cached."""
+             spans: Sequence[Sequence[Span]], retention: Optional[int] = None,
+             groups: Optional[Sequence[int]] = None) -> int:
+        """Saves blocks in order until one fails; returns how many are cached.
+        `groups`: each block's layer group; a key's blocks go in one call."""
         with self.lock:
-            return self._run(True, self._refs(keys, spans, parents), len(keys), retention)
+            return self._run(True, self._refs(keys, spans, parents, groups), len(keys),
+                             retention)
 
     def check(self, spans: Sequence[Span]) -> str:
         """Why this transfer cannot serve the engine ("" when it can): a

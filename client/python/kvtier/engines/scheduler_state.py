@@ -19,11 +19,22 @@ Rules:
 - With asynchronous loads a request with a hit waits, unscheduled, while its
   blocks load in the background; its load goes out in the next plan
   whether it is scheduled or not.
+
+Hybrid models (several layer groups, vLLM's KV cache groups): group 0 is
+full attention and the spine: its engine blocks are the ones the engine
+rolls back by, and its keys the ones the daemon chains. Every further group
+has one engine block per key (ratio 1): a full-attention group moves all of
+them, a sliding-window group of w blocks only the window a cut needs (keys
+[cut - w, cut) on a load; every block the step computed on a save, the
+daemon keeping what some cut uses). The engine's null block (what a
+sliding-window group holds outside its window) is never loaded or saved.
+A hybrid load is all or nothing: a shorter prefix than planned would need
+other window blocks, so any failure fails the whole load.
 """
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from kvtier.engines.block_keys import (KvtierBlock, kvtier_block_count, kvtier_block_range,
                                       kvtier_blocks)
@@ -40,6 +51,9 @@ class LoadOp:
     # Loaded in the background; the worker reports the request finished
     # (the request waits meanwhile and is not scheduled).
     asynchronous: bool = False
+    # Hybrid models: per layer group 1.., each key's engine block (None: the
+    # group moves nothing for that key). Non-empty: all or nothing.
+    group_blocks: List[List[Optional[int]]] = field(default_factory=list)
 
 
 @dataclass
@@ -51,6 +65,8 @@ class SaveOp:
     engine_blocks: List[List[int]]
     # The request's retention priority (0..100), if the engine gave one.
     retention: Optional[int] = None
+    # Hybrid models: as LoadOp.group_blocks.
+    group_blocks: List[List[Optional[int]]] = field(default_factory=list)
 
 
 @dataclass
@@ -82,23 +98,34 @@ class ScheduledView:
     replace: bool
     num_computed: int
     num_scheduled: int
+    # Hybrid models: the new engine blocks of layer groups 1.. (as for group 0).
+    new_group_block_ids: Sequence[Sequence[int]] = ()
 
 
 @dataclass
 class _Tracked:
     view: RequestView
     block_ids: List[int] = field(default_factory=list)
+    group_ids: List[List[int]] = field(default_factory=list)  # layer groups 1..
     saved: int = 0  # kvtier blocks [0, saved) are cached or being saved
 
 
 class SchedulerState:
-    """`lookup(keys)` returns how many leading keys the daemon holds (raising
-    on a daemon error, which counts as a miss)."""
+    """`lookup(keys)` returns how many leading keys the daemon holds (for a
+    hybrid namespace: the longest cut every group can restore), raising on a
+    daemon error, which counts as a miss. `windows`: per layer group 1.., 0
+    for full attention or its sliding window in blocks."""
 
     def __init__(self, lookup: Callable[[List[bytes]], int], engine_block_tokens: int,
-                 ratio: int, async_loads: bool = False):
+                 ratio: int, async_loads: bool = False, windows: Sequence[int] = ()):
         if engine_block_tokens < 1 or ratio < 1:
             raise ValueError("engine_block_tokens and ratio must be >= 1")
+        if windows and ratio != 1:
+            raise ValueError("layer groups need one engine block per kvtier block")
+        if any(w < 0 for w in windows):
+            raise ValueError("a window is a number of blocks")
+        self._windows = list(windows)
+        self.null_ids: Set[int] = set()  # the engine's null block(s): never moved
         self._lookup = lookup
         self._bs = engine_block_tokens
         self._ratio = ratio
@@ -134,13 +161,19 @@ class SchedulerState:
             hit -= 1
         return max(0, hit - first) * self._kb_tokens
 
-    def allocated(self, view: RequestView, block_ids: Sequence[int], num_external: int) -> None:
-        """The engine allocated `block_ids` (all of the request's) and will take
-        `num_external` tokens from the daemon past its own hit (the last match's)."""
+    def allocated(self, view: RequestView, block_ids: Sequence[int], num_external: int,
+                  group_block_ids: Sequence[Sequence[int]] = (),
+                  null_ids: Iterable[int] = ()) -> None:
+        """The engine allocated `block_ids` (all of the request's; of layer
+        groups 1.. `group_block_ids`, with `null_ids` its null block) and will
+        take `num_external` tokens from the daemon past its own hit (the last
+        match's)."""
+        self.null_ids.update(null_ids)
         num_computed = self._local.pop(view.req_id, 0)
         t = self._tracked.setdefault(view.req_id, _Tracked(view))
         t.view = view
         t.block_ids = list(block_ids)
+        t.group_ids = self._group_lists(group_block_ids)
         # The engine's own hit was computed, and saved, by an earlier request.
         t.saved = max(t.saved, num_computed // self._kb_tokens)
         if num_external <= 0:
@@ -163,10 +196,16 @@ class SchedulerState:
                 t = self._tracked[s.req_id] = _Tracked(view)
             if s.req_id in views:
                 t.view = views[s.req_id]
+            new_groups = self._group_lists(s.new_group_block_ids)
             if s.replace:
                 t.block_ids = list(s.new_block_ids)
+                t.group_ids = new_groups
             else:
                 t.block_ids.extend(s.new_block_ids)
+                if not t.group_ids:
+                    t.group_ids = [[] for _ in self._windows]
+                for ids, new in zip(t.group_ids, new_groups):
+                    ids.extend(new)
             load = self._loads.pop(s.req_id, None)
             if load is not None and load[1] > 0:
                 plan.loads.append(self._op(LoadOp, t, load[0], load[0] + load[1]))
@@ -185,6 +224,25 @@ class SchedulerState:
             del self._loads[req_id]
         return plan
 
+    def _group_lists(self, ids: Sequence[Sequence[int]]) -> List[List[int]]:
+        lists = [list(g) for g in ids]
+        return lists + [[] for _ in range(len(self._windows) - len(lists))]
+
+    def _group_blocks(self, t: _Tracked, begin: int, end: int,
+                      load: bool) -> List[List[Optional[int]]]:
+        """Per layer group 1.., the engine block of each key in [begin, end)
+        it moves: a load's window of a sliding-window group is the last
+        `window` keys; never the null block or a block not allocated."""
+        out = []
+        for window, ids in zip(self._windows, t.group_ids or [[] for _ in self._windows]):
+            first = max(begin, end - window) if (load and window) else begin
+            row: List[Optional[int]] = []
+            for i in range(begin, end):
+                b = ids[i] if i < len(ids) else None
+                row.append(None if i < first or b is None or b in self.null_ids else b)
+            out.append(row)
+        return out
+
     def _count(self, view: RequestView) -> int:
         return kvtier_block_count(len(view.block_hashes), self._ratio, view.num_publishable)
 
@@ -192,11 +250,12 @@ class SchedulerState:
         blocks = kvtier_block_range(t.view.block_hashes, self._ratio, begin,
                                     min(end, self._count(t.view)))
         engine = [t.block_ids[b.index * self._ratio:(b.index + 1) * self._ratio] for b in blocks]
+        groups = self._group_blocks(t, begin, begin + len(blocks), kind is LoadOp)
         if kind is LoadOp:
             return LoadOp(t.view.req_id, begin, [b.key for b in blocks], engine,
-                          self.async_loads)
+                          self.async_loads, groups)
         return SaveOp(t.view.req_id, begin, [b.key for b in blocks], [b.parent for b in blocks],
-                      engine, t.view.retention)
+                      engine, t.view.retention, groups)
 
     def failed(self, engine_block_ids: Set[int]) -> None:
         """The engine reports blocks whose load failed: the requests using them

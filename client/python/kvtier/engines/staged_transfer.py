@@ -12,9 +12,10 @@ blocks in flight, not the engine.
 
 import ctypes
 import logging
-from typing import Callable, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from kvtier.client import BlockRef, Client, SharedRegion
+from kvtier.engines.block_batches import batches
 from kvtier.engines.daemon_session import DaemonSession
 from kvtier.engines.kv_layout import Span, spans_fit
 
@@ -22,13 +23,21 @@ log = logging.getLogger("kvtier.engines")
 
 
 class StagedTransfer:
+    """`group_bytes`: a hybrid namespace's block bytes per layer group (group
+    0's is `block_bytes`); calls then name each block's group."""
+
     def __init__(self, client: Client, open_namespace: Callable[[Client], str], block_bytes: int,
-                 staging_bytes: int = 64 << 20, staging_dir: str = "/dev/shm"):
+                 staging_bytes: int = 64 << 20, staging_dir: str = "/dev/shm",
+                 group_bytes: Optional[Sequence[int]] = None):
         if block_bytes < 1:
             raise ValueError("block_bytes must be positive")
         self.block_bytes = block_bytes
-        self._per_batch = max(1, staging_bytes // block_bytes)
-        self._staging = SharedRegion(self._per_batch * block_bytes, staging_dir)
+        self.group_bytes = list(group_bytes) if group_bytes else [block_bytes]
+        if self.group_bytes[0] != block_bytes or min(self.group_bytes) < 1:
+            raise ValueError("group_bytes must be positive and start with block_bytes")
+        self._slot = max(self.group_bytes)
+        self._per_batch = max(1, staging_bytes // self._slot)
+        self._staging = SharedRegion(self._per_batch * self._slot, staging_dir)
         self._staging_view = ctypes.c_char.from_buffer(self._staging.buffer)
         self._staging_address = ctypes.addressof(self._staging_view)
         self._session = DaemonSession(
@@ -40,7 +49,7 @@ class StagedTransfer:
         self.stats = self._session.stats
 
     def _copy(self, spans: Sequence[Span], slot: int, to_staging: bool) -> None:
-        at = self._staging_address + slot * self.block_bytes
+        at = self._staging_address + slot * self._slot
         for address, size in spans:
             if to_staging:
                 ctypes.memmove(at, address, size)
@@ -48,56 +57,77 @@ class StagedTransfer:
                 ctypes.memmove(address, at, size)
             at += size
 
-    def _fits(self, spans: Sequence[Sequence[Span]]) -> bool:
-        if spans_fit(spans, self.block_bytes):
-            return True
-        log.error("kvtier: a block's spans do not hold its %d bytes", self.block_bytes)
-        return False
+    def _sizes(self, count: int, spans: Sequence[Sequence[Span]],
+               groups: Optional[Sequence[int]]) -> Optional[List[int]]:
+        """Each block's bytes, or None (logged) when the call is malformed."""
+        if groups is None:
+            groups = [0] * count
+        if len(spans) != count or len(groups) != count or \
+                any(not 0 <= g < len(self.group_bytes) for g in groups):
+            log.error("kvtier: a transfer call's keys, spans and groups disagree")
+            return None
+        sizes = [self.group_bytes[g] for g in groups]
+        if all(spans_fit([s], n) for s, n in zip(spans, sizes)):
+            return sizes
+        log.error("kvtier: a block's spans do not hold its %s bytes", sizes)
+        return None
 
-    def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]]) -> int:
-        """Loads blocks in order until one fails; returns how many loaded."""
+    def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]],
+             groups: Optional[Sequence[int]] = None) -> int:
+        """Loads blocks in order until one fails; returns how many loaded.
+        `groups`: each block's layer group (hybrid namespaces)."""
         with self.lock:
-            return self._load(keys, spans)
+            return self._load(keys, spans, groups)
 
-    def _load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]]) -> int:
-        if len(spans) != len(keys) or not self._fits(spans):
+    def _load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]],
+              groups: Optional[Sequence[int]] = None) -> int:
+        sizes = self._sizes(len(keys), spans, groups)
+        if sizes is None:
             self.stats["load_failures"] += len(keys)
             return 0
-        for start in range(0, len(keys), self._per_batch):
-            idx = range(start, min(len(keys), start + self._per_batch))
-            refs = [BlockRef(keys[i], slot * self.block_bytes, self.block_bytes)
-                    for slot, i in enumerate(idx)]
-            n = self._session.leading(False, refs, size=self.block_bytes)
+        for idx in batches(keys, self._per_batch):
+            if len(idx) > self._per_batch:  # one key's blocks outgrow the staging
+                self.stats["load_failures"] += len(keys) - idx.start
+                return idx.start
+            refs = [BlockRef(keys[i], slot * self._slot, sizes[i],
+                             group=groups[i] if groups else 0) for slot, i in enumerate(idx)]
+            n = self._session.leading(False, refs, sizes=[sizes[i] for i in idx])
             for slot in range(n):
-                self._copy(spans[start + slot], slot, to_staging=False)
+                self._copy(spans[idx.start + slot], slot, to_staging=False)
             if n < len(refs):
-                self.stats["load_failures"] += len(keys) - (start + len(refs))
-                return start + n
+                self.stats["load_failures"] += len(keys) - idx.stop
+                return idx.start + n
         return len(keys)
 
     def save(self, keys: Sequence[bytes], parents: Sequence[bytes],
-             spans: Sequence[Sequence[Span]], retention: Optional[int] = None) -> int:
+             spans: Sequence[Sequence[Span]], retention: Optional[int] = None,
+             groups: Optional[Sequence[int]] = None) -> int:
         """Saves blocks in order until one fails (the next ones would lack
         their parent); returns how many are cached. `retention`: the
-        blocks' retention priority (0..100), or None for the daemon's."""
+        blocks' retention priority (0..100), or None for the daemon's.
+        `groups`: each block's layer group; a key's blocks go in one call."""
         with self.lock:
-            return self._save(keys, parents, spans, retention)
+            return self._save(keys, parents, spans, retention, groups)
 
     def _save(self, keys: Sequence[bytes], parents: Sequence[bytes],
-              spans: Sequence[Sequence[Span]], retention: Optional[int] = None) -> int:
-        if len(spans) != len(keys) or len(parents) != len(keys) or not self._fits(spans):
+              spans: Sequence[Sequence[Span]], retention: Optional[int] = None,
+              groups: Optional[Sequence[int]] = None) -> int:
+        sizes = self._sizes(len(keys), spans, groups)
+        if sizes is None or len(parents) != len(keys):
             self.stats["save_failures"] += len(keys)
             return 0
-        for start in range(0, len(keys), self._per_batch):
-            idx = range(start, min(len(keys), start + self._per_batch))
+        for idx in batches(keys, self._per_batch):
+            if len(idx) > self._per_batch:
+                self.stats["save_failures"] += len(keys) - idx.start
+                return idx.start
             for slot, i in enumerate(idx):
                 self._copy(spans[i], slot, to_staging=True)
-            refs = [BlockRef(keys[i], slot * self.block_bytes, self.block_bytes,
-                             parent_key=parents[i]) for slot, i in enumerate(idx)]
+            refs = [BlockRef(keys[i], slot * self._slot, sizes[i], parent_key=parents[i],
+                             group=groups[i] if groups else 0) for slot, i in enumerate(idx)]
             n = self._session.leading(True, refs, retention)
             if n < len(refs):  # the later blocks would lack their parent
-                self.stats["save_failures"] += len(keys) - (start + len(refs))
-                return start + n
+                self.stats["save_failures"] += len(keys) - idx.stop
+                return idx.start + n
         return len(keys)
 
     def lookup(self, keys: Sequence[bytes]) -> int:

@@ -11,6 +11,11 @@ failed block, and nothing of any request from a block that uses one of the
 failed engine blocks (another request may hit them in the engine's own
 cache). Synchronous loads run in load(); asynchronous ones on one
 background thread, reported by finished_loads().
+
+Hybrid models: each key's blocks (group 0's, then each further group's the
+op names) go to the transfer together, tagged with their group; a hybrid
+load that fails anywhere fails whole, and reports its group-0 blocks (the
+ones the engine rolls back by) from its first.
 """
 
 import concurrent.futures
@@ -30,20 +35,47 @@ class BlockTransfer(Protocol):
     lock: threading.Lock
     stats: Dict[str, int]
 
-    def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]]) -> int: ...
+    def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]],
+             groups: Optional[Sequence[int]] = None) -> int: ...
 
     def save(self, keys: Sequence[bytes], parents: Sequence[bytes],
-             spans: Sequence[Sequence[Span]], retention: Optional[int] = None) -> int: ...
+             spans: Sequence[Sequence[Span]], retention: Optional[int] = None,
+             groups: Optional[Sequence[int]] = None) -> int: ...
 
     def close(self) -> None: ...
 
 
+class _Entries:
+    """One op's blocks as a transfer takes them: per key, group 0's block and
+    then each further group's, each with its spans and group."""
+
+    def __init__(self) -> None:
+        self.keys: List[bytes] = []
+        self.parents: List[bytes] = []
+        self.spans: List[List[Span]] = []
+        self.groups: List[int] = []
+        self.ends: List[int] = []  # per key, the end of its entries
+
+    def keys_done(self, entries_done: int) -> int:
+        """How many leading keys had every block moved."""
+        n = 0
+        while n < len(self.ends) and self.ends[n] <= entries_done:
+            n += 1
+        return n
+
+
 class WorkerIO:
-    def __init__(self, transfer: BlockTransfer, layout: BlockLayout, ratio: int):
+    """`group_layouts`: a hybrid model's layouts of layer groups 1.."""
+
+    def __init__(self, transfer: BlockTransfer, layout: BlockLayout, ratio: int,
+                 group_layouts: Sequence[BlockLayout] = ()):
         if transfer.block_bytes != layout.block_bytes * ratio:
             raise ValueError("the transfer's block size is not the layout's")
+        if group_layouts and ratio != 1:
+            raise ValueError("layer groups need one engine block per kvtier block")
         self._transfer = transfer
         self._layout = layout
+        self._group_layouts = list(group_layouts)
         self._lock = threading.Lock()  # the taint maps, shared with the background thread
         self._poisoned: Dict[str, int] = {}  # req -> first kvtier block not to save
         self._bad: Dict[str, Set[int]] = {}  # req -> its engine blocks whose load failed
@@ -56,6 +88,46 @@ class WorkerIO:
 
     def _spans(self, engine_blocks: Sequence[int]) -> List[Span]:
         return [s for b in engine_blocks for s in self._layout.spans(b)]
+
+    def _entries(self, keys: Sequence[bytes], engine_blocks: Sequence[Sequence[int]],
+                 group_blocks: Sequence[Sequence[Optional[int]]],
+                 parents: Optional[Sequence[bytes]] = None) -> _Entries:
+        if len(group_blocks) > len(self._group_layouts):
+            raise ValueError(f"an op names {len(group_blocks)} further layer groups; "
+                             f"the worker has {len(self._group_layouts)}")
+        e = _Entries()
+        for i, key in enumerate(keys):
+            parent = parents[i] if parents is not None else b""
+            e.keys.append(key)
+            e.parents.append(parent)
+            e.spans.append(self._spans(engine_blocks[i]))
+            e.groups.append(0)
+            for g, row in enumerate(group_blocks):
+                if row[i] is not None:
+                    e.keys.append(key)
+                    e.parents.append(parent)
+                    e.spans.append(self._group_layouts[g].spans(row[i]))
+                    e.groups.append(g + 1)
+            e.ends.append(len(e.keys))
+        return e
+
+    def _move(self, save: bool, keys: Sequence[bytes], engine_blocks: Sequence[Sequence[int]],
+              group_blocks: Sequence[Sequence[Optional[int]]],
+              parents: Optional[Sequence[bytes]] = None,
+              retention: Optional[int] = None) -> int:
+        """Loads (saves) the op's blocks; how many leading keys went through."""
+        if not group_blocks:  # one group: the transfer's plain form
+            spans = [self._spans(e) for e in engine_blocks]
+            if save:
+                return self._transfer.save(keys, parents or [], spans, retention=retention)
+            return self._transfer.load(keys, spans)
+        e = self._entries(keys, engine_blocks, group_blocks, parents)
+        if save:
+            done = self._transfer.save(e.keys, e.parents, e.spans, retention=retention,
+                                       groups=e.groups)
+        else:
+            done = self._transfer.load(e.keys, e.spans, groups=e.groups)
+        return e.keys_done(done)
 
     def begin_step(self, plan: StepPlan) -> None:
         """The scheduler has taken these requests' failed loads into account:
@@ -88,20 +160,24 @@ class WorkerIO:
 
     def _load_op(self, op: LoadOp) -> Set[int]:
         try:
-            spans = [self._spans(e) for e in op.engine_blocks]
-            done = self._transfer.load(op.keys, spans)
+            done = self._move(False, op.keys, op.engine_blocks, op.group_blocks)
         except Exception as e:  # a layout error: nothing of it is loaded
             log.error("kvtier: load of %s: %s", op.req_id, e)
             done = 0
         if done == len(op.keys):
             return set()
+        if op.group_blocks:  # a shorter cut would need other window blocks
+            done = 0
         failed: Set[int] = set()
         for blocks in op.engine_blocks[done:]:
             failed.update(blocks)
+        bad = set(failed)
+        for row in op.group_blocks:
+            bad.update(b for b in row if b is not None)
         index = op.first_index + done
         with self._lock:
             self._poisoned[op.req_id] = min(self._poisoned.get(op.req_id, index), index)
-            self._bad.setdefault(op.req_id, set()).update(failed)
+            self._bad.setdefault(op.req_id, set()).update(bad)
         return failed
 
     def finished_loads(self) -> Tuple[Set[str], Set[int]]:
@@ -126,7 +202,8 @@ class WorkerIO:
             limit = self._poisoned.get(op.req_id)
         n = len(op.keys) if limit is None else max(0, min(len(op.keys), limit - op.first_index))
         for i in range(n):
-            if bad.intersection(op.engine_blocks[i]):
+            if bad.intersection(op.engine_blocks[i]) or \
+                    any(row[i] in bad for row in op.group_blocks if row[i] is not None):
                 return i
         return n
 
@@ -139,9 +216,8 @@ class WorkerIO:
                 with self._transfer.lock:
                     self.stats["dropped_saves"] += len(op.keys) - n
             try:
-                self._transfer.save(op.keys[:n], op.parents[:n],
-                                    [self._spans(e) for e in op.engine_blocks[:n]],
-                                    retention=op.retention)
+                self._move(True, op.keys[:n], op.engine_blocks[:n],
+                           [row[:n] for row in op.group_blocks], op.parents[:n], op.retention)
             except Exception as e:  # a layout error: the save is dropped
                 log.error("kvtier: save of %s: %s", op.req_id, e)
 

@@ -27,20 +27,23 @@ Configuration (kv_connector_extra_config):
 Supported: one KV cache group of full attention (FlashAttention and
 FlashInfer layouts, NHD or HND) or of MLA (the latent cache, the same on
 every TP rank: stored once, by rank 0, in a latent namespace every rank
-loads from); KV caches on the GPU (registered once by CUDA IPC; the daemon
-copies blocks to and from them itself, after the device's streams are
-synchronised) or in host memory (through a shared-memory staging region);
-synchronous or asynchronous loads; tensor parallelism. Not yet: several KV
-cache groups (hybrid models), pipeline and decode context parallelism,
-per-layer loads and saves; the scheduler side refuses what it can see at
-construction (it then never reports a hit), and a worker that cannot serve
-its loads reports them failed.
+loads from); hybrid models of full-attention and sliding-window groups
+(kv_groups.py: one daemon layer group per vLLM group; a sliding-window
+group loads only the window its cut needs and never moves vLLM's null
+block; a hybrid load is all or nothing); KV caches on the GPU (registered
+once by CUDA IPC; the daemon copies blocks to and from them itself, after
+the device's streams are synchronised) or in host memory (through a
+shared-memory staging region); synchronous or asynchronous loads; tensor
+parallelism. Not yet: recurrent (Mamba) groups, pipeline and decode context
+parallelism, per-layer loads and saves; the scheduler side refuses what it
+can see at construction (it then never reports a hit), and a worker that
+cannot serve its loads reports them failed.
 """
 
 import logging
 import os
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
                                                                 KVConnectorMetadata,
@@ -55,6 +58,7 @@ from kvtier.engines.direct_transfer import DirectTransfer
 from kvtier.engines.staged_transfer import StagedTransfer
 from kvtier.engines.worker_io import BlockTransfer, WorkerIO
 from kvtier.namespace_options import KvLayoutSpec, NamespaceOptions
+from kvtier.vllm.kv_groups import kv_groups
 from kvtier.vllm.stats import KvtierConnectorStats
 
 log = logging.getLogger("kvtier.vllm")
@@ -78,18 +82,16 @@ def _extra(vllm_config: Any, key: str, default: Any) -> Any:
 def _namespace_options(vllm_config: Any, kv_cache_config: Any, tp_rank: int,
                        ratio: int) -> NamespaceOptions:
     """The namespace of one TP rank; LayoutError for what is not supported."""
-    groups = kv_cache_config.kv_cache_groups
-    if len(groups) != 1:
-        raise LayoutError(f"{len(groups)} KV cache groups: hybrid models are not supported yet")
-    spec = groups[0].kv_cache_spec
-    if getattr(spec, "sliding_window", None) or not hasattr(spec, "num_kv_heads"):
-        raise LayoutError(f"{type(spec).__name__}: only full attention is supported yet")
+    groups = kv_groups(kv_cache_config, ratio)
+    spec = kv_cache_config.kv_cache_groups[0].kv_cache_spec
     dtype = kvtier_dtype(spec.dtype)
     if dtype is None:
         raise LayoutError(f"KV cache dtype {spec.dtype} is not supported")
     mla = _is_mla(vllm_config, spec)
     if mla and int(spec.num_kv_heads) != 1:
         raise LayoutError(f"an MLA cache with {spec.num_kv_heads} heads (expected one latent)")
+    if mla and groups.layer_groups:
+        raise LayoutError("MLA in a hybrid model is not supported yet")
     parallel = vllm_config.parallel_config
     for name in ("pipeline_parallel_size", "decode_context_parallel_size"):
         if int(getattr(parallel, name, 1) or 1) > 1:
@@ -99,11 +101,12 @@ def _namespace_options(vllm_config: Any, kv_cache_config: Any, tp_rank: int,
     # An MLA latent is the same on every TP rank: one namespace for all.
     return NamespaceOptions(
         model_id=str(vllm_config.model_config.model),
-        layout=KvLayoutSpec(num_layers=len(groups[0].layer_names),
+        layout=KvLayoutSpec(num_layers=groups.num_layers,
                             num_kv_heads=spec.num_kv_heads, head_dim=spec.head_size,
                             dtype=dtype, tokens_per_block=spec.block_size * ratio,
                             tp_rank=0 if mla else tp_rank,
-                            tp_size=1 if mla else parallel.tensor_parallel_size, latent=mla),
+                            tp_size=1 if mla else parallel.tensor_parallel_size, latent=mla,
+                            groups=groups.layer_groups),
         # What makes equal hashes mean equal KV beyond the layout.
         salt=f"vllm;hash={algo};{seeded}".encode())
 
@@ -158,14 +161,16 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         self._lookup_retry_at = 0.0
         self._saves = True  # False on the TP ranks > 0 of an MLA model
         self.disabled_reason = ""
+        windows: List[int] = []
         try:  # what the scheduler can see now; the workers find the rest
             _namespace_options(vllm_config, kv_cache_config, 0, self._ratio)
+            windows = kv_groups(kv_cache_config, self._ratio).windows
         except LayoutError as e:
             self.disabled_reason = str(e)
             log.error("kvtier connector disabled: %s", e)
         if scheduler:
             self._scheduler = SchedulerState(self._lookup, self._block_size, self._ratio,
-                                             self._async)
+                                             self._async, windows)
 
     # -- scheduler side
 
@@ -198,8 +203,13 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
                                  num_external_tokens: int) -> None:
         assert self._scheduler is not None
         self._requests[request.request_id] = request
-        self._scheduler.allocated(_request_view(request), blocks.get_block_ids()[0],
-                                  num_external_tokens)
+        ids = blocks.get_block_ids()
+        # The null block stands in a sliding-window group for blocks outside
+        # its window: never loaded or saved.
+        nulls = {b.block_id for group in (getattr(blocks, "blocks", None) or ())
+                 for b in group if getattr(b, "is_null", False)}
+        self._scheduler.allocated(_request_view(request), ids[0], num_external_tokens,
+                                  [list(g) for g in ids[1:]], nulls)
 
     def build_connector_meta(self, scheduler_output: Any) -> KVConnectorMetadata:
         assert self._scheduler is not None
@@ -208,7 +218,8 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
             n = scheduler_output.num_scheduled_tokens
             for r in scheduler_output.scheduled_new_reqs:
                 scheduled.append(ScheduledView(r.req_id, list(r.block_ids[0]), True,
-                                               r.num_computed_tokens, n.get(r.req_id, 0)))
+                                               r.num_computed_tokens, n.get(r.req_id, 0),
+                                               [list(g) for g in r.block_ids[1:]]))
             cached = scheduler_output.scheduled_cached_reqs
             resumed = set(getattr(cached, "resumed_req_ids", None) or ())
             flags = getattr(cached, "resumed_from_preemption", None)
@@ -217,7 +228,9 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
                 replace = req_id in resumed or bool(flags and flags[i])
                 scheduled.append(ScheduledView(req_id, list(new_ids[0]) if new_ids else [],
                                                replace, cached.num_computed_tokens[i],
-                                               n.get(req_id, 0)))
+                                               n.get(req_id, 0),
+                                               [list(g) for g in new_ids[1:]] if new_ids
+                                               else []))
             # The requests as they are now: hashes of generated blocks included.
             views = {s.req_id: _request_view(self._requests[s.req_id])
                      for s in scheduled if s.req_id in self._requests}
@@ -249,22 +262,30 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         try:
             if self.disabled_reason:
                 raise LayoutError(self.disabled_reason)
-            tensors, seen = [], set()
-            for t in kv_caches.values():
-                if t.data_ptr() not in seen:  # layers sharing one tensor count once
-                    seen.add(t.data_ptr())
-                    tensors.append(t)
+            groups = self._kv_cache_config.kv_cache_groups
+            hybrid = len(groups) > 1
+            missing = [n for g in groups for n in g.layer_names if n not in kv_caches]
+            if hybrid and missing:
+                raise LayoutError(f"no KV cache for layers {missing[:4]}")
+            # One layout per KV cache group (layers of several groups may
+            # share a tensor: a block id belongs to one group at a time).
+            per_group = [_distinct(kv_caches[name] for name in g.layer_names) for g in groups] \
+                if hybrid else [_distinct(kv_caches.values())]
+            tensors = _distinct(t for ts in per_group for t in ts)
             on_gpu = {bool(getattr(t, "is_cuda", False)) for t in tensors}
             if len(on_gpu) != 1:
                 raise LayoutError("KV caches partly on the GPU and partly in host memory")
-            layout = BlockLayout([TensorGeometry(t.data_ptr(), tuple(t.shape), tuple(t.stride()),
-                                                 t.element_size()) for t in tensors],
-                                 self._kv_cache_config.num_blocks)
+            layouts = [BlockLayout([TensorGeometry(t.data_ptr(), tuple(t.shape),
+                                                   tuple(t.stride()), t.element_size())
+                                    for t in ts], self._kv_cache_config.num_blocks)
+                       for ts in per_group]
+            layout = layouts[0]
             rank = int(_extra(self._config, "kvtier_tp_rank", _tp_rank()))
             spec = self._kv_cache_config.kv_cache_groups[0].kv_cache_spec
             # MLA: every rank loads the one latent copy, rank 0 stores it.
             self._saves = rank == 0 or not _is_mla(self._config, spec)
             block_bytes = layout.block_bytes * self._ratio
+            group_bytes = [block_bytes] + [g.block_bytes for g in layouts[1:]]
             transfer: BlockTransfer
             if on_gpu == {True}:  # the daemon copies to and from the GPU itself
                 device = _extra(self._config, "kvtier_cuda_device", None)
@@ -275,7 +296,8 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
                 except Exception as e:
                     raise LayoutError(f"GPU KV caches cannot be shared by CUDA IPC: {e}")
                 direct = DirectTransfer(self._client, lambda c: self._open(c, rank),
-                                        region.register, region.space, block_bytes, region.sync)
+                                        region.register, region.space, block_bytes, region.sync,
+                                        group_bytes)
                 # A daemon that cannot open the memory (no CUDA, another node)
                 # or a block of too many pieces: disabled now, not every step.
                 refused = direct.check([s for b in range(self._ratio) for s in layout.spans(b)])
@@ -284,8 +306,9 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
                 transfer = direct
             else:
                 transfer = StagedTransfer(self._client, lambda c: self._open(c, rank), block_bytes,
-                                          int(_extra(self._config, "kvtier_staging_mib", 64)) << 20)
-            self._worker = WorkerIO(transfer, layout, self._ratio)
+                                          int(_extra(self._config, "kvtier_staging_mib", 64)) << 20,
+                                          group_bytes=group_bytes)
+            self._worker = WorkerIO(transfer, layout, self._ratio, layouts[1:])
         except Exception as e:  # the engine runs on, without the cache
             self.disabled_reason = str(e)
             log.error("kvtier connector disabled: %s", e)
@@ -372,6 +395,16 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
             self._worker.close()
             self._worker = None
         self._client.close()
+
+
+def _distinct(tensors: Iterable[Any]) -> List[Any]:
+    """The tensors, each storage once (layers sharing a tensor count once)."""
+    out, seen = [], set()
+    for t in tensors:
+        if t.data_ptr() not in seen:
+            seen.add(t.data_ptr())
+            out.append(t)
+    return out
 
 
 def _tp_rank() -> int:
