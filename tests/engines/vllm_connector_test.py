@@ -33,7 +33,7 @@ sys.path.insert(0, HERE)
 
 import vllm_interface  # noqa: E402
 from engine_sim import daemon_for, start_daemon  # noqa: E402
-from vllm_sim import (BS, KV_CACHE_CONFIG, LAYERS, MLA_DIM, NUM_BLOCKS, Request,  # noqa: E402
+from vllm_sim import (BS, DIM, KV_CACHE_CONFIG, LAYERS, MLA_DIM, NUM_BLOCKS, Request,  # noqa: E402
                       WorkerProcess, block_kv, kv_cache_config, vllm_config)
 
 from kvtier import Client, KvtierError  # noqa: E402
@@ -46,11 +46,14 @@ class Engine:
     """vLLM's step loop, reduced to what the connector sees: the scheduler
     here, `tp` workers in processes of their own."""
 
-    def __init__(self, address, tp=1, async_loads=False, on_gpu=False, mla=False):
-        self.scheduler = KvtierConnectorV1(vllm_config(address, tp, 0, async_loads, mla),
-                                           KVConnectorRole.SCHEDULER, kv_cache_config(mla))
-        self.workers = [WorkerProcess(PYTHONPATH, address, tp, r, async_loads, on_gpu,
-                                      "mla" if mla else "mha") for r in range(tp)]
+    def __init__(self, address, tp=1, async_loads=False, on_gpu=False, mla=False,
+                 layerwise=False):
+        self.scheduler = KvtierConnectorV1(
+            vllm_config(address, tp, 0, async_loads, mla, LAYERS if layerwise else 1),
+            KVConnectorRole.SCHEDULER, kv_cache_config(mla))
+        model = "layerwise" if layerwise else "mla" if mla else "mha"
+        self.workers = [WorkerProcess(PYTHONPATH, address, tp, r, async_loads, on_gpu, model)
+                        for r in range(tp)]
         self.waited_steps = 0  # steps a request spent waiting for a background load
         self.free = list(range(NUM_BLOCKS))
         self.before_load = None  # a hook run between the lookup and the load
@@ -314,6 +317,39 @@ class VllmConnectorTest(unittest.TestCase):
         # Both ranks load it (serve checks each rank's bytes).
         self.assertEqual(self.engine.serve(Request("b", tokens)), 5 * BS)
         self.assertEqual(self.engine.workers[1].call("stats")["loaded_blocks"], 5)
+
+    def test_layer_wise_loads_bring_each_layer_before_its_attention(self):
+        self.engine.shutdown()
+        self.engine = Engine(self.address, layerwise=True)
+        worker = self.engine.workers[0]
+        self.assertEqual(worker.call("disabled_reason"), "")
+        # Group 1's load waits until layer 0's wait_for_layer_load returned:
+        # a connector that loaded everything before the forward pass would
+        # hold it 5 s and count a violation.
+        worker.call("hold_later_groups")
+        tokens = list(range(12000, 12000 + 6 * BS + 1))
+        self.assertEqual(self.engine.serve(Request("a", tokens)), 0)
+        self.assertEqual(self.engine.serve(Request("b", tokens)), 6 * BS)
+        early_reads, violations = worker.call("layerwise_report")
+        self.assertEqual(early_reads, [])  # each layer was in when its wait returned
+        self.assertEqual(violations, 0)
+        self.assertEqual(worker.call("stats")["loaded_blocks"], 6 * LAYERS)  # a block per group
+        # One daemon layer group per layer here, each block one layer's K and V.
+        config = vllm_config(self.address, layer_groups=LAYERS)
+        ns = self.client.open_namespace_with(_namespace_options(config, KV_CACHE_CONFIG, 0, 1))
+        self.assertEqual(ns.group_block_bytes, [2 * BS * DIM * 2] * LAYERS)
+        self.assertNotEqual(ns.id, self.ns)  # not shared with whole blocks
+        for i, h in enumerate(Request("a", tokens).block_hashes):
+            for layer in range(LAYERS):
+                self.assertEqual(self.client.get(ns.id, [h], group=layer)[0],
+                                 block_kv(h, layers=[layer]), f"block {i} layer {layer}")
+        # A failed load fails whole and is recomputed (serve checks the bytes).
+        worker.call("fail_loads", 2)
+        self.assertEqual(self.engine.serve(Request("c", tokens)), 6 * BS)
+        self.assertGreater(worker.call("stats")["load_failures"], 0)
+        self.assertTrue(KvtierConnectorV1.requires_piecewise_for_cudagraph(
+            {"kvtier_layer_groups": 2}))
+        self.assertFalse(KvtierConnectorV1.requires_piecewise_for_cudagraph({}))
 
     def test_the_daemon_going_away_is_a_miss_and_its_return_is_used(self):
         tokens = list(range(4000, 4000 + 4 * BS + 1))

@@ -25,6 +25,7 @@ WITH_DEFAULTS = {
     "shutdown": [],
     "get_kv_connector_stats": [],
     "build_kv_connector_stats": ["data"],  # a classmethod
+    "requires_piecewise_for_cudagraph": ["extra_config"],  # a classmethod
     "update_connector_output": ["connector_output"],
     "request_finished": ["request", "block_ids"],
     "bind_connector_metadata": ["connector_metadata"],

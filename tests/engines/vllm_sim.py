@@ -3,7 +3,7 @@ the prefix), stand-in configs and requests, and a worker (Rank) that runs
 vLLM's worker half of each step. Run as a script it is one worker process,
 serving pickled commands on stdin and answering on stdout:
 
-    python3 vllm_sim.py PYTHONPATH ADDRESS TP RANK sync|async host|gpu mha|mla|hybrid
+    python3 vllm_sim.py PYTHONPATH ADDRESS TP RANK sync|async host|gpu mha|mla|hybrid|layerwise
 
 The hybrid model has four layers in two KV cache groups, as vLLM's hybrid
 allocator groups them: full attention (layers 0 and 2, group 0) and a
@@ -19,6 +19,7 @@ import pickle
 import struct
 import subprocess
 import sys
+import threading
 from types import SimpleNamespace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -89,10 +90,11 @@ class Request:
         self.num_computed_tokens = 0
 
 
-def vllm_config(address, tp=1, rank=0, async_loads=False, mla=False):
+def vllm_config(address, tp=1, rank=0, async_loads=False, mla=False, layer_groups=1):
     # Generous lookup timeouts: the daemon may run under a sanitizer.
     extra = {"kvtier_address": address, "kvtier_timeout_s": 10, "kvtier_lookup_timeout_s": 10,
-             "kvtier_tp_rank": rank, "kvtier_async_loads": async_loads}
+             "kvtier_tp_rank": rank, "kvtier_async_loads": async_loads,
+             "kvtier_layer_groups": layer_groups}
     return SimpleNamespace(
         kv_transfer_config=SimpleNamespace(kv_connector_extra_config=extra),
         model_config=SimpleNamespace(model="sim/model", use_mla=mla),
@@ -164,12 +166,17 @@ class Rank:
     (WorkerProcess); runs the worker half of each step."""
 
     def __init__(self, address, tp, rank, async_loads=False, on_gpu=False, mla=False,
-                 hybrid=False):
+                 hybrid=False, layerwise=False):
         self.rank = rank
         self.mla = mla
         self.hybrid = hybrid
-        self.connector = KvtierConnectorV1(vllm_config(address, tp, rank, async_loads, mla),
-                                           KVConnectorRole.WORKER, kv_cache_config(mla, hybrid))
+        self.layerwise = layerwise
+        self.connector = KvtierConnectorV1(
+            vllm_config(address, tp, rank, async_loads, mla, LAYERS if layerwise else 1),
+            KVConnectorRole.WORKER, kv_cache_config(mla, hybrid))
+        self.early_reads = []  # (block, layer) wrong when its layer's wait returned
+        self.order_violations = 0  # group 1 loads that waited for layer 0's wait in vain
+        self.layer0_ready = threading.Event()
         # FlashAttention's (2, num_blocks, ...) per layer, or MLA's (num_blocks, bs, dim).
         shape = (NUM_BLOCKS, BS, MLA_DIM) if mla else (2, NUM_BLOCKS, BS, HEADS, DIM)
         if hybrid:  # a tensor per pair of layers, one of each group
@@ -226,9 +233,21 @@ class Rank:
         loads finished."""
         w = self.connector
         w.bind_connector_metadata(pickle.loads(meta))
+        self.layer0_ready.clear()
         w.start_load_kv(SimpleNamespace())
-        for layer in self.tensors:
+        plan = w._connector_metadata.plan
+        loaded = [(op.first_index + j, op.engine_blocks[j][0]) for op in plan.loads
+                  if not op.asynchronous for j in range(len(op.keys))]
+        for layer_index, layer in enumerate(self.tensors):
             w.wait_for_layer_load(layer)
+            # What the layer's attention would read now.
+            for i, b in loaded if self.layerwise else ():
+                t = self.tensors[layer]
+                if any(ctypes.string_at(t.span(half, b), SPAN) !=
+                       kv(hashes[i], layer_index, half, self.rank) for half in (0, 1)):
+                    self.early_reads.append((i, layer_index))
+            if layer_index == 0:
+                self.layer0_ready.set()
         # The forward pass: every block the step touches. On a bad prefix (a
         # block whose load failed) the KV it computes is wrong.
         bad = w._load_errors  # what the step's loads reported (peek)
@@ -270,6 +289,17 @@ class Rank:
             return wrong
         elif command == "read":
             return self.read(*args)
+        elif command == "hold_later_groups":  # group 1 loads wait for layer 0's wait
+            client = self.connector._client
+            inner = client.load
+
+            def load(ns, region, refs, *a, **kw):
+                if any(r.group >= 1 for r in refs) and not self.layer0_ready.wait(5):
+                    self.order_violations += 1
+                return inner(ns, region, refs, *a, **kw)
+            client.load = load
+        elif command == "layerwise_report":
+            return self.early_reads, self.order_violations
         elif command == "lose_window":  # the daemon loses group 1's blocks before a load
             client = self.connector._client
             inner = client.load
@@ -293,8 +323,9 @@ class Rank:
 
 
 
-def serve(address, tp, rank, async_loads, on_gpu, mla, hybrid):
-    r = Rank(address, tp, rank, async_loads, on_gpu, mla, hybrid)
+def serve(address, tp, rank, async_loads, on_gpu, model):
+    r = Rank(address, tp, rank, async_loads, on_gpu, model == "mla", model == "hybrid",
+             model == "layerwise")
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # only protocol frames on the real stdout
     while True:
@@ -313,4 +344,4 @@ def serve(address, tp, rank, async_loads, on_gpu, mla, hybrid):
 
 if __name__ == "__main__":
     serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "async",
-          sys.argv[6] == "gpu", sys.argv[7] == "mla", sys.argv[7] == "hybrid")
+          sys.argv[6] == "gpu", sys.argv[7])

@@ -28,10 +28,12 @@ class FakeTransfer:
         self.saved = []
         self.retentions = []
         self.calls = []  # (keys, groups, span addresses) of each hybrid call
+        self.synchronised = []  # each load's synchronise flag
 
-    def load(self, keys, spans, groups=None):
+    def load(self, keys, spans, groups=None, synchronise=True):
         if groups is not None:
             self.calls.append((list(keys), list(groups), [s[0][0] for s in spans]))
+        self.synchronised.append(synchronise)
         return min(len(keys), self.loadable)
 
     def save(self, keys, parents, spans, retention=None, groups=None):
@@ -137,6 +139,26 @@ class HybridWorkerIoTest(unittest.TestCase):
         other.group_blocks = [[None, 6]]
         self.io.save(StepPlan(saves=[op(SaveOp, "a", 5, [7]), other]))
         self.assertEqual(self.t.saved, [b"b0"])
+
+    def test_layer_wise_loads_go_group_by_group_and_fail_whole(self):
+        ok = op(LoadOp, "a", 0, [1, 2])
+        ok.group_blocks = [[1, 2]]  # the same vLLM blocks, the other layers
+        bad = op(LoadOp, "b", 0, [3])
+        bad.group_blocks = [[None]]  # a block id it lacks: a failed group 1 load
+        self.io.start_group_loads([ok, bad])
+        with self.assertRaises(RuntimeError):  # one step's at a time
+            self.io.start_group_loads([])
+        self.io.wait_group(0)
+        self.io.wait_group(1)
+        self.assertEqual(self.io.end_group_loads(), {3})
+        self.assertEqual([(c[0], c[1]) for c in self.t.calls],
+                         [([b"a0", b"a1"], [0, 0]), ([b"b0"], [0]), ([b"a0", b"a1"], [1, 1])])
+        self.assertEqual(self.t.synchronised, [True, False, False])  # the device once
+        self.assertEqual(self.io.end_group_loads(), set())  # nothing runs now
+        self.io.wait_group(0)  # returns at once
+        # b's failure taints its saves until acknowledged.
+        self.io.save(StepPlan(saves=[op(SaveOp, "b", 0, [3])]))
+        self.assertEqual(self.t.saved, [])
 
     def test_batches_never_split_a_keys_blocks(self):
         keys = [b"a", b"a", b"b", b"b", b"c"]

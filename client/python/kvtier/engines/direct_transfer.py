@@ -114,13 +114,14 @@ class DirectTransfer:
             return None
 
     def _run(self, save: bool, refs: Optional[List[BlockRef]], count: int,
-             retention: Optional[int] = None) -> int:
+             retention: Optional[int] = None, synchronise: bool = True) -> int:
         failures = "save_failures" if save else "load_failures"
         if refs is None:
             self.stats[failures] += count
             return 0
         try:
-            self._sync()
+            if synchronise:
+                self._sync()
         except Exception as e:  # the engine's device is gone: nothing moves
             log.error("kvtier: synchronising the engine's stream: %s", e)
             self.stats[failures] += count
@@ -135,11 +136,14 @@ class DirectTransfer:
         return count
 
     def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]],
-             groups: Optional[Sequence[int]] = None) -> int:
+             groups: Optional[Sequence[int]] = None, synchronise: bool = True) -> int:
         """Loads blocks in order until one fails; returns how many loaded.
-        `groups`: each block's layer group (hybrid namespaces)."""
+        `groups`: each block's layer group (hybrid namespaces).
+        `synchronise` False: the caller synchronised the device since the
+        last kernels that could read these blocks were queued."""
         with self.lock:
-            return self._run(False, self._refs(keys, spans, None, groups), len(keys))
+            return self._run(False, self._refs(keys, spans, None, groups), len(keys),
+                             synchronise=synchronise)
 
     def save(self, keys: Sequence[bytes], parents: Sequence[bytes],
              spans: Sequence[Sequence[Span]], retention: Optional[int] = None,

@@ -73,9 +73,10 @@ class StagedTransfer:
         return None
 
     def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]],
-             groups: Optional[Sequence[int]] = None) -> int:
+             groups: Optional[Sequence[int]] = None, synchronise: bool = True) -> int:
         """Loads blocks in order until one fails; returns how many loaded.
-        `groups`: each block's layer group (hybrid namespaces)."""
+        `groups`: each block's layer group (hybrid namespaces). Host
+        memory needs no `synchronise`."""
         with self.lock:
             return self._load(keys, spans, groups)
 

@@ -16,6 +16,12 @@ Hybrid models: each key's blocks (group 0's, then each further group's the
 op names) go to the transfer together, tagged with their group; a hybrid
 load that fails anywhere fails whole, and reports its group-0 blocks (the
 ones the engine rolls back by) from its first.
+
+Layer-wise loads (start_group_loads): a step's synchronous loads run one
+layer group after another on a thread of their own; wait_group(g) returns
+once group g of every op is in (or failed), so the engine computes the
+first layers while later ones load; end_group_loads() joins them and
+returns what failed (whole ops, as for hybrid loads).
 """
 
 import concurrent.futures
@@ -36,7 +42,7 @@ class BlockTransfer(Protocol):
     stats: Dict[str, int]
 
     def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]],
-             groups: Optional[Sequence[int]] = None) -> int: ...
+             groups: Optional[Sequence[int]] = None, synchronise: bool = True) -> int: ...
 
     def save(self, keys: Sequence[bytes], parents: Sequence[bytes],
              spans: Sequence[Sequence[Span]], retention: Optional[int] = None,
@@ -80,6 +86,10 @@ class WorkerIO:
         self._poisoned: Dict[str, int] = {}  # req -> first kvtier block not to save
         self._bad: Dict[str, Set[int]] = {}  # req -> its engine blocks whose load failed
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self._group_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self._group_events: List[threading.Event] = []
+        self._group_job: Optional["concurrent.futures.Future[Set[int]]"] = None
+        self._group_ops: List[LoadOp] = []
         self._pending: Dict[str, "concurrent.futures.Future[Set[int]]"] = {}
         self._all_blocks: Dict[str, Set[int]] = {}
         self.stats = transfer.stats
@@ -168,6 +178,11 @@ class WorkerIO:
             return set()
         if op.group_blocks:  # a shorter cut would need other window blocks
             done = 0
+        return self._failed(op, done)
+
+    def _failed(self, op: LoadOp, done: int) -> Set[int]:
+        """Records that `op` loaded only its first `done` keys: the request
+        and the blocks are tainted; returns the engine blocks to recompute."""
         failed: Set[int] = set()
         for blocks in op.engine_blocks[done:]:
             failed.update(blocks)
@@ -179,6 +194,69 @@ class WorkerIO:
             self._poisoned[op.req_id] = min(self._poisoned.get(op.req_id, index), index)
             self._bad.setdefault(op.req_id, set()).update(bad)
         return failed
+
+    def start_group_loads(self, ops: Sequence[LoadOp]) -> None:
+        """Starts synchronous `ops` layer group by layer group (see the
+        module docstring); the previous step's must have ended."""
+        if self._group_job is not None:
+            raise RuntimeError("the previous step's layer-wise loads were not ended")
+        events = [threading.Event() for _ in range(1 + len(self._group_layouts))]
+        self._group_events, self._group_ops = events, list(ops)
+        self._group_job = self._group_pool.submit(self._load_by_group, self._group_ops, events)
+
+    def _load_by_group(self, ops: Sequence[LoadOp], events: Sequence[threading.Event]) -> Set[int]:
+        failed_ops: Set[int] = set()
+        first = True
+        try:
+            for g, event in enumerate(events):
+                for k, op in enumerate(ops):
+                    if k in failed_ops:
+                        continue
+                    try:
+                        if g == 0:
+                            spans = [self._spans(e) for e in op.engine_blocks]
+                        else:
+                            spans = [self._group_layouts[g - 1].spans(b)
+                                     for b in op.group_blocks[g - 1]]
+                        # The device is synchronised once, before the first.
+                        done = self._transfer.load(op.keys, spans, groups=[g] * len(op.keys),
+                                                   synchronise=first)
+                        first = False
+                    except Exception as e:  # a layout error, a missing block id
+                        log.error("kvtier: layer group %d load of %s: %s", g, op.req_id, e)
+                        done = 0
+                    if done < len(op.keys):
+                        failed_ops.add(k)
+                event.set()
+        finally:
+            for event in events:
+                event.set()
+        failed: Set[int] = set()
+        for k in sorted(failed_ops):
+            failed |= self._failed(ops[k], 0)
+        return failed
+
+    def wait_group(self, group: int) -> None:
+        """Returns once layer group `group` of this step's layer-wise loads
+        is in (or failed); at once when none run."""
+        events = self._group_events
+        if events:
+            events[min(group, len(events) - 1)].wait()
+
+    def end_group_loads(self) -> Set[int]:
+        """Joins this step's layer-wise loads; the engine blocks to recompute."""
+        job, ops = self._group_job, self._group_ops
+        self._group_job, self._group_events, self._group_ops = None, [], []
+        if job is None:
+            return set()
+        try:
+            return job.result()
+        except Exception as e:  # unexpected: every op fails whole
+            log.error("kvtier: layer-wise loads: %s", e)
+            failed: Set[int] = set()
+            for op in ops:
+                failed |= self._failed(op, 0)
+            return failed
 
     def finished_loads(self) -> Tuple[Set[str], Set[int]]:
         """The requests whose background loads ended (loaded or not), and the
@@ -229,5 +307,7 @@ class WorkerIO:
         return out
 
     def close(self) -> None:
+        self.end_group_loads()
+        self._group_pool.shutdown(wait=True)
         self._pool.shutdown(wait=True)
         self._transfer.close()

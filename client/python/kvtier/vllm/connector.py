@@ -23,6 +23,11 @@ Configuration (kv_connector_extra_config):
                             lookup the scheduler misses for a second)
   kvtier_async_loads        load hits in the background while the request
                             waits (default false: loads run in start_load_kv)
+  kvtier_layer_groups       N > 1: layer-wise loads; the layers are stored as N
+                            groups (at most 16) and a step's loads bring one
+                            group after another while the forward pass runs,
+                            wait_for_layer_load waiting for its layer's group
+                            (default 1: whole blocks before the forward pass)
 
 Supported: one KV cache group of full attention (FlashAttention and
 FlashInfer layouts, NHD or HND) or of MLA (the latent cache, the same on
@@ -58,7 +63,7 @@ from kvtier.engines.direct_transfer import DirectTransfer
 from kvtier.engines.staged_transfer import StagedTransfer
 from kvtier.engines.worker_io import BlockTransfer, WorkerIO
 from kvtier.namespace_options import KvLayoutSpec, NamespaceOptions
-from kvtier.vllm.kv_groups import kv_groups
+from kvtier.vllm.kv_groups import KvGroups, kv_groups
 from kvtier.vllm.stats import KvtierConnectorStats
 
 log = logging.getLogger("kvtier.vllm")
@@ -79,10 +84,14 @@ def _extra(vllm_config: Any, key: str, default: Any) -> Any:
     return extra.get(key, default)
 
 
+def _layer_groups(vllm_config: Any) -> int:
+    return int(_extra(vllm_config, "kvtier_layer_groups", 1))
+
+
 def _namespace_options(vllm_config: Any, kv_cache_config: Any, tp_rank: int,
                        ratio: int) -> NamespaceOptions:
     """The namespace of one TP rank; LayoutError for what is not supported."""
-    groups = kv_groups(kv_cache_config, ratio)
+    groups = kv_groups(kv_cache_config, ratio, _layer_groups(vllm_config))
     spec = kv_cache_config.kv_cache_groups[0].kv_cache_spec
     dtype = kvtier_dtype(spec.dtype)
     if dtype is None:
@@ -91,7 +100,8 @@ def _namespace_options(vllm_config: Any, kv_cache_config: Any, tp_rank: int,
     if mla and int(spec.num_kv_heads) != 1:
         raise LayoutError(f"an MLA cache with {spec.num_kv_heads} heads (expected one latent)")
     if mla and groups.layer_groups:
-        raise LayoutError("MLA in a hybrid model is not supported yet")
+        raise LayoutError("MLA with layer groups (a hybrid model or kvtier_layer_groups) is "
+                          "not supported yet")
     parallel = vllm_config.parallel_config
     for name in ("pipeline_parallel_size", "decode_context_parallel_size"):
         if int(getattr(parallel, name, 1) or 1) > 1:
@@ -161,16 +171,19 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         self._lookup_retry_at = 0.0
         self._saves = True  # False on the TP ranks > 0 of an MLA model
         self.disabled_reason = ""
-        windows: List[int] = []
+        self._groups = KvGroups()
         try:  # what the scheduler can see now; the workers find the rest
             _namespace_options(vllm_config, kv_cache_config, 0, self._ratio)
-            windows = kv_groups(kv_cache_config, self._ratio).windows
-        except LayoutError as e:
+            self._groups = kv_groups(kv_cache_config, self._ratio, _layer_groups(vllm_config))
+        except (LayoutError, ValueError) as e:
             self.disabled_reason = str(e)
             log.error("kvtier connector disabled: %s", e)
+        # Per layer, its daemon layer group (layer-wise loads).
+        self._layer_group = {name: g for g, names in enumerate(self._groups.layer_names)
+                             for name in names}
         if scheduler:
             self._scheduler = SchedulerState(self._lookup, self._block_size, self._ratio,
-                                             self._async, windows)
+                                             self._async, self._groups.windows)
 
     # -- scheduler side
 
@@ -209,7 +222,7 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         nulls = {b.block_id for group in (getattr(blocks, "blocks", None) or ())
                  for b in group if getattr(b, "is_null", False)}
         self._scheduler.allocated(_request_view(request), ids[0], num_external_tokens,
-                                  [list(g) for g in ids[1:]], nulls)
+                                  self._further(ids), nulls)
 
     def build_connector_meta(self, scheduler_output: Any) -> KVConnectorMetadata:
         assert self._scheduler is not None
@@ -219,7 +232,7 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
             for r in scheduler_output.scheduled_new_reqs:
                 scheduled.append(ScheduledView(r.req_id, list(r.block_ids[0]), True,
                                                r.num_computed_tokens, n.get(r.req_id, 0),
-                                               [list(g) for g in r.block_ids[1:]]))
+                                               self._further(r.block_ids)))
             cached = scheduler_output.scheduled_cached_reqs
             resumed = set(getattr(cached, "resumed_req_ids", None) or ())
             flags = getattr(cached, "resumed_from_preemption", None)
@@ -229,8 +242,7 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
                 scheduled.append(ScheduledView(req_id, list(new_ids[0]) if new_ids else [],
                                                replace, cached.num_computed_tokens[i],
                                                n.get(req_id, 0),
-                                               [list(g) for g in new_ids[1:]] if new_ids
-                                               else []))
+                                               self._further(new_ids) if new_ids else []))
             # The requests as they are now: hashes of generated blocks included.
             views = {s.req_id: _request_view(self._requests[s.req_id])
                      for s in scheduled if s.req_id in self._requests}
@@ -238,6 +250,11 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         except Exception as e:  # a step without transfers, never a failed step
             log.error("kvtier: building the step's metadata: %s", e)
             return KvtierConnectorMetadata(StepPlan())
+
+    def _further(self, block_ids: Any) -> List[List[int]]:
+        """The block ids of daemon layer groups 1.. from vLLM's per-group
+        ids: a hybrid's own groups, or group 0's for every layer-wise group."""
+        return [list(block_ids[e]) for e in self._groups.engine_group[1:]]
 
     def update_connector_output(self, connector_output: Any) -> None:
         if self._scheduler is not None:
@@ -262,15 +279,15 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         try:
             if self.disabled_reason:
                 raise LayoutError(self.disabled_reason)
-            groups = self._kv_cache_config.kv_cache_groups
-            hybrid = len(groups) > 1
-            missing = [n for g in groups for n in g.layer_names if n not in kv_caches]
-            if hybrid and missing:
+            names = self._groups.layer_names
+            several = len(names) > 1
+            missing = [n for g in names for n in g if n not in kv_caches]
+            if several and missing:
                 raise LayoutError(f"no KV cache for layers {missing[:4]}")
-            # One layout per KV cache group (layers of several groups may
-            # share a tensor: a block id belongs to one group at a time).
-            per_group = [_distinct(kv_caches[name] for name in g.layer_names) for g in groups] \
-                if hybrid else [_distinct(kv_caches.values())]
+            # One layout per daemon layer group (layers of a hybrid's groups
+            # may share a tensor: a block id belongs to one group at a time).
+            per_group = [_distinct(kv_caches[name] for name in g) for g in names] \
+                if several else [_distinct(kv_caches.values())]
             tensors = _distinct(t for ts in per_group for t in ts)
             on_gpu = {bool(getattr(t, "is_cuda", False)) for t in tensors}
             if len(on_gpu) != 1:
@@ -326,9 +343,15 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
             # scheduler counted on.
             self._fail_all(plan)
             return
+        self._end_group_loads()  # a step that never reached wait_for_save
         try:
             self._worker.begin_step(plan)
-            self._load_errors |= self._worker.load(plan.loads)
+            if self._groups.layerwise:  # this step's loads, layer group by group
+                self._worker.start_group_loads([op for op in plan.loads if not op.asynchronous])
+                self._load_errors |= self._worker.load(
+                    [op for op in plan.loads if op.asynchronous])
+            else:
+                self._load_errors |= self._worker.load(plan.loads)
         except Exception as e:
             log.error("kvtier: loads failed: %s", e)
             self._fail_all(plan)
@@ -341,13 +364,36 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
                 self._failed_async.add(op.req_id)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        return None  # loads complete in start_load_kv (or in the background)
+        """Layer-wise loads: returns once the layer's group is in (a layer
+        the groups do not name waits for all). Otherwise loads completed in
+        start_load_kv (or run in the background)."""
+        if self._worker is not None and self._groups.layerwise:
+            self._worker.wait_group(self._layer_group.get(layer_name, len(self._layer_group)))
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any,
                       **kwargs: Any) -> None:
-        return None  # whole blocks are saved in wait_for_save
+        # Whole blocks, every layer, are saved in wait_for_save: the daemon
+        # judges a Save whole and keeps no block a cut cannot restore.
+        return None
+
+    @classmethod
+    def requires_piecewise_for_cudagraph(cls, extra_config: Any) -> bool:
+        """Layer-wise loads need wait_for_layer_load called before each
+        attention layer, which full CUDA graphs would skip."""
+        try:
+            return int((extra_config or {}).get("kvtier_layer_groups", 1)) > 1
+        except (TypeError, ValueError, AttributeError):
+            return False
+
+    def _end_group_loads(self) -> None:
+        if self._worker is not None:
+            try:
+                self._load_errors |= self._worker.end_group_loads()
+            except Exception as e:
+                log.error("kvtier: ending layer-wise loads: %s", e)
 
     def wait_for_save(self) -> None:
+        self._end_group_loads()  # the step's failures are known before its saves
         plan = self._plan()
         if self._worker is None or plan is None or not self._saves:
             return
@@ -362,6 +408,7 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         step; background loads that ended since the last call (their failed
         blocks are reported by get_block_ids_with_load_errors in the same
         pass)."""
+        self._end_group_loads()
         done = set(self._failed_async)
         self._failed_async.clear()
         if self._worker is not None:
@@ -375,6 +422,7 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         return None, done or None
 
     def get_block_ids_with_load_errors(self) -> Set[int]:
+        self._end_group_loads()
         out, self._load_errors = self._load_errors, set()
         return out
 

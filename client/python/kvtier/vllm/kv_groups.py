@@ -10,6 +10,12 @@ share the attention fields (block size, KV heads, head size, dtype), since
 the daemon's layout has one set of them, and kvtier blocks must be vLLM
 blocks (kvtier_block_ratio 1).
 
+Layer-wise loads (kvtier_layer_groups N > 1, one full-attention group):
+the layers are split into N contiguous daemon layer groups (at most 16) of
+the same vLLM blocks, so a load can bring one group of layers after another
+while the forward pass runs. The groups are part of the namespace id: such a
+namespace is not shared with the whole-block one.
+
 Not yet: recurrent (Mamba) groups, whose state vLLM keeps per request
 rather than per block, chunked-local and cross attention, and MLA in a
 hybrid model.
@@ -31,6 +37,15 @@ class KvGroups:
     windows: List[int] = field(default_factory=list)
     # The model's layers, numbered as layout.groups names them.
     num_layers: int = 0
+    # Per daemon group, its layers' names; which vLLM group's block ids it
+    # takes (its own, or group 0's for the layer-wise split).
+    layer_names: List[List[str]] = field(default_factory=list)
+    engine_group: List[int] = field(default_factory=list)
+
+    @property
+    def layerwise(self) -> bool:
+        """Several daemon groups over vLLM's one group of blocks."""
+        return len(self.engine_group) > 1 and max(self.engine_group) == 0
 
 
 def group_kind(spec: Any) -> str:
@@ -62,9 +77,12 @@ def _layer_numbers(names: List[str]) -> Dict[str, int]:
     return {names[i]: rank for rank, i in enumerate(order)}
 
 
-def kv_groups(kv_cache_config: Any, ratio: int) -> KvGroups:
-    """The layer groups of `kv_cache_config`; LayoutError for what is not
-    served."""
+MAX_LAYER_GROUPS = 16  # the daemon's kMaxLayerGroups
+
+
+def kv_groups(kv_cache_config: Any, ratio: int, layer_groups: int = 1) -> KvGroups:
+    """The layer groups of `kv_cache_config` (split into `layer_groups`
+    for layer-wise loads); LayoutError for what is not served."""
     groups = kv_cache_config.kv_cache_groups
     if not groups:
         raise LayoutError("no KV cache groups")
@@ -72,11 +90,14 @@ def kv_groups(kv_cache_config: Any, ratio: int) -> KvGroups:
     for kind in kinds:
         if kind not in ("full_attention", "sliding_window"):
             raise LayoutError(kind)
+    if len(groups) == 1 and kinds[0] != "full_attention":
+        raise LayoutError("a model of sliding-window layers alone is not supported "
+                          "(the daemon keeps window blocks beside full-attention ones)")
+    if layer_groups != 1:
+        return _split(groups[0].layer_names, ratio, layer_groups, len(groups))
     if len(groups) == 1:
-        if kinds[0] != "full_attention":
-            raise LayoutError("a model of sliding-window layers alone is not supported "
-                              "(the daemon keeps window blocks beside full-attention ones)")
-        return KvGroups(num_layers=len(groups[0].layer_names))
+        return KvGroups(num_layers=len(groups[0].layer_names),
+                        layer_names=[list(groups[0].layer_names)], engine_group=[0])
     if kinds[0] != "full_attention":
         raise LayoutError("KV cache group 0 is not full attention (vLLM rolls back failed "
                           "loads by group 0)")
@@ -93,7 +114,8 @@ def kv_groups(kv_cache_config: Any, ratio: int) -> KvGroups:
     if len(set(names)) != len(names):
         raise LayoutError("a layer is in two KV cache groups")
     number = _layer_numbers(names)
-    out = KvGroups(num_layers=len(names))
+    out = KvGroups(num_layers=len(names), layer_names=[list(g.layer_names) for g in groups],
+                   engine_group=list(range(len(groups))))
     for g, kind in zip(groups, kinds):
         spec = g.kv_cache_spec
         window = int(spec.sliding_window) if kind == "sliding_window" else 0
@@ -103,4 +125,28 @@ def kv_groups(kv_cache_config: Any, ratio: int) -> KvGroups:
                                                layers=sorted(number[n] for n in g.layer_names),
                                                window_tokens=window))
     out.windows = [-(-lg.window_tokens // int(first.block_size)) for lg in out.layer_groups[1:]]
+    return out
+
+
+def _split(names: List[str], ratio: int, n: int, vllm_groups: int) -> KvGroups:
+    """One full-attention group's layers as `n` contiguous daemon groups."""
+    if vllm_groups != 1:
+        raise LayoutError("kvtier_layer_groups with a hybrid model is not supported yet")
+    if not 1 <= n <= min(MAX_LAYER_GROUPS, len(names)):
+        raise LayoutError(f"kvtier_layer_groups {n} must be 1..{min(MAX_LAYER_GROUPS, len(names))}"
+                          f" ({len(names)} layers; the daemon takes {MAX_LAYER_GROUPS} groups)")
+    if ratio != 1:
+        raise LayoutError("kvtier_layer_groups needs kvtier_block_ratio 1")
+    number = _layer_numbers(list(names))
+    ordered = sorted(names, key=lambda name: number[name])
+    out = KvGroups(num_layers=len(names), engine_group=[0] * n)
+    start = 0
+    for i in range(n):
+        end = start + len(ordered) // n + (1 if i < len(ordered) % n else 0)
+        part = ordered[start:end]
+        out.layer_names.append(part)
+        out.layer_groups.append(LayerGroupSpec(kind="full_attention",
+                                               layers=[number[name] for name in part]))
+        start = end
+    out.windows = [0] * (n - 1)
     return out

@@ -33,6 +33,10 @@ class KVConnectorBase_V1(ABC):
     def role(self) -> KVConnectorRole:
         return self._role
 
+    @classmethod
+    def requires_piecewise_for_cudagraph(cls, extra_config: Any) -> bool:
+        return False
+
     # worker side, with defaults
     def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:
         self._connector_metadata = connector_metadata
