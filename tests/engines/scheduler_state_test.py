@@ -12,7 +12,7 @@ sys.path.insert(0, sys.argv[1])
 sys.argv = sys.argv[:1]
 
 from kvtier.engines.block_keys import as_key  # noqa: E402
-from kvtier.engines.scheduler_state import (RequestView, ScheduledView,  # noqa: E402
+from kvtier.engines.scheduler_state import (MISSING, RequestView, ScheduledView,  # noqa: E402
                                             SchedulerState)
 
 BS, RATIO = 16, 2  # a kvtier block is 32 tokens
@@ -38,12 +38,14 @@ class SchedulerStateTest(unittest.TestCase):
     def test_a_hit_counts_whole_kvtier_blocks_and_leaves_the_last_token(self):
         self.held = 4
         # 8 engine blocks = 4 kvtier blocks = 128 tokens; the prompt is 128
-        # tokens exactly, so the last kvtier block is left to compute.
+        # tokens exactly, so the last kvtier block is left to compute (and
+        # not looked up: what the daemon answers is a cut it can restore).
         v = self.view("r", 8, 128)
         self.assertEqual(self.s.match(v, 0), 3 * 32)
-        self.assertEqual(self.lookups[-1], [as_key(h) for h in hashes(8)[1::2]])
+        self.assertEqual(self.lookups[-1], [as_key(h) for h in hashes(8)[1::2]][:3])
         # One token more: all four.
         self.assertEqual(self.s.match(self.view("r", 8, 129), 0), 4 * 32)
+        self.assertEqual(len(self.lookups[-1]), 4)
         # The engine's own hit of one kvtier block: the rest past it.
         self.assertEqual(self.s.match(self.view("r", 8, 129), 32), 3 * 32)
         # An own hit inside a kvtier block (one engine block): nothing.
@@ -112,6 +114,41 @@ class SchedulerStateTest(unittest.TestCase):
         self.assertEqual(s.build([], {}).loads, [])
         s.finished("r")
         self.assertEqual(s.tracked(), 0)
+
+    def test_promised_loads_that_cannot_be_planned_are_reported_failed(self):
+        for async_loads in (False, True):
+            s = SchedulerState(lambda keys: 3, BS, RATIO, async_loads=async_loads)
+            v = self.view("r", 8, 200)
+            s.allocated(v, list(range(40, 47)), s.match(v, 32))  # own hit: kvtier block 0
+            # The step's plan could not be built: the promised blocks fail.
+            plan = s.abandon()
+            self.assertEqual(plan.loads, [])
+            self.assertEqual(plan.failed_blocks, list(range(42, 47)))
+            self.assertEqual(plan.failed_async, ["r"] if async_loads else [])
+            self.assertEqual(s.build([], {}).failed_blocks, [])  # once
+            # An allocation the connector could not read.
+            s.fail_promised("q", [7, 8])
+            plan = s.build([], {})
+            self.assertEqual((plan.failed_blocks, plan.failed_async),
+                             ([7, 8], ["q"] if async_loads else []))
+
+    def test_a_hybrid_load_takes_the_window_and_never_the_null_block(self):
+        s = SchedulerState(lambda keys: len(keys), BS, 1, windows=[0, 2])
+        v = RequestView("r", hashes(6), 6, 6 * BS + 1)
+        ext = s.match(v, 0)
+        self.assertEqual(ext, 6 * BS)
+        # Group 1 (full attention) all its blocks; group 2 (a window of 2
+        # blocks) nulls (id 99) outside it, and one block never allocated.
+        s.allocated(v, list(range(10, 17)), ext,
+                    [list(range(20, 27)), [99, 99, 99, 99, 34]], null_ids=[99])
+        load = s.build([ScheduledView("r", [], False, ext, 1)], {}).loads[0]
+        self.assertEqual(load.group_blocks,
+                         [list(range(20, 26)), [None, None, None, None, 34, MISSING]])
+        # Saves skip the null block and what was not allocated.
+        v2 = RequestView("q", hashes(3, b"q"), 3, 3 * BS)
+        s.allocated(v2, [1, 2, 3], 0, [[4, 5, 6], [99, 7]])
+        save = s.build([ScheduledView("q", [], False, 0, 3 * BS)], {}).saves[0]
+        self.assertEqual(save.group_blocks, [[4, 5, 6], [None, 7, None]])
 
     def test_a_daemon_error_is_a_miss(self):
         def broken(keys):

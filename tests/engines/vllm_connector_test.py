@@ -330,9 +330,10 @@ class VllmConnectorTest(unittest.TestCase):
         tokens = list(range(12000, 12000 + 6 * BS + 1))
         self.assertEqual(self.engine.serve(Request("a", tokens)), 0)
         self.assertEqual(self.engine.serve(Request("b", tokens)), 6 * BS)
-        early_reads, violations = worker.call("layerwise_report")
+        early_reads, violations, on = worker.call("layerwise_report")
         self.assertEqual(early_reads, [])  # each layer was in when its wait returned
         self.assertEqual(violations, 0)
+        self.assertTrue(on)
         self.assertEqual(worker.call("stats")["loaded_blocks"], 6 * LAYERS)  # a block per group
         # One daemon layer group per layer here, each block one layer's K and V.
         config = vllm_config(self.address, layer_groups=LAYERS)
@@ -350,6 +351,49 @@ class VllmConnectorTest(unittest.TestCase):
         self.assertTrue(KvtierConnectorV1.requires_piecewise_for_cudagraph(
             {"kvtier_layer_groups": 2}))
         self.assertFalse(KvtierConnectorV1.requires_piecewise_for_cudagraph({}))
+
+    def test_layer_wise_failures_and_an_engine_that_skips_the_waits(self):
+        self.engine.shutdown()
+        self.engine = Engine(self.address, layerwise=True)
+        worker = self.engine.workers[0]
+        tokens = list(range(13000, 13000 + 6 * BS + 1))
+        self.engine.serve(Request("a", tokens))
+        # Layer 1's group fails after layer 0 computed on its loaded blocks:
+        # the load fails whole, the blocks computed in that step (6 and 7,
+        # on a bad prefix) are not saved then, and are once recomputed.
+        longer = tokens[:6 * BS] + list(range(14000, 14000 + 2 * BS + 1))
+        worker.call("fail_later_groups", 2)
+        self.assertEqual(self.engine.serve(Request("b", longer)), 6 * BS)
+        stats = worker.call("stats")
+        self.assertGreater(stats["load_failures"], 0)
+        self.assertGreater(stats["dropped_saves"], 0)
+        ns = self.client.open_namespace_with(_namespace_options(
+            vllm_config(self.address, layer_groups=LAYERS), KV_CACHE_CONFIG, 0, 1)).id
+        for i, h in enumerate(Request("b", longer).block_hashes):
+            for layer in range(LAYERS):
+                self.assertEqual(self.client.get(ns, [h], group=layer)[0],
+                                 block_kv(h, layers=[layer]), f"block {i} layer {layer}")
+        # An engine whose forward pass never waits for its layers (as full
+        # CUDA graphs would): the step's loads are reported failed, so
+        # nothing computed on blocks still loading is kept, and layer-wise
+        # loads turn off; the next hit loads whole blocks before the pass.
+        # Layer 1's load is held until the forward pass ended, so the pass
+        # reads it stale and computes blocks 6 and 7 wrong: serve's check of
+        # every block's bytes fails unless they are dropped and recomputed.
+        worker.call("skip_layer_waits")
+        worker.call("hold_later_groups", "forward", 1)
+        other = tokens[:6 * BS] + list(range(15000, 15000 + 2 * BS + 1))
+        dropped = worker.call("stats")["dropped_saves"]
+        self.assertEqual(self.engine.serve(Request("c", other)), 6 * BS)
+        self.assertGreater(worker.call("stats")["dropped_saves"], dropped)
+        self.assertFalse(worker.call("layerwise_report")[2])
+        for i, h in enumerate(Request("c", other).block_hashes):
+            for layer in range(LAYERS):
+                self.assertEqual(self.client.get(ns, [h], group=layer)[0],
+                                 block_kv(h, layers=[layer]), f"block {i} layer {layer}")
+        before = worker.call("stats")["load_failures"]
+        self.assertEqual(self.engine.serve(Request("d", other)), 6 * BS + 2 * BS)
+        self.assertEqual(worker.call("stats")["load_failures"], before)
 
     def test_the_daemon_going_away_is_a_miss_and_its_return_is_used(self):
         tokens = list(range(4000, 4000 + 4 * BS + 1))

@@ -289,6 +289,14 @@ class HybridRefusalTest(unittest.TestCase):
         del alone.kv_cache_groups[0]
         self.assertIn("sliding-window layers alone", self.refused(alone))
 
+    def test_the_null_block_is_also_read_from_the_engines_block_pool(self):
+        s = KvtierConnectorV1(vllm_config("unix:/nonexistent"), KVConnectorRole.SCHEDULER,
+                              kv_cache_config(hybrid=True))
+        s.bind_gpu_block_pool(SimpleNamespace(null_block=SimpleNamespace(block_id=41)))
+        s.bind_gpu_block_pool(SimpleNamespace())  # a pool without one: nothing, no error
+        self.assertEqual(s._scheduler.null_ids, {41})
+        s.shutdown()
+
     def test_a_refused_hybrid_never_reports_a_hit(self):
         config = kv_cache_config(hybrid=True, num_kv_heads=2)
         with self.assertLogs("kvtier.vllm", "ERROR"):

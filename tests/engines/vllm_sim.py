@@ -177,6 +177,8 @@ class Rank:
         self.early_reads = []  # (block, layer) wrong when its layer's wait returned
         self.order_violations = 0  # group 1 loads that waited for layer 0's wait in vain
         self.layer0_ready = threading.Event()
+        self.forward_done = threading.Event()
+        self.skip_waits = False  # an engine that never calls wait_for_layer_load
         # FlashAttention's (2, num_blocks, ...) per layer, or MLA's (num_blocks, bs, dim).
         shape = (NUM_BLOCKS, BS, MLA_DIM) if mla else (2, NUM_BLOCKS, BS, HEADS, DIM)
         if hybrid:  # a tensor per pair of layers, one of each group
@@ -234,25 +236,31 @@ class Rank:
         w = self.connector
         w.bind_connector_metadata(pickle.loads(meta))
         self.layer0_ready.clear()
+        self.forward_done.clear()
         w.start_load_kv(SimpleNamespace())
         plan = w._connector_metadata.plan
         loaded = [(op.first_index + j, op.engine_blocks[j][0]) for op in plan.loads
                   if not op.asynchronous for j in range(len(op.keys))]
+        read_wrong = set()  # loaded blocks a layer read wrong (layer-wise)
         for layer_index, layer in enumerate(self.tensors):
-            w.wait_for_layer_load(layer)
-            # What the layer's attention would read now.
+            if not self.skip_waits:
+                w.wait_for_layer_load(layer)
+            # What the layer's attention reads now.
             for i, b in loaded if self.layerwise else ():
                 t = self.tensors[layer]
                 if any(ctypes.string_at(t.span(half, b), SPAN) !=
                        kv(hashes[i], layer_index, half, self.rank) for half in (0, 1)):
+                    read_wrong.add(i)
                     self.early_reads.append((i, layer_index))
             if layer_index == 0:
                 self.layer0_ready.set()
         # The forward pass: every block the step touches. On a bad prefix (a
-        # block whose load failed) the KV it computes is wrong.
+        # block whose load failed, or that a layer read before it was in)
+        # the KV it computes is wrong.
         bad = w._load_errors  # what the step's loads reported (peek)
         groups = self._groups(blocks)
-        first_bad = min((groups[0].index(b) for b in bad if b in groups[0]), default=None)
+        first_bad = min([groups[0].index(b) for b in bad if b in groups[0]] + list(read_wrong),
+                        default=None)
         size = parts(self.mla)[1]
         rank = 0 if self.mla else self.rank
         for i in range(begin // BS, min(len(hashes), -(-end // BS))):
@@ -262,6 +270,7 @@ class Rank:
             for g, ids in enumerate(groups):
                 self.write(ids[i], lambda layer, half, h=h, p=poisoned:
                            b"\x66" * size if p else kv(h, layer, half, rank, size), g)
+        self.forward_done.set()
         w.wait_for_save()
         _, finished = w.get_finished(set())
         errors = w.get_block_ids_with_load_errors()
@@ -289,17 +298,35 @@ class Rank:
             return wrong
         elif command == "read":
             return self.read(*args)
-        elif command == "hold_later_groups":  # group 1 loads wait for layer 0's wait
+        elif command == "hold_later_groups":  # group 1 loads wait for layer 0's turn
             client = self.connector._client
+            inner = client.load
+            # ... or, with "forward", until the forward pass ended.
+            # The second argument: how many calls to hold (default: all).
+            event = self.forward_done if args and args[0] == "forward" else self.layer0_ready
+            left = [args[1] if len(args) > 1 else float("inf")]
+
+            def load(ns, region, refs, *a, **kw):
+                if left[0] > 0 and any(r.group >= 1 for r in refs):
+                    left[0] -= 1
+                    if not event.wait(5):
+                        self.order_violations += 1
+                return inner(ns, region, refs, *a, **kw)
+            client.load = load
+        elif command == "fail_later_groups":  # the next n group >= 1 load calls raise
+            client, left = self.connector._client, [args[0]]
             inner = client.load
 
             def load(ns, region, refs, *a, **kw):
-                if any(r.group >= 1 for r in refs) and not self.layer0_ready.wait(5):
-                    self.order_violations += 1
+                if left[0] > 0 and any(r.group >= 1 for r in refs):
+                    left[0] -= 1
+                    raise KvtierError(grpc.StatusCode.UNAVAILABLE, "injected")
                 return inner(ns, region, refs, *a, **kw)
             client.load = load
+        elif command == "skip_layer_waits":
+            self.skip_waits = True
         elif command == "layerwise_report":
-            return self.early_reads, self.order_violations
+            return self.early_reads, self.order_violations, self.connector._layerwise
         elif command == "lose_window":  # the daemon loses group 1's blocks before a load
             client = self.connector._client
             inner = client.load

@@ -148,14 +148,14 @@ class HybridWorkerIoTest(unittest.TestCase):
         self.io.start_group_loads([ok, bad])
         with self.assertRaises(RuntimeError):  # one step's at a time
             self.io.start_group_loads([])
-        self.io.wait_group(0)
-        self.io.wait_group(1)
+        self.assertTrue(self.io.wait_group(0, timeout=10))
+        self.assertTrue(self.io.wait_group(1, timeout=10))
         self.assertEqual(self.io.end_group_loads(), {3})
         self.assertEqual([(c[0], c[1]) for c in self.t.calls],
                          [([b"a0", b"a1"], [0, 0]), ([b"b0"], [0]), ([b"a0", b"a1"], [1, 1])])
         self.assertEqual(self.t.synchronised, [True, False, False])  # the device once
         self.assertEqual(self.io.end_group_loads(), set())  # nothing runs now
-        self.io.wait_group(0)  # returns at once
+        self.assertTrue(self.io.wait_group(0, timeout=0))  # none runs: at once
         # b's failure taints its saves until acknowledged.
         self.io.save(StepPlan(saves=[op(SaveOp, "b", 0, [3])]))
         self.assertEqual(self.t.saved, [])

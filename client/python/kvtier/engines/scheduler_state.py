@@ -41,6 +41,10 @@ from kvtier.engines.block_keys import (KvtierBlock, kvtier_block_count, kvtier_b
 
 log = logging.getLogger("kvtier.engines")
 
+# A load's engine block the engine never allocated: no block has this id, so
+# the worker fails the load rather than leave the engine reading it.
+MISSING = -1
+
 
 @dataclass
 class LoadOp:
@@ -76,6 +80,11 @@ class StepPlan:
     # Requests whose failed loads the scheduler has taken into account: the
     # worker stops dropping their saves.
     acknowledged: List[str] = field(default_factory=list)
+    # Loads the scheduler promised and could not plan (see abandon): the
+    # worker reports these engine blocks failed, and these background loads
+    # finished, so the engine recomputes rather than runs on stale blocks.
+    failed_blocks: List[int] = field(default_factory=list)
+    failed_async: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -134,6 +143,7 @@ class SchedulerState:
         self._tracked: Dict[str, _Tracked] = {}
         self._loads: Dict[str, Tuple[int, int]] = {}  # req -> (first kvtier block, count)
         self._acks: List[str] = []
+        self._fail = StepPlan()  # failures for the next plan (fail_promised)
         self._local: Dict[str, int] = {}  # req -> the engine's own hit, from match
         self.lookup_errors = 0
 
@@ -146,20 +156,20 @@ class SchedulerState:
         self._local[view.req_id] = num_computed
         if num_computed % self._kb_tokens:
             return 0  # the engine's own hit ends inside a kvtier block
-        blocks = self._blocks(view)
+        # At most the blocks that leave a token to compute. Only these are
+        # looked up, so the daemon's answer is itself a cut it can restore
+        # (for a hybrid, a shorter cut may lack its window).
+        limit = min(len(self._blocks(view)), (view.num_tokens - 1) // self._kb_tokens)
         first = num_computed // self._kb_tokens
-        if first >= len(blocks):
+        if first >= limit:
             return 0
         try:
-            hit = self._lookup([b.key for b in blocks])
+            hit = self._lookup([b.key for b in self._blocks(view)[:limit]])
         except Exception as e:  # a daemon error is a miss, never the engine's problem
             self.lookup_errors += 1
             log.warning("kvtier lookup failed, treating as a miss: %s", e)
             return 0
-        # Leave at least one token to compute.
-        while hit > first and hit * self._kb_tokens >= view.num_tokens:
-            hit -= 1
-        return max(0, hit - first) * self._kb_tokens
+        return max(0, min(hit, limit) - first) * self._kb_tokens
 
     def allocated(self, view: RequestView, block_ids: Sequence[int], num_external: int,
                   group_block_ids: Sequence[Sequence[int]] = (),
@@ -185,8 +195,7 @@ class SchedulerState:
 
     def build(self, scheduled: Sequence[ScheduledView],
               views: Dict[str, RequestView]) -> StepPlan:
-        plan = StepPlan(acknowledged=self._acks)
-        self._acks = []
+        plan = self._next_plan()
         for s in scheduled:
             t = self._tracked.get(s.req_id)
             if t is None:
@@ -232,14 +241,20 @@ class SchedulerState:
                       load: bool) -> List[List[Optional[int]]]:
         """Per layer group 1.., the engine block of each key in [begin, end)
         it moves: a load's window of a sliding-window group is the last
-        `window` keys; never the null block or a block not allocated."""
+        `window` keys; never the null block. A load's block the engine did
+        not allocate is MISSING, which fails the load (the engine would read
+        it); a save skips it."""
         out = []
         for window, ids in zip(self._windows, t.group_ids or [[] for _ in self._windows]):
             first = max(begin, end - window) if (load and window) else begin
             row: List[Optional[int]] = []
             for i in range(begin, end):
-                b = ids[i] if i < len(ids) else None
-                row.append(None if i < first or b is None or b in self.null_ids else b)
+                if i < first or (i < len(ids) and ids[i] in self.null_ids):
+                    row.append(None)
+                elif i < len(ids):
+                    row.append(ids[i])
+                else:
+                    row.append(MISSING if load else None)
             out.append(row)
         return out
 
@@ -256,6 +271,36 @@ class SchedulerState:
                           self.async_loads, groups)
         return SaveOp(t.view.req_id, begin, [b.key for b in blocks], [b.parent for b in blocks],
                       engine, t.view.retention, groups)
+
+    def abandon(self) -> StepPlan:
+        """A plan for a step whose real plan could not be built: every load
+        the engine was promised is reported failed (the blocks it took
+        them into, from their first), and background ones finished."""
+        plan = self._next_plan()
+        for req_id, (first, _) in self._loads.items():
+            t = self._tracked.get(req_id)
+            if t is not None:
+                plan.failed_blocks.extend(t.block_ids[first * self._ratio:])
+                t.saved = min(t.saved, first)
+            if self.async_loads:
+                plan.failed_async.append(req_id)
+        self._loads.clear()
+        return plan
+
+    def fail_promised(self, req_id: str, block_ids: Sequence[int]) -> None:
+        """The engine was promised a load for `req_id` that cannot be
+        planned: the next plan reports its `block_ids` failed (and, with
+        background loads, the request finished)."""
+        self._loads.pop(req_id, None)
+        self._fail.failed_blocks.extend(block_ids)
+        if self.async_loads:
+            self._fail.failed_async.append(req_id)
+
+    def _next_plan(self) -> StepPlan:
+        plan = StepPlan(acknowledged=self._acks, failed_blocks=self._fail.failed_blocks,
+                        failed_async=self._fail.failed_async)
+        self._acks, self._fail = [], StepPlan()
+        return plan
 
     def failed(self, engine_block_ids: Set[int]) -> None:
         """The engine reports blocks whose load failed: the requests using them

@@ -201,8 +201,10 @@ class WorkerIO:
         if self._group_job is not None:
             raise RuntimeError("the previous step's layer-wise loads were not ended")
         events = [threading.Event() for _ in range(1 + len(self._group_layouts))]
-        self._group_events, self._group_ops = events, list(ops)
-        self._group_job = self._group_pool.submit(self._load_by_group, self._group_ops, events)
+        ops = list(ops)
+        job = self._group_pool.submit(self._load_by_group, ops, events)
+        # Published only once the job that sets them runs.
+        self._group_job, self._group_events, self._group_ops = job, events, ops
 
     def _load_by_group(self, ops: Sequence[LoadOp], events: Sequence[threading.Event]) -> Set[int]:
         failed_ops: Set[int] = set()
@@ -221,7 +223,7 @@ class WorkerIO:
                         # The device is synchronised once, before the first.
                         done = self._transfer.load(op.keys, spans, groups=[g] * len(op.keys),
                                                    synchronise=first)
-                        first = False
+                        first = first and done == 0
                     except Exception as e:  # a layout error, a missing block id
                         log.error("kvtier: layer group %d load of %s: %s", g, op.req_id, e)
                         done = 0
@@ -236,27 +238,32 @@ class WorkerIO:
             failed |= self._failed(ops[k], 0)
         return failed
 
-    def wait_group(self, group: int) -> None:
-        """Returns once layer group `group` of this step's layer-wise loads
-        is in (or failed); at once when none run."""
+    def wait_group(self, group: int, timeout: Optional[float] = None) -> bool:
+        """Waits until layer group `group` of this step's layer-wise loads
+        is in (or failed); at once when none run. False on a timeout."""
         events = self._group_events
-        if events:
-            events[min(group, len(events) - 1)].wait()
+        if not events:
+            return True
+        return events[min(group, len(events) - 1)].wait(timeout)
 
-    def end_group_loads(self) -> Set[int]:
-        """Joins this step's layer-wise loads; the engine blocks to recompute."""
+    def end_group_loads(self, fail_all: bool = False) -> Set[int]:
+        """Joins this step's layer-wise loads; the engine blocks to recompute
+        (every op's with `fail_all`: the engine may have read a layer before
+        it was in)."""
         job, ops = self._group_job, self._group_ops
         self._group_job, self._group_events, self._group_ops = None, [], []
         if job is None:
             return set()
+        failed: Set[int] = set()
         try:
-            return job.result()
+            failed = job.result()
         except Exception as e:  # unexpected: every op fails whole
             log.error("kvtier: layer-wise loads: %s", e)
-            failed: Set[int] = set()
+            fail_all = True
+        if fail_all:
             for op in ops:
                 failed |= self._failed(op, 0)
-            return failed
+        return failed
 
     def finished_loads(self) -> Tuple[Set[str], Set[int]]:
         """The requests whose background loads ended (loaded or not), and the

@@ -39,10 +39,11 @@ block; a hybrid load is all or nothing); KV caches on the GPU (registered
 once by CUDA IPC; the daemon copies blocks to and from them itself, after
 the device's streams are synchronised) or in host memory (through a
 shared-memory staging region); synchronous or asynchronous loads; tensor
-parallelism. Not yet: recurrent (Mamba) groups, pipeline and decode context
-parallelism, per-layer loads and saves; the scheduler side refuses what it
-can see at construction (it then never reports a hit), and a worker that
-cannot serve its loads reports them failed.
+parallelism; layer-wise loads (kvtier_layer_groups). Not yet: recurrent
+(Mamba) groups, pipeline and decode context parallelism, per-layer saves;
+the scheduler side refuses what it can see at construction (it then never
+reports a hit), and a worker that cannot serve its loads reports them
+failed.
 """
 
 import logging
@@ -175,12 +176,16 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         try:  # what the scheduler can see now; the workers find the rest
             _namespace_options(vllm_config, kv_cache_config, 0, self._ratio)
             self._groups = kv_groups(kv_cache_config, self._ratio, _layer_groups(vllm_config))
-        except (LayoutError, ValueError) as e:
-            self.disabled_reason = str(e)
-            log.error("kvtier connector disabled: %s", e)
-        # Per layer, its daemon layer group (layer-wise loads).
+        except Exception as e:  # the engine runs on, without the cache
+            self.disabled_reason = str(e) or type(e).__name__
+            log.error("kvtier connector disabled: %s", self.disabled_reason)
+        # Layer-wise loads: per layer, its daemon layer group; the layers the
+        # engine waited for in this step.
         self._layer_group = {name: g for g, names in enumerate(self._groups.layer_names)
                              for name in names}
+        self._layerwise = self._groups.layerwise
+        self._group_loads_running = False
+        self._waited: Set[str] = set()
         if scheduler:
             self._scheduler = SchedulerState(self._lookup, self._block_size, self._ratio,
                                              self._async, self._groups.windows)
@@ -216,13 +221,33 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
                                  num_external_tokens: int) -> None:
         assert self._scheduler is not None
         self._requests[request.request_id] = request
-        ids = blocks.get_block_ids()
-        # The null block stands in a sliding-window group for blocks outside
-        # its window: never loaded or saved.
-        nulls = {b.block_id for group in (getattr(blocks, "blocks", None) or ())
-                 for b in group if getattr(b, "is_null", False)}
-        self._scheduler.allocated(_request_view(request), ids[0], num_external_tokens,
-                                  self._further(ids), nulls)
+        try:
+            ids = blocks.get_block_ids()
+            # The null block stands in a sliding-window group for blocks
+            # outside its window: never loaded or saved.
+            nulls = {b.block_id for group in (getattr(blocks, "blocks", None) or ())
+                     for b in group if getattr(b, "is_null", False)}
+            self._scheduler.allocated(_request_view(request), ids[0], num_external_tokens,
+                                      self._further(ids), nulls)
+        except Exception as e:  # the promised load cannot be planned: it fails
+            log.error("kvtier: request %s after allocation: %s", request.request_id, e)
+            try:
+                ids0 = list(blocks.get_block_ids()[0])
+            except Exception:
+                ids0 = []
+            self._scheduler.allocated(_request_view(request), ids0, 0)
+            if num_external_tokens > 0:
+                self._scheduler.fail_promised(request.request_id, ids0)
+
+    def bind_gpu_block_pool(self, gpu_block_pool: Any) -> None:
+        """The engine's block pool: its null block is never loaded or saved
+        (also learned from KVCacheBlocks.is_null)."""
+        try:
+            null = getattr(gpu_block_pool, "null_block", None)
+            if null is not None and self._scheduler is not None:
+                self._scheduler.null_ids.add(int(null.block_id))
+        except Exception as e:
+            log.warning("kvtier: reading the engine's null block: %s", e)
 
     def build_connector_meta(self, scheduler_output: Any) -> KVConnectorMetadata:
         assert self._scheduler is not None
@@ -247,9 +272,13 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
             views = {s.req_id: _request_view(self._requests[s.req_id])
                      for s in scheduled if s.req_id in self._requests}
             return KvtierConnectorMetadata(self._scheduler.build(scheduled, views))
-        except Exception as e:  # a step without transfers, never a failed step
+        except Exception as e:  # never a failed step; promised loads fail
             log.error("kvtier: building the step's metadata: %s", e)
-            return KvtierConnectorMetadata(StepPlan())
+            try:
+                return KvtierConnectorMetadata(self._scheduler.abandon())
+            except Exception as e2:
+                log.error("kvtier: abandoning the step's loads: %s", e2)
+                return KvtierConnectorMetadata(StepPlan())
 
     def _further(self, block_ids: Any) -> List[List[int]]:
         """The block ids of daemon layer groups 1.. from vLLM's per-group
@@ -338,6 +367,9 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         plan = self._plan()
         if plan is None:
             return
+        # Loads the scheduler promised and could not plan.
+        self._load_errors.update(plan.failed_blocks)
+        self._failed_async.update(plan.failed_async)
         if self._worker is None:
             # A disabled worker loads nothing: vLLM must recompute what the
             # scheduler counted on.
@@ -346,8 +378,11 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         self._end_group_loads()  # a step that never reached wait_for_save
         try:
             self._worker.begin_step(plan)
-            if self._groups.layerwise:  # this step's loads, layer group by group
-                self._worker.start_group_loads([op for op in plan.loads if not op.asynchronous])
+            sync = [op for op in plan.loads if not op.asynchronous]
+            if self._layerwise and sync:  # this step's loads, layer group by group
+                self._waited = set()
+                self._worker.start_group_loads(sync)
+                self._group_loads_running = True
                 self._load_errors |= self._worker.load(
                     [op for op in plan.loads if op.asynchronous])
             else:
@@ -367,7 +402,8 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         """Layer-wise loads: returns once the layer's group is in (a layer
         the groups do not name waits for all). Otherwise loads completed in
         start_load_kv (or run in the background)."""
-        if self._worker is not None and self._groups.layerwise:
+        if self._worker is not None and self._group_loads_running:
+            self._waited.add(layer_name)
             self._worker.wait_group(self._layer_group.get(layer_name, len(self._layer_group)))
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any,
@@ -386,11 +422,23 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
             return False
 
     def _end_group_loads(self) -> None:
-        if self._worker is not None:
-            try:
-                self._load_errors |= self._worker.end_group_loads()
-            except Exception as e:
-                log.error("kvtier: ending layer-wise loads: %s", e)
+        """Joins the step's layer-wise loads. A step whose forward pass did
+        not wait for every layer may have read blocks still loading: its
+        loads are reported failed and layer-wise loads are turned off."""
+        if self._worker is None or not self._group_loads_running:
+            return
+        self._group_loads_running = False
+        unwaited = set(self._layer_group) - self._waited
+        try:
+            self._load_errors |= self._worker.end_group_loads(fail_all=bool(unwaited))
+        except Exception as e:
+            log.error("kvtier: ending layer-wise loads: %s", e)
+        if unwaited:
+            self._layerwise = False
+            log.error("kvtier: the engine ran a step without wait_for_layer_load for %d of %d "
+                      "layers (e.g. %s); its loads are reported failed and layer-wise loads are "
+                      "off from now on (whole blocks load before the forward pass)",
+                      len(unwaited), len(self._layer_group), sorted(unwaited)[0])
 
     def wait_for_save(self) -> None:
         self._end_group_loads()  # the step's failures are known before its saves
