@@ -246,6 +246,24 @@ class VllmConnectorTest(unittest.TestCase):
         self.assertGreater(stats["saved_blocks"], 0)
         self.assertEqual(self.engine.serve(Request("c", longer)), 8 * BS)
 
+    def test_a_step_whose_plan_cannot_be_built_fails_its_promised_loads(self):
+        tokens = list(range(16000, 16000 + 5 * BS + 1))
+        self.engine.serve(Request("a", tokens))
+        state = self.engine.scheduler._scheduler
+        real, calls = state.build, []
+
+        def broken_once(*args):
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("injected")
+            return real(*args)
+        state.build = broken_once
+        # The hit was promised; no load goes out, the blocks are reported
+        # failed and recomputed (serve checks every block's bytes).
+        with self.assertLogs("kvtier.vllm", "ERROR"):
+            self.assertEqual(self.engine.serve(Request("b", tokens)), 5 * BS)
+        self.assertEqual(self.engine.workers[0].call("stats").get("loaded_blocks", 0), 0)
+
     def test_preempted_and_resumed_requests_load_what_they_saved(self):
         tokens = list(range(6000, 6000 + 6 * BS + 1))
         # Two chunks of 2 blocks, then preemption: the resumed request loads
