@@ -120,17 +120,39 @@ class SchedulerStateTest(unittest.TestCase):
             s = SchedulerState(lambda keys: 3, BS, RATIO, async_loads=async_loads)
             v = self.view("r", 8, 200)
             s.allocated(v, list(range(40, 47)), s.match(v, 32))  # own hit: kvtier block 0
-            # The step's plan could not be built: the promised blocks fail.
+            # The step's plan fails half-way (here: making the load op).
+            real, s._op = s._op, lambda *a: (_ for _ in ()).throw(RuntimeError("injected"))
+            with self.assertRaises(RuntimeError):
+                s.build([ScheduledView("r", [], False, 96, 8)], {})
+            s._op = real
             plan = s.abandon()
             self.assertEqual(plan.loads, [])
-            self.assertEqual(plan.failed_blocks, list(range(42, 47)))
+            self.assertEqual([(f.req_id, f.first_index, f.engine_blocks)
+                              for f in plan.failed_loads], [("r", 1, list(range(42, 47)))])
             self.assertEqual(plan.failed_async, ["r"] if async_loads else [])
-            self.assertEqual(s.build([], {}).failed_blocks, [])  # once
-            # An allocation the connector could not read.
-            s.fail_promised("q", [7, 8])
-            plan = s.build([], {})
-            self.assertEqual((plan.failed_blocks, plan.failed_async),
-                             ([7, 8], ["q"] if async_loads else []))
+            # Its block lists may be wrong now: never saved again.
+            self.assertEqual(s.build([ScheduledView("r", [47], False, 96, 100)], {}).saves, [])
+            self.assertEqual(s.build([], {}).failed_loads, [])  # reported once
+
+    def test_an_allocation_that_cannot_be_read_fails_its_promised_load(self):
+        s = SchedulerState(lambda keys: 3, BS, RATIO)
+        v = self.view("q", 8, 200)
+        ext = s.match(v, 32)
+        s.allocation_failed("q", list(range(50, 57)), ext)
+        plan = s.build([ScheduledView("q", list(range(50, 57)), True, 32 + ext, 40)],
+                       {"q": v})
+        self.assertEqual([(f.first_index, f.engine_blocks) for f in plan.failed_loads],
+                         [(1, list(range(52, 57)))])
+        self.assertEqual((plan.loads, plan.saves), ([], []))
+        # Blocks unknown at the time: reported once the request is scheduled.
+        w = self.view("w", 8, 200)
+        ext = s.match(w, 0)
+        s.allocation_failed("w", None, ext)
+        self.assertEqual(s.build([], {}).failed_loads, [])
+        plan = s.build([ScheduledView("w", list(range(60, 67)), True, ext, 10)], {"w": w})
+        self.assertEqual([(f.first_index, f.engine_blocks) for f in plan.failed_loads],
+                         [(0, list(range(60, 67)))])
+        self.assertEqual(plan.saves, [])
 
     def test_a_hybrid_load_takes_the_window_and_never_the_null_block(self):
         s = SchedulerState(lambda keys: len(keys), BS, 1, windows=[0, 2])

@@ -264,6 +264,22 @@ class VllmConnectorTest(unittest.TestCase):
             self.assertEqual(self.engine.serve(Request("b", tokens)), 5 * BS)
         self.assertEqual(self.engine.workers[0].call("stats").get("loaded_blocks", 0), 0)
 
+    def test_an_allocation_the_connector_cannot_read_fails_its_promised_load(self):
+        tokens = list(range(17000, 17000 + 5 * BS + 1))
+        self.engine.serve(Request("a", tokens))
+        state = self.engine.scheduler._scheduler
+        real = state.allocated
+
+        def broken(*args, **kwargs):
+            state.allocated = real
+            raise RuntimeError("injected")
+        state.allocated = broken
+        with self.assertLogs("kvtier.vllm", "ERROR"):
+            self.assertEqual(self.engine.serve(Request("b", tokens)), 5 * BS)  # recomputed
+        self.assertEqual(self.engine.workers[0].call("stats").get("loaded_blocks", 0), 0)
+        self.assertEqual(self.engine.serve(Request("c", tokens)), 5 * BS)  # and then loaded
+        self.assertEqual(self.engine.workers[0].call("stats")["loaded_blocks"], 5)
+
     def test_preempted_and_resumed_requests_load_what_they_saved(self):
         tokens = list(range(6000, 6000 + 6 * BS + 1))
         # Two chunks of 2 blocks, then preemption: the resumed request loads

@@ -13,7 +13,7 @@ sys.argv = sys.argv[:1]
 
 from kvtier.engines.block_batches import batches  # noqa: E402
 from kvtier.engines.kv_layout import BlockLayout, TensorGeometry  # noqa: E402
-from kvtier.engines.scheduler_state import LoadOp, SaveOp, StepPlan  # noqa: E402
+from kvtier.engines.scheduler_state import FailedLoad, LoadOp, SaveOp, StepPlan  # noqa: E402
 from kvtier.engines.worker_io import WorkerIO  # noqa: E402
 
 
@@ -92,6 +92,13 @@ class WorkerIoTest(unittest.TestCase):
         self.assertEqual(self.io.load(plan.loads), {2, 3})
         self.io.save(plan)
         self.assertEqual(self.t.saved, [])
+
+    def test_a_promised_load_never_planned_taints_like_a_failed_one(self):
+        plan = StepPlan(failed_loads=[FailedLoad("a", 2, [5, 6])],
+                        saves=[op(SaveOp, "a", 1, [4, 5, 6]), op(SaveOp, "b", 0, [1, 6])])
+        self.io.begin_step(plan)
+        self.io.save(plan)
+        self.assertEqual(self.t.saved, [b"a1", b"b0"])
 
     def test_a_save_carries_its_requests_retention_priority(self):
         keep = op(SaveOp, "k", 0, [1])

@@ -81,10 +81,18 @@ class StepPlan:
     # worker stops dropping their saves.
     acknowledged: List[str] = field(default_factory=list)
     # Loads the scheduler promised and could not plan (see abandon): the
-    # worker reports these engine blocks failed, and these background loads
-    # finished, so the engine recomputes rather than runs on stale blocks.
-    failed_blocks: List[int] = field(default_factory=list)
+    # worker reports their engine blocks failed (and taints the requests as
+    # for a failed load), and these background loads finished, so the
+    # engine recomputes rather than runs on blocks nobody loaded.
+    failed_loads: List["FailedLoad"] = field(default_factory=list)
     failed_async: List[str] = field(default_factory=list)
+
+
+@dataclass
+class FailedLoad:
+    req_id: str
+    first_index: int  # the kvtier block the promised load began at
+    engine_blocks: List[int]  # from there on
 
 
 @dataclass
@@ -143,7 +151,12 @@ class SchedulerState:
         self._tracked: Dict[str, _Tracked] = {}
         self._loads: Dict[str, Tuple[int, int]] = {}  # req -> (first kvtier block, count)
         self._acks: List[str] = []
-        self._fail = StepPlan()  # failures for the next plan (fail_promised)
+        self._fail = StepPlan()  # failures for the next plan (allocation_failed)
+        # Requests whose block lists this side may have wrong (an
+        # allocation it could not read, a plan it could not build): never
+        # saved again; and those whose promised load awaits their blocks.
+        self._broken: Set[str] = set()
+        self._fail_later: Dict[str, int] = {}
         self._local: Dict[str, int] = {}  # req -> the engine's own hit, from match
         self.lookup_errors = 0
 
@@ -196,6 +209,9 @@ class SchedulerState:
     def build(self, scheduled: Sequence[ScheduledView],
               views: Dict[str, RequestView]) -> StepPlan:
         plan = self._next_plan()
+        # Pending loads leave self._loads only once the plan is whole, so a
+        # plan that fails half-way leaves abandon() every promised load.
+        loads = dict(self._loads)
         for s in scheduled:
             t = self._tracked.get(s.req_id)
             if t is None:
@@ -215,22 +231,26 @@ class SchedulerState:
                     t.group_ids = [[] for _ in self._windows]
                 for ids, new in zip(t.group_ids, new_groups):
                     ids.extend(new)
-            load = self._loads.pop(s.req_id, None)
+            if s.req_id in self._fail_later:  # its blocks are known now
+                first = self._fail_later.pop(s.req_id)
+                plan.failed_loads.append(FailedLoad(s.req_id, first,
+                                                    t.block_ids[first * self._ratio:]))
+            load = loads.pop(s.req_id, None)
             if load is not None and load[1] > 0:
                 plan.loads.append(self._op(LoadOp, t, load[0], load[0] + load[1]))
             done_tokens = s.num_computed + s.num_scheduled
             upto = min(self._count(t.view), done_tokens // self._kb_tokens,
                        len(t.block_ids) // self._ratio)
-            if upto > t.saved:
+            if upto > t.saved and s.req_id not in self._broken:
                 plan.saves.append(self._op(SaveOp, t, t.saved, upto))
                 t.saved = upto
         # Asynchronous loads: their requests wait, unscheduled, until the
         # workers report them finished.
-        for req_id, (first, count) in list(self._loads.items()):
+        for req_id, (first, count) in loads.items():
             t = self._tracked.get(req_id)
             if t is not None and count > 0:
                 plan.loads.append(self._op(LoadOp, t, first, first + count))
-            del self._loads[req_id]
+        self._loads.clear()
         return plan
 
     def _group_lists(self, ids: Sequence[Sequence[int]]) -> List[List[int]]:
@@ -275,29 +295,41 @@ class SchedulerState:
     def abandon(self) -> StepPlan:
         """A plan for a step whose real plan could not be built: every load
         the engine was promised is reported failed (the blocks it took
-        them into, from their first), and background ones finished."""
+        them into, from their first), background ones finished; and as the
+        step's new blocks were not all recorded, no request tracked now is
+        saved again."""
         plan = self._next_plan()
         for req_id, (first, _) in self._loads.items():
             t = self._tracked.get(req_id)
-            if t is not None:
-                plan.failed_blocks.extend(t.block_ids[first * self._ratio:])
-                t.saved = min(t.saved, first)
+            plan.failed_loads.append(FailedLoad(
+                req_id, first, t.block_ids[first * self._ratio:] if t is not None else []))
             if self.async_loads:
                 plan.failed_async.append(req_id)
         self._loads.clear()
+        self._broken.update(self._tracked)
         return plan
 
-    def fail_promised(self, req_id: str, block_ids: Sequence[int]) -> None:
-        """The engine was promised a load for `req_id` that cannot be
-        planned: the next plan reports its `block_ids` failed (and, with
-        background loads, the request finished)."""
+    def allocation_failed(self, req_id: str, block_ids: Optional[Sequence[int]],
+                          num_external: int) -> None:
+        """The adapter could not read the engine's allocation for `req_id`
+        (`block_ids`: its blocks, or None if unknown): the request is never
+        saved, and a load promised to it (`num_external` > 0) is reported
+        failed in the next plan (once its blocks are known)."""
+        first = self._local.pop(req_id, 0) // self._kb_tokens
         self._loads.pop(req_id, None)
-        self._fail.failed_blocks.extend(block_ids)
+        self._broken.add(req_id)
+        if num_external <= 0:
+            return
+        if block_ids is None:
+            self._fail_later[req_id] = first
+        else:
+            self._fail.failed_loads.append(
+                FailedLoad(req_id, first, list(block_ids[first * self._ratio:])))
         if self.async_loads:
             self._fail.failed_async.append(req_id)
 
     def _next_plan(self) -> StepPlan:
-        plan = StepPlan(acknowledged=self._acks, failed_blocks=self._fail.failed_blocks,
+        plan = StepPlan(acknowledged=self._acks, failed_loads=self._fail.failed_loads,
                         failed_async=self._fail.failed_async)
         self._acks, self._fail = [], StepPlan()
         return plan
@@ -316,6 +348,8 @@ class SchedulerState:
 
     def finished(self, req_id: str) -> None:
         self._tracked.pop(req_id, None)
+        self._broken.discard(req_id)
+        self._fail_later.pop(req_id, None)
         self._loads.pop(req_id, None)
         self._local.pop(req_id, None)
 

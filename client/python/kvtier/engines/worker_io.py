@@ -146,6 +146,11 @@ class WorkerIO:
             for req in plan.acknowledged:
                 self._poisoned.pop(req, None)
                 self._bad.pop(req, None)
+            # Loads promised but never planned: failed from their first block.
+            for f in plan.failed_loads:
+                self._poisoned[f.req_id] = min(self._poisoned.get(f.req_id, f.first_index),
+                                               f.first_index)
+                self._bad.setdefault(f.req_id, set()).update(f.engine_blocks)
 
     def forget(self, req_ids: Iterable[str]) -> None:
         """Finished or aborted requests: no acknowledgement will come."""

@@ -155,14 +155,24 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         super().__init__(vllm_config, role, kv_cache_config)
         self._config = vllm_config
         self._kv_cache_config = kv_cache_config
-        self._ratio = int(_extra(vllm_config, "kvtier_block_ratio", 1))
-        self._async = bool(_extra(vllm_config, "kvtier_async_loads", False))
-        address = str(_extra(vllm_config, "kvtier_address", "unix:/run/kvtier.sock"))
         scheduler = role == KVConnectorRole.SCHEDULER
-        timeout = float(_extra(vllm_config, "kvtier_lookup_timeout_s", 0.5)) if scheduler \
-            else float(_extra(vllm_config, "kvtier_timeout_s", 10))
+        self.disabled_reason = ""
+        # Defaults a bad configuration falls back to (the connector disabled).
+        self._ratio, self._async, self._block_size = 1, False, 16
+        address, timeout = "unix:/run/kvtier.sock", 10.0
+        try:
+            self._ratio = int(_extra(vllm_config, "kvtier_block_ratio", 1))
+            if self._ratio < 1:
+                raise ValueError(f"kvtier_block_ratio {self._ratio} must be >= 1")
+            self._async = bool(_extra(vllm_config, "kvtier_async_loads", False))
+            address = str(_extra(vllm_config, "kvtier_address", address))
+            timeout = float(_extra(vllm_config, "kvtier_lookup_timeout_s", 0.5)) if scheduler \
+                else float(_extra(vllm_config, "kvtier_timeout_s", 10))
+            self._block_size = int(kv_cache_config.kv_cache_groups[0].kv_cache_spec.block_size)
+        except Exception as e:
+            self._ratio = max(1, self._ratio) if isinstance(self._ratio, int) else 1
+            self.disabled_reason = f"configuration: {e}"
         self._client = Client(address, timeout=timeout, max_reconnect_backoff_ms=1000)
-        self._block_size = kv_cache_config.kv_cache_groups[0].kv_cache_spec.block_size
         self._scheduler: Optional[SchedulerState] = None
         self._worker: Optional[WorkerIO] = None
         self._requests: Dict[str, Any] = {}  # scheduler side: the live requests
@@ -171,9 +181,10 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         self._namespace: Optional[str] = None
         self._lookup_retry_at = 0.0
         self._saves = True  # False on the TP ranks > 0 of an MLA model
-        self.disabled_reason = ""
         self._groups = KvGroups()
         try:  # what the scheduler can see now; the workers find the rest
+            if self.disabled_reason:
+                raise LayoutError(self.disabled_reason)
             _namespace_options(vllm_config, kv_cache_config, 0, self._ratio)
             self._groups = kv_groups(kv_cache_config, self._ratio, _layer_groups(vllm_config))
         except Exception as e:  # the engine runs on, without the cache
@@ -229,15 +240,17 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
                      for b in group if getattr(b, "is_null", False)}
             self._scheduler.allocated(_request_view(request), ids[0], num_external_tokens,
                                       self._further(ids), nulls)
-        except Exception as e:  # the promised load cannot be planned: it fails
+        except Exception as e:  # a promised load cannot be planned: it fails
             log.error("kvtier: request %s after allocation: %s", request.request_id, e)
+            ids0: Optional[List[int]] = None
             try:
                 ids0 = list(blocks.get_block_ids()[0])
             except Exception:
-                ids0 = []
-            self._scheduler.allocated(_request_view(request), ids0, 0)
-            if num_external_tokens > 0:
-                self._scheduler.fail_promised(request.request_id, ids0)
+                pass
+            try:
+                self._scheduler.allocation_failed(request.request_id, ids0, num_external_tokens)
+            except Exception as e2:
+                log.error("kvtier: request %s: %s", request.request_id, e2)
 
     def bind_gpu_block_pool(self, gpu_block_pool: Any) -> None:
         """The engine's block pool: its null block is never loaded or saved
@@ -368,7 +381,8 @@ class KvtierConnectorV1(KVConnectorBase_V1, SupportsHMA):
         if plan is None:
             return
         # Loads the scheduler promised and could not plan.
-        self._load_errors.update(plan.failed_blocks)
+        for f in plan.failed_loads:
+            self._load_errors.update(f.engine_blocks)
         self._failed_async.update(plan.failed_async)
         if self._worker is None:
             # A disabled worker loads nothing: vLLM must recompute what the
