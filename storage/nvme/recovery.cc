@@ -1,6 +1,6 @@
 #include "storage/nvme/recovery.h"
 
-#include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -25,10 +25,23 @@ absl::StatusOr<CatalogReplay> CatalogReplay::Read(Catalog& catalog) {
 RecoveryResult CatalogReplay::Run(absl::FunctionRef<bool(const CatalogEntry&)> admit,
                                   absl::FunctionRef<void(const CatalogEntry&)> drop) {
   const std::vector<CatalogEntry>& entries = entries_;
-  using Key = std::pair<NamespaceId, BlockKey>;
-  absl::flat_hash_map<Key, size_t> by_key;
-  for (size_t i = 0; i < entries.size(); ++i) by_key[{entries[i].ns, entries[i].key}] = i;
-  enum State : uint8_t { kPending, kDone, kDropped };
+  // Each entry's parent, found once (the map is freed before indexing).
+  constexpr size_t kRoot = std::numeric_limits<size_t>::max();
+  constexpr size_t kOrphan = kRoot - 1;  // a parent the catalog does not hold
+  std::vector<size_t> parent(entries.size(), kRoot);
+  {
+    using Key = std::pair<NamespaceId, BlockKey>;
+    absl::flat_hash_map<Key, size_t> by_key;
+    by_key.reserve(entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) by_key[{entries[i].ns, entries[i].key}] = i;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const CatalogEntry& e = entries[i];
+      if (e.parent.empty()) continue;
+      auto it = by_key.find(Key{e.ns, e.parent});
+      parent[i] = it == by_key.end() ? kOrphan : it->second;
+    }
+  }
+  enum State : uint8_t { kPending, kOnChain, kDone, kDropped };
   std::vector<State> state(entries.size(), kPending);
   RecoveryResult result;
   result.dropped = corrupt_;
@@ -38,6 +51,7 @@ RecoveryResult CatalogReplay::Run(absl::FunctionRef<bool(const CatalogEntry&)> a
   if (show_progress) {
     spdlog::info("nvme tier: indexing {} catalog entries", entries.size());
   }
+  std::vector<size_t> chain;  // reused: no allocation per entry
   for (size_t start = 0; start < entries.size(); ++start) {
     if (const int tenths = static_cast<int>(start * 10 / entries.size());
         show_progress && tenths > shown_tenths) {
@@ -45,31 +59,23 @@ RecoveryResult CatalogReplay::Run(absl::FunctionRef<bool(const CatalogEntry&)> a
       spdlog::info("nvme tier: recovering [{}{}] {}% ({}/{})", std::string(tenths, '#'),
                    std::string(10 - tenths, ' '), tenths * 10, start, entries.size());
     }
-    // Walk up to the first ancestor that is settled, then settle downwards.
-    std::vector<size_t> chain;
-    size_t at = start;
-    while (state[at] == kPending) {
+    // Walk up to the first ancestor that is settled (or on this walk: a
+    // cycle), then settle downwards.
+    chain.clear();
+    for (size_t at = start; state[at] == kPending;) {
+      state[at] = kOnChain;
       chain.push_back(at);
-      const CatalogEntry& e = entries[at];
-      if (e.parent.empty()) break;
-      auto it = by_key.find(Key{e.ns, e.parent});
-      if (it == by_key.end() || std::find(chain.begin(), chain.end(), it->second) != chain.end()) {
-        break;
-      }
-      at = it->second;
+      if (parent[at] == kRoot || parent[at] == kOrphan) break;
+      at = parent[at];
     }
     for (auto i = chain.rbegin(); i != chain.rend(); ++i) {
-      const CatalogEntry& e = entries[*i];
-      bool ok = true;
-      if (!e.parent.empty()) {
-        auto it = by_key.find(Key{e.ns, e.parent});
-        ok = it != by_key.end() && state[it->second] == kDone;
-      }
-      if (ok) ok = admit(e);
+      const size_t p = parent[*i];
+      bool ok = p == kRoot || (p != kOrphan && state[p] == kDone);
+      if (ok) ok = admit(entries[*i]);
       if (!ok) {
         state[*i] = kDropped;
         ++result.dropped;
-        drop(e);
+        drop(entries[*i]);
         continue;
       }
       state[*i] = kDone;
