@@ -19,9 +19,9 @@ import logging
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from kvtier.client import BlockRef, Client
-from kvtier.engines.block_batches import batches
+from kvtier.engines.block_batches import batches, block_sizes, group_block_bytes
 from kvtier.engines.daemon_session import DaemonSession
-from kvtier.engines.kv_layout import LayoutError, Span, spans_fit
+from kvtier.engines.kv_layout import LayoutError, Span
 
 log = logging.getLogger("kvtier.engines")
 
@@ -79,12 +79,8 @@ class DirectTransfer:
                  register: Callable[[Client], str], space: RegionSpace, block_bytes: int,
                  before_daemon_reads: Callable[[], None] = lambda: None,
                  group_bytes: Optional[Sequence[int]] = None):
-        if block_bytes < 1:
-            raise ValueError("block_bytes must be positive")
+        self.group_bytes = group_block_bytes(block_bytes, group_bytes)
         self.block_bytes = block_bytes
-        self.group_bytes = list(group_bytes) if group_bytes else [block_bytes]
-        if self.group_bytes[0] != block_bytes or min(self.group_bytes) < 1:
-            raise ValueError("group_bytes must be positive and start with block_bytes")
         self._space = space
         self._sync = before_daemon_reads
         self._session = DaemonSession(client, open_namespace, register)
@@ -94,20 +90,13 @@ class DirectTransfer:
     def _refs(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]],
               parents: Optional[Sequence[bytes]],
               groups: Optional[Sequence[int]]) -> Optional[List[BlockRef]]:
-        if groups is None:
-            groups = [0] * len(keys)
-        if len(spans) != len(keys) or len(groups) != len(keys) or \
-                (parents is not None and len(parents) != len(keys)) or \
-                any(not 0 <= g < len(self.group_bytes) for g in groups):
-            log.error("kvtier: a transfer call's keys, spans and groups disagree")
-            return None
-        if not all(spans_fit([s], self.group_bytes[g]) for s, g in zip(spans, groups)):
-            log.error("kvtier: a block's spans do not hold its bytes (%s per group)",
-                      self.group_bytes)
+        if (parents is not None and len(parents) != len(keys)) or \
+                block_sizes(self.group_bytes, len(keys), spans, groups) is None:
             return None
         try:
             return [BlockRef(k, 0, 0, parent_key=parents[i] if parents is not None else b"",
-                             segments=self._space.segments(spans[i]), group=groups[i])
+                             segments=self._space.segments(spans[i]),
+                             group=groups[i] if groups else 0)
                     for i, k in enumerate(keys)]
         except LayoutError as e:
             log.error("kvtier: %s", e)

@@ -12,12 +12,12 @@ blocks in flight, not the engine.
 
 import ctypes
 import logging
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from kvtier.client import BlockRef, Client, SharedRegion
-from kvtier.engines.block_batches import batches
+from kvtier.engines.block_batches import batches, block_sizes, group_block_bytes
 from kvtier.engines.daemon_session import DaemonSession
-from kvtier.engines.kv_layout import Span, spans_fit
+from kvtier.engines.kv_layout import Span
 
 log = logging.getLogger("kvtier.engines")
 
@@ -29,12 +29,8 @@ class StagedTransfer:
     def __init__(self, client: Client, open_namespace: Callable[[Client], str], block_bytes: int,
                  staging_bytes: int = 64 << 20, staging_dir: str = "/dev/shm",
                  group_bytes: Optional[Sequence[int]] = None):
-        if block_bytes < 1:
-            raise ValueError("block_bytes must be positive")
+        self.group_bytes = group_block_bytes(block_bytes, group_bytes)
         self.block_bytes = block_bytes
-        self.group_bytes = list(group_bytes) if group_bytes else [block_bytes]
-        if self.group_bytes[0] != block_bytes or min(self.group_bytes) < 1:
-            raise ValueError("group_bytes must be positive and start with block_bytes")
         self._slot = max(self.group_bytes)
         self._per_batch = max(1, staging_bytes // self._slot)
         self._staging = SharedRegion(self._per_batch * self._slot, staging_dir)
@@ -57,21 +53,6 @@ class StagedTransfer:
                 ctypes.memmove(address, at, size)
             at += size
 
-    def _sizes(self, count: int, spans: Sequence[Sequence[Span]],
-               groups: Optional[Sequence[int]]) -> Optional[List[int]]:
-        """Each block's bytes, or None (logged) when the call is malformed."""
-        if groups is None:
-            groups = [0] * count
-        if len(spans) != count or len(groups) != count or \
-                any(not 0 <= g < len(self.group_bytes) for g in groups):
-            log.error("kvtier: a transfer call's keys, spans and groups disagree")
-            return None
-        sizes = [self.group_bytes[g] for g in groups]
-        if all(spans_fit([s], n) for s, n in zip(spans, sizes)):
-            return sizes
-        log.error("kvtier: a block's spans do not hold its %s bytes", sizes)
-        return None
-
     def load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]],
              groups: Optional[Sequence[int]] = None, synchronise: bool = True) -> int:
         """Loads blocks in order until one fails; returns how many loaded.
@@ -82,7 +63,7 @@ class StagedTransfer:
 
     def _load(self, keys: Sequence[bytes], spans: Sequence[Sequence[Span]],
               groups: Optional[Sequence[int]] = None) -> int:
-        sizes = self._sizes(len(keys), spans, groups)
+        sizes = block_sizes(self.group_bytes, len(keys), spans, groups)
         if sizes is None:
             self.stats["load_failures"] += len(keys)
             return 0
@@ -113,7 +94,7 @@ class StagedTransfer:
     def _save(self, keys: Sequence[bytes], parents: Sequence[bytes],
               spans: Sequence[Sequence[Span]], retention: Optional[int] = None,
               groups: Optional[Sequence[int]] = None) -> int:
-        sizes = self._sizes(len(keys), spans, groups)
+        sizes = block_sizes(self.group_bytes, len(keys), spans, groups)
         if sizes is None or len(parents) != len(keys):
             self.stats["save_failures"] += len(keys)
             return 0
