@@ -129,6 +129,20 @@ std::unique_ptr<BlockRecord> PrefixIndex::Remove(BlockRecord* record) {
   return owned;
 }
 
+void PrefixIndex::ReleaseUnusedRoom() {
+  for (auto it = tables_.begin(); it != tables_.end();) {
+    auto& blocks = it->second.blocks;
+    if (blocks.empty()) {
+      tables_.erase(it++);
+      continue;
+    }
+    // rehash(0) sizes the table for its blocks: done where it is at least
+    // four times larger than they need.
+    if (blocks.size() < blocks.capacity() / 4) blocks.rehash(0);
+    ++it;
+  }
+}
+
 std::vector<BlockRecord*> PrefixIndex::Roots(const NamespaceId& ns) const {
   auto it = tables_.find(ns);
   if (it == tables_.end()) return {};

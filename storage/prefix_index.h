@@ -153,6 +153,15 @@ class PrefixIndex {
   // ALREADY_EXISTS if the key is; nothing changes on error.
   absl::Status Insert(std::unique_ptr<BlockRecord> record);
 
+  // Makes room for `blocks` blocks of `ns` in all, so that indexing them
+  // rehashes nothing (a recovery knows its counts: at 10^7 blocks, growing
+  // the table by doubling moves every entry about twice). The room may leave
+  // `ns` with an empty table until ReleaseUnusedRoom.
+  void Reserve(const NamespaceId& ns, size_t blocks) { tables_[ns].blocks.reserve(blocks); }
+  // Gives back what Reserve set aside and no block used: drops empty tables
+  // and shrinks tables to their blocks.
+  void ReleaseUnusedRoom();
+
   // Un-indexes a block without children and returns it; the caller frees its
   // slot once it is unpinned. Removing a block with children is a bug.
   std::unique_ptr<BlockRecord> Remove(BlockRecord* record);
@@ -233,6 +242,16 @@ class PrefixIndex {
   }
 
   size_t size() const { return size_; }
+  // The indexed blocks of `ns`.
+  size_t CountIn(const NamespaceId& ns) const {
+    auto it = tables_.find(ns);
+    return it == tables_.end() ? 0 : it->second.blocks.size();
+  }
+  // The blocks `ns`'s table has room for (see Reserve).
+  size_t CapacityIn(const NamespaceId& ns) const {
+    auto it = tables_.find(ns);
+    return it == tables_.end() ? 0 : it->second.blocks.capacity();
+  }
   size_t evictable_count() const {
     return sets_[kHostOnlyLeaf].size() + sets_[kHostCopy].size() + sets_[kNvmeOnlyLeaf].size();
   }
@@ -267,7 +286,8 @@ class PrefixIndex {
   }
 
  private:
-  // One namespace's blocks. A namespace's table exists while it has blocks.
+  // One namespace's blocks. A namespace's table exists while it has blocks
+  // (or was reserved, until ReleaseUnusedRoom).
   struct Table {
     absl::flat_hash_map<BlockKey, std::unique_ptr<BlockRecord>> blocks;
     absl::flat_hash_set<BlockRecord*> roots;  // see Roots

@@ -63,6 +63,34 @@ std::vector<std::string> Names(const std::vector<BlockRecord*>& recs) {
 // Chains a -> b -> c -> d and a -> x in one namespace, e -> f in another; the
 // walk stops at the first key not cached and at the first whose cached
 // parent is not the key before it, and appends to what `out` held.
+TEST(PrefixIndexTest, ReservedRoomThatNoBlockUsedIsReleased) {
+  PrefixIndex index;
+  const NamespaceId unused = Ns("unused"), used = Ns("used");
+  index.Reserve(unused, 10'000);
+  index.Reserve(used, 10'000);
+  EXPECT_GE(index.CapacityIn(unused), 10'000u);
+  EXPECT_EQ(index.CountIn(unused), 0u);
+  EXPECT_TRUE(index.Roots(unused).empty());
+  ASSERT_TRUE(index.Insert(Rec(used, "a", "")).ok());
+  ASSERT_TRUE(index.Insert(Rec(used, "b", "a")).ok());
+  ASSERT_TRUE(index.Insert(Rec(used, "c", "b")).ok());
+  EXPECT_GE(index.CapacityIn(used), 10'000u);
+
+  index.ReleaseUnusedRoom();
+  EXPECT_EQ(index.CapacityIn(unused), 0u);
+  EXPECT_LT(index.CapacityIn(used), 100u);
+  EXPECT_EQ(index.CountIn(used), 3u);
+  EXPECT_EQ(index.size(), 3u);
+  std::vector<BlockRecord*> found;
+  EXPECT_EQ(index.MatchChain(used, {Key("a"), Key("b"), Key("c")}, &found), 3u);
+  EXPECT_EQ(found[2]->parent, found[1]);
+  // A table just big enough is left alone.
+  index.Reserve(used, 4);
+  const size_t room = index.CapacityIn(used);
+  index.ReleaseUnusedRoom();
+  EXPECT_EQ(index.CapacityIn(used), room);
+}
+
 TEST(PrefixIndexTest, MatchChainKeepsTheLeadingRunOfParentLinkedKeys) {
   PrefixIndex index;
   const NamespaceId ns = Ns("m"), other = Ns("o");

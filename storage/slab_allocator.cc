@@ -100,7 +100,8 @@ absl::Status SlabAllocator::AllocateAt(const Slot& slot) {
         absl::StrCat("offset ", slot.offset, " is not a slot boundary of class ", slot.size_class));
   }
   Slab& slab = slabs_[slab_index];
-  if (slab.size_class < 0) {
+  const bool formatted_now = slab.size_class < 0;
+  if (formatted_now) {
     auto it = std::find(free_slabs_.begin(), free_slabs_.end(), slab_index);
     free_slabs_.erase(it);
     FormatSlab(slab, slot.size_class);
@@ -119,9 +120,10 @@ absl::Status SlabAllocator::AllocateAt(const Slot& slot) {
   slab.free_slots.pop_back();
   slab.free_pos[index] = kAllocated;
   used_bytes_ += cls_bytes;
+  // A slab formatted before with a free slot left is already partial.
   if (slab.free_slots.empty()) {
     partial_slabs_[slot.size_class].erase(slab_index);
-  } else {
+  } else if (formatted_now) {
     partial_slabs_[slot.size_class].insert(slab_index);
   }
   return absl::OkStatus();
@@ -153,7 +155,7 @@ void SlabAllocator::Free(const Slot& slot) {
     slab.free_slots.clear();
     slab.free_pos.clear();
     free_slabs_.push_back(slab_index);
-  } else {
+  } else if (slab.free_slots.size() == 1) {  // it was full: partial again
     partial_slabs_[slot.size_class].insert(slab_index);
   }
 }

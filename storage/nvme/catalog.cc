@@ -208,6 +208,12 @@ absl::Status Catalog::Delete(const NamespaceId& ns, const BlockKey& key) {
   return FromRocks(db_->Delete(rocksdb::WriteOptions(), EncodeCatalogKey(ns, key)), "delete");
 }
 
+uint64_t Catalog::ApproximateCount() const {
+  uint64_t n = 0;
+  if (!db_->GetIntProperty(rocksdb::DB::Properties::kEstimateNumKeys, &n)) return 0;
+  return n;
+}
+
 absl::Status Catalog::ForEach(const std::function<absl::Status(const CatalogEntry&)>& fn,
                               uint64_t* corrupt) {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));

@@ -71,6 +71,9 @@ class Catalog {
   // in *corrupt (if given) and removed. Stops at the first error `fn` returns.
   absl::Status ForEach(const std::function<absl::Status(const CatalogEntry&)>& fn,
                        uint64_t* corrupt = nullptr);
+  // RocksDB's estimate of the number of entries (deleted ones may still
+  // count until compacted): a capacity hint, never a count to rely on.
+  uint64_t ApproximateCount() const;
 
  private:
   Catalog(rocksdb::DB* db, std::string path);

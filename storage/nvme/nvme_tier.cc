@@ -136,6 +136,9 @@ absl::StatusOr<RecoveryResult> NvmeTier::Recover(
     PrefixIndex* index, uint64_t max_block_bytes,
     absl::FunctionRef<void(const CatalogEntry&)> on_recovered) {
   ASSIGN_OR_RETURN(CatalogReplay replay, CatalogReplay::Read(*catalog_));
+  for (const auto& [ns, count] : replay.CountsByNamespace()) {
+    index->Reserve(ns, index->CountIn(ns) + count);
+  }
   const RecoveryResult result = replay.Run(
       [&](const CatalogEntry& e) {
         const NvmeSlot slot{e.device, {e.offset, e.size_class}};
@@ -151,6 +154,7 @@ absl::StatusOr<RecoveryResult> NvmeTier::Recover(
         return true;
       },
       [&](const CatalogEntry& e) { catalog_->Delete(e.ns, e.key).IgnoreError(); });
+  if (replay.size() > 0) index->ReleaseUnusedRoom();
   if (replay.size() > 0 || result.dropped > 0) {
     spdlog::info("nvme tier: recovered {} blocks from the catalog, dropped {}", result.recovered,
                  result.dropped);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "storage/nvme/catalog.h"
@@ -37,6 +38,9 @@ class CatalogReplay {
                      absl::FunctionRef<void(const CatalogEntry&)> drop);
 
   size_t size() const { return entries_.size(); }
+  // How many entries each namespace has (before any is refused): the room
+  // to reserve in the index.
+  absl::flat_hash_map<NamespaceId, size_t> CountsByNamespace() const;
 
  private:
   std::vector<CatalogEntry> entries_;

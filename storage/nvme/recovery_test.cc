@@ -9,11 +9,12 @@ namespace kvtier {
 namespace {
 
 const NamespaceId kNs = NamespaceId::FromParts(7, 9);
+const NamespaceId kOtherNs = NamespaceId::FromParts(7, 10);
 BlockKey Key(const std::string& k) { return k.empty() ? BlockKey() : *BlockKey::Create(k); }
 
-CatalogEntry Entry(const std::string& key, const std::string& parent) {
+CatalogEntry Entry(const std::string& key, const std::string& parent, const NamespaceId& ns = kNs) {
   CatalogEntry e;
-  e.ns = kNs;
+  e.ns = ns;
   e.key = Key(key);
   e.parent = Key(parent);
   e.payload_bytes = 1;
@@ -73,6 +74,28 @@ TEST(CatalogReplayTest, ACycleRecoversNothingOfIt) {
   EXPECT_EQ(o.admitted, (std::vector<std::string>{"r"}));
   EXPECT_EQ(o.dropped.size(), 2u);
   EXPECT_EQ(o.result.dropped, 2u);
+}
+
+TEST(CatalogReplayTest, AParentIsFoundOnlyInItsChildsNamespace) {
+  // The other namespace's "b" names parent "x", which only kNs holds: an
+  // orphan. Its "a" (a key kNs also has) is the child of its own "c", and
+  // its "d" descends from that "a", not from kNs's.
+  Outcome o =
+      Replay({Entry("a", ""), Entry("x", "a"), Entry("b", "x", kOtherNs), Entry("c", "", kOtherNs),
+              Entry("a", "c", kOtherNs), Entry("d", "a", kOtherNs)},
+             0);
+  EXPECT_EQ(o.admitted, (std::vector<std::string>{"a", "x", "c", "a", "d"}));
+  EXPECT_EQ(o.dropped, (std::vector<std::string>{"b"}));
+  EXPECT_EQ(o.result.recovered, 5u);
+}
+
+TEST(CatalogReplayTest, CountsEntriesByNamespace) {
+  CatalogReplay replay(
+      {Entry("a", ""), Entry("b", "a"), Entry("c", "", kOtherNs), Entry("z", "missing")}, 0);
+  const auto counts = replay.CountsByNamespace();
+  EXPECT_EQ(counts.size(), 2u);
+  EXPECT_EQ(counts.at(kNs), 3u);
+  EXPECT_EQ(counts.at(kOtherNs), 1u);
 }
 
 }  // namespace
