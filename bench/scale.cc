@@ -222,12 +222,14 @@ Decade Measure(const Options& opt, uint64_t n) {
     if (!replay.ok()) return d;
     d.recovery_read_s = std::chrono::duration<double>(Clock::now() - t0).count();
     for (const auto& [id, count] : replay->CountsByNamespace()) index->Reserve(id, count);
+    index->BeginBulkLoad();  // as NvmeTier::Recover does
     const RecoveryResult r = replay->Run(
         [&](const CatalogEntry& e) {
           if (!(*alloc)->AllocateAt({e.offset, e.size_class}).ok()) return false;
           return index->Insert(RecoveredRecord(e)).ok();
         },
         [](const CatalogEntry&) {});
+    index->EndBulkLoad();
     index->ReleaseUnusedRoom();
     d.recovery_s = std::chrono::duration<double>(Clock::now() - t0).count();
     d.recovered = r.recovered;

@@ -91,17 +91,33 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
     rec->next_sibling = parent->first_child;
     if (rec->next_sibling != nullptr) rec->next_sibling->prev_sibling = rec;
     parent->first_child = rec;
-    UpdateEvictable(parent);
+    // A parent inserted in this bulk load is not filed yet; one filed
+    // before is no longer a leaf.
+    if (!bulk_load_ || parent->candidate_of != 0) UpdateEvictable(parent);
   } else {
     table.roots.insert(rec);
   }
-  UpdateEvictable(rec);
+  if (bulk_load_) {
+    bulk_inserted_.push_back(rec);
+  } else {
+    UpdateEvictable(rec);
+  }
   return absl::OkStatus();
+}
+
+void PrefixIndex::EndBulkLoad() {
+  bulk_load_ = false;
+  // In insertion order: records allocated one after another, so this pass
+  // mostly streams through memory.
+  for (BlockRecord* rec : bulk_inserted_) UpdateEvictable(rec);
+  bulk_inserted_.clear();
+  bulk_inserted_.shrink_to_fit();
 }
 
 std::unique_ptr<BlockRecord> PrefixIndex::Remove(BlockRecord* record) {
   if (!record->indexed) Die("Remove of a block that is not indexed");
   if (record->first_child != nullptr) Die("Remove of a block with cached children");
+  if (bulk_load_) Die("Remove during a bulk load");
   auto table = tables_.find(record->ns);
   if (table == tables_.end()) Die("Remove of a block of an unknown namespace");
   auto& blocks = table->second.blocks;

@@ -91,6 +91,69 @@ TEST(PrefixIndexTest, ReservedRoomThatNoBlockUsedIsReleased) {
   EXPECT_EQ(index.CapacityIn(used), room);
 }
 
+// The keys of each candidate set, coldest first.
+std::vector<std::vector<std::string>> CandidateKeys(const PrefixIndex& index) {
+  std::vector<std::vector<std::string>> out(PrefixIndex::kNumCandidates);
+  for (int k = 0; k < PrefixIndex::kNumCandidates; ++k) {
+    index.ForEachCandidate(static_cast<PrefixIndex::Candidate>(k), [&](const BlockRecord* r) {
+      out[k].push_back(std::string(r->key.bytes()));
+    });
+  }
+  return out;
+}
+
+TEST(PrefixIndexTest, ABulkLoadFilesTheSameCandidatesAsInsertsOneByOne) {
+  const NamespaceId ns = Ns("bulk");
+  // A forest in parent-first order: each block's parent is an earlier one
+  // (or none), residency mixed over the three candidate kinds.
+  std::mt19937 rng(7);
+  struct Spec {
+    std::string key, parent;
+    bool in_host, on_nvme;
+  };
+  std::vector<Spec> specs;
+  for (int i = 0; i < 300; ++i) {
+    const bool root = i == 0 || rng() % 8 == 0;
+    const int mode = static_cast<int>(rng() % 3);
+    specs.push_back(
+        {absl::StrCat("k", i), root ? "" : absl::StrCat("k", rng() % i), mode != 2, mode != 0});
+  }
+  auto insert = [&](PrefixIndex& index, const Spec& s) {
+    auto r = Rec(ns, s.key, s.parent, /*cls=*/static_cast<uint32_t>(s.key.size() % 2));
+    r->in_host = s.in_host;
+    r->on_nvme = s.on_nvme;
+    ASSERT_TRUE(index.Insert(std::move(r)).ok());
+  };
+  PrefixIndex one_by_one, bulk;
+  for (const Spec& s : specs) insert(one_by_one, s);
+  // The first 40 are filed before the bulk load: some of them gain
+  // children during it and must leave the leaf sets.
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i == 40) bulk.BeginBulkLoad();
+    insert(bulk, specs[i]);
+    if (i == 100) {  // a block pinned and released mid-load is filed then
+      BlockRecord* r = bulk.Find(ns, Key(specs[60].key));
+      bulk.AddRef(r);
+      bulk.DropRef(r);
+    }
+  }
+  const size_t filed_mid_load = bulk.evictable_count();
+  bulk.EndBulkLoad();
+  EXPECT_LT(filed_mid_load, one_by_one.evictable_count());
+  EXPECT_EQ(CandidateKeys(bulk), CandidateKeys(one_by_one));
+  EXPECT_GT(one_by_one.evictable_count(), 50u);
+  for (uint32_t cls : {0u, 1u}) {
+    for (auto kind : {PrefixIndex::kHostOnlyLeaf, PrefixIndex::kHostCopy}) {
+      ASSERT_NE(one_by_one.Coldest(kind, cls), nullptr);
+      EXPECT_EQ(bulk.Coldest(kind, cls)->key, one_by_one.Coldest(kind, cls)->key);
+    }
+  }
+  // After the load, the index files as usual.
+  insert(bulk, {"late", specs.back().key, true, false});
+  insert(one_by_one, {"late", specs.back().key, true, false});
+  EXPECT_EQ(CandidateKeys(bulk), CandidateKeys(one_by_one));
+}
+
 TEST(PrefixIndexTest, MatchChainKeepsTheLeadingRunOfParentLinkedKeys) {
   PrefixIndex index;
   const NamespaceId ns = Ns("m"), other = Ns("o");
@@ -204,6 +267,14 @@ TEST(PrefixIndexDeathTest, RemovingABlockWithChildrenAborts) {
   ASSERT_TRUE(index.Insert(Rec(ns, "a", "")).ok());
   ASSERT_TRUE(index.Insert(Rec(ns, "b", "a")).ok());
   EXPECT_DEATH(index.Remove(index.Find(ns, Key("a"))), "children");
+}
+
+TEST(PrefixIndexDeathTest, RemovingDuringABulkLoadAborts) {
+  PrefixIndex index;
+  const NamespaceId ns = Ns("m");
+  index.BeginBulkLoad();
+  ASSERT_TRUE(index.Insert(Rec(ns, "a", "")).ok());
+  EXPECT_DEATH(index.Remove(index.Find(ns, Key("a"))), "bulk load");
 }
 
 // Randomized: inserts (roots and children of random cached blocks), pins,

@@ -139,6 +139,9 @@ absl::StatusOr<RecoveryResult> NvmeTier::Recover(
   for (const auto& [ns, count] : replay.CountsByNamespace()) {
     index->Reserve(ns, index->CountIn(ns) + count);
   }
+  // Blocks are filed as eviction candidates once all are indexed, not as
+  // each chain grows (a test recovers an empty catalog into no index).
+  if (replay.size() > 0) index->BeginBulkLoad();
   const RecoveryResult result = replay.Run(
       [&](const CatalogEntry& e) {
         const NvmeSlot slot{e.device, {e.offset, e.size_class}};
@@ -154,7 +157,10 @@ absl::StatusOr<RecoveryResult> NvmeTier::Recover(
         return true;
       },
       [&](const CatalogEntry& e) { catalog_->Delete(e.ns, e.key).IgnoreError(); });
-  if (replay.size() > 0) index->ReleaseUnusedRoom();
+  if (replay.size() > 0) {
+    index->EndBulkLoad();
+    index->ReleaseUnusedRoom();
+  }
   if (replay.size() > 0 || result.dropped > 0) {
     spdlog::info("nvme tier: recovered {} blocks from the catalog, dropped {}", result.recovered,
                  result.dropped);
