@@ -228,7 +228,8 @@ Decade Measure(const Options& opt, uint64_t n) {
           if (!(*alloc)->AllocateAt({e.offset, e.size_class}).ok()) return false;
           return index->Insert(RecoveredRecord(e)).ok();
         },
-        [](const CatalogEntry&) {});
+        [](const CatalogEntry&) {},
+        [&](const CatalogEntry& e) { index->PrefetchInsert(e.ns, e.key); });
     index->EndBulkLoad();
     index->ReleaseUnusedRoom();
     d.recovery_s = std::chrono::duration<double>(Clock::now() - t0).count();

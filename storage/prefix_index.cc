@@ -72,11 +72,14 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
     }
   }
   Table& table = tables_[record->ns];
-  if (table.blocks.contains(record->key)) {
+  // One probe finds the key or claims its slot.
+  auto [slot, inserted] = table.blocks.try_emplace(record->key);
+  if (!inserted) {
     return absl::AlreadyExistsError(
         absl::StrCat("block ", record->key.ToHex(), " is already cached"));
   }
-  BlockRecord* rec = record.get();
+  slot->second = std::move(record);
+  BlockRecord* rec = slot->second.get();
   rec->parent = parent;
   rec->first_child = rec->next_sibling = rec->prev_sibling = nullptr;
   rec->indexed = true;
@@ -85,7 +88,6 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
   rec->last_access = ++clock_;
   rec->clock_at_use = policy_clock_;
   policy_->OnInsert(rec);
-  table.blocks.emplace(rec->key, std::move(record));
   ++size_;
   if (parent != nullptr) {
     rec->next_sibling = parent->first_child;

@@ -158,6 +158,14 @@ class PrefixIndex {
   // the table by doubling moves every entry about twice). The room may leave
   // `ns` with an empty table until ReleaseUnusedRoom.
   void Reserve(const NamespaceId& ns, size_t blocks) { tables_[ns].blocks.reserve(blocks); }
+  // A hint, for a caller that knows its next inserts: starts fetching the
+  // table memory an Insert of `key` will probe, so that the Insert does not
+  // wait on it (at 10^7 blocks, two cache misses were most of an Insert).
+  // Changes nothing.
+  void PrefetchInsert(const NamespaceId& ns, const BlockKey& key) const {
+    auto it = tables_.find(ns);
+    if (it != tables_.end()) it->second.blocks.prefetch(key);
+  }
   // Gives back what Reserve set aside and no block used: drops empty tables
   // and shrinks tables to their blocks.
   void ReleaseUnusedRoom();

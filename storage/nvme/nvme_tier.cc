@@ -156,7 +156,8 @@ absl::StatusOr<RecoveryResult> NvmeTier::Recover(
         on_recovered(e);
         return true;
       },
-      [&](const CatalogEntry& e) { catalog_->Delete(e.ns, e.key).IgnoreError(); });
+      [&](const CatalogEntry& e) { catalog_->Delete(e.ns, e.key).IgnoreError(); },
+      [&](const CatalogEntry& e) { index->PrefetchInsert(e.ns, e.key); });
   if (replay.size() > 0) {
     index->EndBulkLoad();
     index->ReleaseUnusedRoom();

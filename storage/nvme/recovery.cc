@@ -71,6 +71,12 @@ absl::flat_hash_map<NamespaceId, size_t> CatalogReplay::CountsByNamespace() cons
 
 RecoveryResult CatalogReplay::Run(absl::FunctionRef<bool(const CatalogEntry&)> admit,
                                   absl::FunctionRef<void(const CatalogEntry&)> drop) {
+  return Run(admit, drop, [](const CatalogEntry&) {});
+}
+
+RecoveryResult CatalogReplay::Run(absl::FunctionRef<bool(const CatalogEntry&)> admit,
+                                  absl::FunctionRef<void(const CatalogEntry&)> drop,
+                                  absl::FunctionRef<void(const CatalogEntry&)> upcoming) {
   const std::vector<CatalogEntry>& entries = entries_;
   // Each entry's parent, found once (the map is freed before indexing).
   constexpr size_t kRoot = std::numeric_limits<size_t>::max();
@@ -128,7 +134,16 @@ RecoveryResult CatalogReplay::Run(absl::FunctionRef<bool(const CatalogEntry&)> a
       if (parent[at] == kRoot || parent[at] == kOrphan) break;
       at = parent[at];
     }
+    // Entries are announced kLookahead places ahead of their admission,
+    // enough for a cache miss to resolve meanwhile.
+    constexpr size_t kLookahead = 8;
+    for (size_t j = 0; j < std::min(kLookahead, chain.size()); ++j) {
+      upcoming(entries[chain[chain.size() - 1 - j]]);
+    }
     for (auto i = chain.rbegin(); i != chain.rend(); ++i) {
+      if (const auto ahead = static_cast<size_t>(chain.rend() - i); ahead > kLookahead) {
+        upcoming(entries[*(i + kLookahead)]);
+      }
       const size_t p = parent[*i];
       bool ok = p == kRoot || (p != kOrphan && state[p] == kDone);
       if (ok) ok = admit(entries[*i]);

@@ -36,6 +36,12 @@ class CatalogReplay {
   // `drop` is called for each entry refused or orphaned. Call once.
   RecoveryResult Run(absl::FunctionRef<bool(const CatalogEntry&)> admit,
                      absl::FunctionRef<void(const CatalogEntry&)> drop);
+  // As above; `upcoming` is also called for entries a few places before
+  // `admit` may be offered them (a chance to prefetch what admitting them
+  // touches). It may be called for an entry that is then not offered.
+  RecoveryResult Run(absl::FunctionRef<bool(const CatalogEntry&)> admit,
+                     absl::FunctionRef<void(const CatalogEntry&)> drop,
+                     absl::FunctionRef<void(const CatalogEntry&)> upcoming);
 
   size_t size() const { return entries_.size(); }
   // How many entries each namespace has (before any is refused): the room

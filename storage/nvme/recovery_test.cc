@@ -1,8 +1,11 @@
 #include "storage/nvme/recovery.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace kvtier {
@@ -67,6 +70,37 @@ TEST(CatalogReplayTest, ARefusedEntryDropsItsSubtree) {
   EXPECT_EQ(o.dropped, (std::vector<std::string>{"b", "c"}));
   EXPECT_EQ(o.result.recovered, 2u);
   EXPECT_EQ(o.result.dropped, 2u);
+}
+
+TEST(CatalogReplayTest, EachEntryIsAnnouncedOnceAndAheadOfItsAdmission) {
+  // One chain of 20 blocks, in reverse catalog order.
+  std::vector<CatalogEntry> entries;
+  for (int i = 19; i >= 0; --i) {
+    entries.push_back(Entry(absl::StrCat("b", i), i == 0 ? "" : absl::StrCat("b", i - 1)));
+  }
+  CatalogReplay replay(std::move(entries));
+  std::vector<std::string> admitted;
+  absl::flat_hash_map<std::string, size_t> announced_at;  // admissions so far
+  const RecoveryResult r = replay.Run(
+      [&](const CatalogEntry& e) {
+        admitted.push_back(std::string(e.key.bytes()));
+        return true;
+      },
+      [](const CatalogEntry&) {},
+      [&](const CatalogEntry& e) {
+        EXPECT_TRUE(announced_at.emplace(std::string(e.key.bytes()), admitted.size()).second)
+            << "announced twice: " << e.key.bytes();
+      });
+  ASSERT_EQ(r.recovered, 20u);
+  ASSERT_EQ(admitted.size(), 20u);
+  for (size_t k = 0; k < admitted.size(); ++k) {
+    EXPECT_EQ(admitted[k], absl::StrCat("b", k));
+    auto it = announced_at.find(admitted[k]);
+    ASSERT_NE(it, announced_at.end()) << admitted[k] << " was never announced";
+    // Announced before its admission, and (but for the walk's first
+    // entries) several admissions before it.
+    EXPECT_LE(it->second + std::min<size_t>(k, 4), k) << admitted[k];
+  }
 }
 
 TEST(CatalogReplayTest, ACycleRecoversNothingOfIt) {
