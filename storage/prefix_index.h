@@ -88,9 +88,14 @@ struct BlockRecord {
   uint64_t size = 0;
   uint64_t last_access = 0;  // maintained by PrefixIndex
   uint32_t uses = 0;         // Put, Lookup hits and Gets: drives NVMe admission
+  // Recompute seconds a hit on it saves per byte (its namespace's value;
+  // 0: none known), set by the owner before Insert. (Here and refs below:
+  // in what would be padding.)
+  float value = 0;
 
   NamespaceId ns;
   BlockKey parent_key;  // empty for a root block
+  uint32_t refs = 0;    // in-flight readers, writers and movers
   uint64_t checksum = 0;
 
   // Residency, set by the owner; call PrefixIndex::Reclassify after a change.
@@ -104,7 +109,6 @@ struct BlockRecord {
   BlockRecord* first_child = nullptr;
   BlockRecord* next_sibling = nullptr;
   BlockRecord* prev_sibling = nullptr;
-  uint32_t refs = 0;             // in-flight readers, writers and movers
   uint32_t leases = 0;           // Lookup leases holding this block
   uint32_t candidate_class = 0;  // host size class it is filed under
   uint64_t filed_at = 0;         // the last_access it is filed under
@@ -112,14 +116,13 @@ struct BlockRecord {
   // is filed under with filed_at (maintained by PrefixIndex).
   double clock_at_use = 0;
   double priority = 0;
-  // Recompute seconds a hit on it saves per byte (its namespace's value;
-  // 0: none known), set by the owner before Insert.
-  float value = 0;
 
   bool pinned() const { return refs > 0 || leases > 0; }
 };
 static_assert(offsetof(BlockRecord, uses) + sizeof(uint32_t) <= kBlockRecordHotBytes,
               "the fields every Lookup touches lie in the record's first 72 bytes");
+static_assert(sizeof(BlockRecord) <= 240,
+              "a record fits a 256-byte malloc chunk (10^7 of them are 2.5 GB)");
 
 inline ChildRange::Iterator& ChildRange::Iterator::operator++() {
   at_ = at_->next_sibling;
