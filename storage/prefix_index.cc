@@ -28,7 +28,7 @@ BlockRecord* PrefixIndex::Find(const NamespaceId& ns, const BlockKey& key) const
   auto table = tables_.find(ns);
   if (table == tables_.end()) return nullptr;
   auto it = table->second.blocks.find(key);
-  return it == table->second.blocks.end() ? nullptr : it->second.get();
+  return it == table->second.blocks.end() ? nullptr : it->get();
 }
 
 size_t PrefixIndex::MatchChain(const NamespaceId& ns, absl::Span<const BlockKey> keys,
@@ -48,7 +48,7 @@ size_t PrefixIndex::MatchChain(const NamespaceId& ns, absl::Span<const BlockKey>
     if (i + kAhead < keys.size()) blocks.prefetch(keys[i + kAhead]);
     auto it = blocks.find(keys[i]);
     if (it == blocks.end()) break;
-    BlockRecord* rec = it->second.get();
+    BlockRecord* rec = it->get();
     __builtin_prefetch(rec);  // the lines its leading bytes span
     __builtin_prefetch(reinterpret_cast<const char*>(rec) + kBlockRecordHotBytes - 1);
     out->push_back(rec);
@@ -72,14 +72,12 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
     }
   }
   Table& table = tables_[record->ns];
-  // One probe finds the key or claims its slot.
-  auto [slot, inserted] = table.blocks.try_emplace(record->key);
-  if (!inserted) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("block ", record->key.ToHex(), " is already cached"));
+  // One probe finds the key or claims its slot (and takes the record).
+  BlockRecord* rec = record.get();
+  table.blocks.lazy_emplace(rec->key, [&](const auto& construct) { construct(std::move(record)); });
+  if (record != nullptr) {
+    return absl::AlreadyExistsError(absl::StrCat("block ", rec->key.ToHex(), " is already cached"));
   }
-  slot->second = std::move(record);
-  BlockRecord* rec = slot->second.get();
   rec->parent = parent;
   rec->first_child = rec->next_sibling = rec->prev_sibling = nullptr;
   rec->indexed = true;
@@ -124,9 +122,8 @@ std::unique_ptr<BlockRecord> PrefixIndex::Remove(BlockRecord* record) {
   if (table == tables_.end()) Die("Remove of a block of an unknown namespace");
   auto& blocks = table->second.blocks;
   auto it = blocks.find(record->key);
-  if (it == blocks.end() || it->second.get() != record) Die("Remove of an unknown block");
-  std::unique_ptr<BlockRecord> owned = std::move(it->second);
-  blocks.erase(it);
+  if (it == blocks.end() || it->get() != record) Die("Remove of an unknown block");
+  std::unique_ptr<BlockRecord> owned = std::move(blocks.extract(it).value());
   --size_;
   record->indexed = false;
   UpdateEvictable(record);
@@ -271,7 +268,7 @@ void PrefixIndex::NoteReclaimed(BlockRecord* record, bool dropped) {
 uint64_t PrefixIndex::CountStranded(uint64_t* bytes) const {
   uint64_t stranded = 0, stranded_bytes = 0;
   for (const auto& [ns, table] : tables_) {
-    for (const auto& [k, rec] : table.blocks) {
+    for (const auto& rec : table.blocks) {
       if (!rec->parent_key.empty() && !table.blocks.contains(rec->parent_key)) {
         ++stranded;
         stranded_bytes += rec->size;

@@ -33,6 +33,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "storage/block_key.h"
@@ -291,7 +292,7 @@ class PrefixIndex {
   template <typename Fn>
   void ForEach(Fn&& fn) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (const auto& [ns, table] : tables_) {
-      for (const auto& [k, rec] : table.blocks) fn(static_cast<const BlockRecord&>(*rec));
+      for (const auto& rec : table.blocks) fn(static_cast<const BlockRecord&>(*rec));
     }
   }
   // The blocks of one namespace.
@@ -299,20 +300,37 @@ class PrefixIndex {
   void ForEachIn(const NamespaceId& ns, Fn&& fn) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     auto it = tables_.find(ns);
     if (it == tables_.end()) return;
-    for (const auto& [k, rec] : it->second.blocks) fn(static_cast<const BlockRecord&>(*rec));
+    for (const auto& rec : it->second.blocks) fn(static_cast<const BlockRecord&>(*rec));
   }
   template <typename Fn>
   void ForEachMutable(Fn&& fn) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (auto& [ns, table] : tables_) {
-      for (auto& [k, rec] : table.blocks) fn(*rec);
+      for (const auto& rec : table.blocks) fn(*rec);
     }
   }
 
  private:
   // One namespace's blocks. A namespace's table exists while it has blocks
   // (or was reserved, until ReleaseUnusedRoom).
+  // The blocks of a table are keyed by their records' keys: a slot holds
+  // the record's pointer alone (8 bytes; with a copy of the key beside it,
+  // 48), so the table is a sixth of the memory, more of it stays in cache,
+  // and a found key's record is read anyway. Found by BlockKey.
+  struct ByRecordKey {
+    using is_transparent = void;
+    static const BlockKey& KeyOf(const BlockKey& k) { return k; }
+    static const BlockKey& KeyOf(const std::unique_ptr<BlockRecord>& r) { return r->key; }
+    template <typename A>
+    size_t operator()(const A& a) const {
+      return absl::Hash<BlockKey>{}(KeyOf(a));
+    }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return KeyOf(a) == KeyOf(b);
+    }
+  };
   struct Table {
-    absl::flat_hash_map<BlockKey, std::unique_ptr<BlockRecord>> blocks;
+    absl::flat_hash_set<std::unique_ptr<BlockRecord>, ByRecordKey, ByRecordKey> blocks;
     absl::flat_hash_set<BlockRecord*> roots;  // see Roots
   };
 

@@ -43,9 +43,17 @@ TEST(PrefixIndexTest, InsertRequiresParentInSameNamespace) {
   ASSERT_TRUE(index.Insert(Rec(a, "k0", "")).ok());
   EXPECT_EQ(index.Insert(Rec(b, "k1", "k0")).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(index.Insert(Rec(a, "k1", "k0")).ok());
+  BlockRecord* k1 = index.Find(a, Key("k1"));
+  ASSERT_NE(k1, nullptr);
+  k1->size = 77;
   EXPECT_EQ(index.Insert(Rec(a, "k1", "k0")).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(index.size(), 2u);
   EXPECT_EQ(index.Find(b, Key("k0")), nullptr);
+  // The refused duplicate replaced nothing: the first record is still the
+  // one indexed, and still its parent's only child.
+  EXPECT_EQ(index.Find(a, Key("k1")), k1);
+  EXPECT_EQ(k1->size, 77u);
+  EXPECT_EQ(index.Find(a, Key("k0"))->children().size(), 1u);
 }
 
 std::vector<BlockKey> Keys(std::initializer_list<const char*> keys) {
