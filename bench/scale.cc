@@ -221,17 +221,13 @@ Decade Measure(const Options& opt, uint64_t n) {
     absl::StatusOr<CatalogReplay> replay = CatalogReplay::Read(**cat);
     if (!replay.ok()) return d;
     d.recovery_read_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    for (const auto& [id, count] : replay->CountsByNamespace()) index->Reserve(id, count);
-    index->BeginBulkLoad();  // as NvmeTier::Recover does
-    const RecoveryResult r = replay->Run(
+    const RecoveryResult r = ReplayIntoIndex(
+        *replay, index.get(),
         [&](const CatalogEntry& e) {
           if (!(*alloc)->AllocateAt({e.offset, e.size_class}).ok()) return false;
           return index->Insert(RecoveredRecord(e)).ok();
         },
-        [](const CatalogEntry&) {},
-        [&](const CatalogEntry& e) { index->PrefetchInsert(e.ns, e.key); });
-    index->EndBulkLoad();
-    index->ReleaseUnusedRoom();
+        [](const CatalogEntry&) {});
     d.recovery_s = std::chrono::duration<double>(Clock::now() - t0).count();
     d.recovered = r.recovered;
   }

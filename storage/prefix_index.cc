@@ -37,10 +37,11 @@ size_t PrefixIndex::MatchChain(const NamespaceId& ns, absl::Span<const BlockKey>
   if (table == tables_.end()) return 0;
   const auto& blocks = table->second.blocks;
   // First find the record of each key up to the first one not cached, with
-  // the table probes of the keys kAhead further on and each found record's
-  // leading bytes prefetched: the finds do not depend on one
-  // another, so their cache misses overlap. Then keep the leading run whose
-  // parent links hold.
+  // the table probes of the keys kAhead further on prefetched, and the rest
+  // of each found record's leading bytes (a find reads the record's first
+  // line, where its key is): the finds do not depend on one another, so
+  // their cache misses overlap. Then keep the leading run whose parent links
+  // hold.
   constexpr size_t kAhead = 4;
   const size_t start = out->size();
   for (size_t i = 0; i < std::min(kAhead, keys.size()); ++i) blocks.prefetch(keys[i]);
@@ -49,7 +50,6 @@ size_t PrefixIndex::MatchChain(const NamespaceId& ns, absl::Span<const BlockKey>
     auto it = blocks.find(keys[i]);
     if (it == blocks.end()) break;
     BlockRecord* rec = it->get();
-    __builtin_prefetch(rec);  // the lines its leading bytes span
     __builtin_prefetch(reinterpret_cast<const char*>(rec) + kBlockRecordHotBytes - 1);
     out->push_back(rec);
   }

@@ -132,17 +132,27 @@ std::unique_ptr<BlockRecord> RecoveredRecord(const CatalogEntry& e) {
   return rec;
 }
 
+RecoveryResult ReplayIntoIndex(CatalogReplay& replay, PrefixIndex* index,
+                               absl::FunctionRef<bool(const CatalogEntry&)> admit,
+                               absl::FunctionRef<void(const CatalogEntry&)> drop) {
+  if (replay.size() == 0) return replay.Run(admit, drop);
+  for (const auto& [ns, count] : replay.CountsByNamespace()) {
+    index->Reserve(ns, index->CountIn(ns) + count);
+  }
+  index->BeginBulkLoad();
+  const RecoveryResult result =
+      replay.Run(admit, drop, [&](const CatalogEntry& e) { index->PrefetchInsert(e.ns, e.key); });
+  index->EndBulkLoad();
+  index->ReleaseUnusedRoom();
+  return result;
+}
+
 absl::StatusOr<RecoveryResult> NvmeTier::Recover(
     PrefixIndex* index, uint64_t max_block_bytes,
     absl::FunctionRef<void(const CatalogEntry&)> on_recovered) {
   ASSIGN_OR_RETURN(CatalogReplay replay, CatalogReplay::Read(*catalog_));
-  for (const auto& [ns, count] : replay.CountsByNamespace()) {
-    index->Reserve(ns, index->CountIn(ns) + count);
-  }
-  // Blocks are filed as eviction candidates once all are indexed, not as
-  // each chain grows (a test recovers an empty catalog into no index).
-  if (replay.size() > 0) index->BeginBulkLoad();
-  const RecoveryResult result = replay.Run(
+  const RecoveryResult result = ReplayIntoIndex(
+      replay, index,
       [&](const CatalogEntry& e) {
         const NvmeSlot slot{e.device, {e.offset, e.size_class}};
         // A block larger than this run's limit could never be promoted.
@@ -156,12 +166,7 @@ absl::StatusOr<RecoveryResult> NvmeTier::Recover(
         on_recovered(e);
         return true;
       },
-      [&](const CatalogEntry& e) { catalog_->Delete(e.ns, e.key).IgnoreError(); },
-      [&](const CatalogEntry& e) { index->PrefetchInsert(e.ns, e.key); });
-  if (replay.size() > 0) {
-    index->EndBulkLoad();
-    index->ReleaseUnusedRoom();
-  }
+      [&](const CatalogEntry& e) { catalog_->Delete(e.ns, e.key).IgnoreError(); });
   if (replay.size() > 0 || result.dropped > 0) {
     spdlog::info("nvme tier: recovered {} blocks from the catalog, dropped {}", result.recovered,
                  result.dropped);

@@ -75,6 +75,15 @@ struct NvmeTierOptions {
 // NVMe only, at the entry's slot. NvmeTier::Recover indexes these.
 std::unique_ptr<BlockRecord> RecoveredRecord(const CatalogEntry& e);
 
+// Runs `replay` into `index`, as NvmeTier::Recover does: room reserved from
+// the catalog's counts, each entry's table slot prefetched a few entries
+// ahead of `admit` (which inserts what it accepts), eviction candidates filed
+// once at the end (a bulk load), unused room released. An empty replay
+// touches no index (`index` may then be null).
+RecoveryResult ReplayIntoIndex(CatalogReplay& replay, PrefixIndex* index,
+                               absl::FunctionRef<bool(const CatalogEntry&)> admit,
+                               absl::FunctionRef<void(const CatalogEntry&)> drop);
+
 class NvmeTier {
  public:
   // Validates `options` (INVALID_ARGUMENT: a slab that cannot hold
