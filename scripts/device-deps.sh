@@ -33,7 +33,7 @@ ROOTS=(
 # Packages of the base system, the compiler and the C/C++ runtimes: the target
 # has its own (a newer glibc and libstdc++ than Debian 12's), and Boost and
 # UCX are not needed.
-BASE='^(libc6|libc6-dev|libc-dev-bin|libstdc\+\+|libgcc|gcc|g\+\+|cpp|libasan|libtsan|liblsan|'\
+BASE='^(libc6|libc6-dev|libc-dev-bin|libstdc\+\+|libgcc|gcc|g\+\+|cpp(-[0-9]+)?$|libasan|libtsan|liblsan|'\
 'libubsan|libitm|libatomic|libquadmath|libgomp|libhwasan|libcc1|linux-libc-dev|dpkg|tar|passwd|'\
 'perl|python|libperl|libboost|libpython|debconf|cdebconf|base-|coreutils|bash|libcrypt|rpcsvc|'\
 'binutils|login|adduser|mawk|libsemanage|libselinux|libaudit|libpam|libsepol|libdb5|libbz2-1|'\
@@ -54,8 +54,12 @@ pack() {
     dpkg-query -W "$p" >/dev/null 2>&1 || { echo "device-deps: $p is not installed" >&2; exit 1; }
     dpkg -L "$p"
   done < "$tmp/packages" | sort -u > "$tmp/listed"
+  # Static archives that a CMake config names (gflags' exports its static
+  # target beside the shared one, and CMake checks that both files exist).
+  grep '/cmake/.*\.cmake$' "$tmp/listed" | xargs -r cat 2>/dev/null |
+    grep -o '[A-Za-z0-9_.+-]*\.a\b' | sort -u > "$tmp/referenced" || true
   # Regular files and links only; no docs; static archives only where no
-  # shared library exists.
+  # shared library exists or a CMake config names them.
   local f
   while read -r f; do
     # Directories (and links to them, like a merged-/usr /lib) come with
@@ -65,7 +69,7 @@ pack() {
       /usr/share/doc/* | /usr/share/man/* | /usr/share/locale/* | /usr/share/info/* | \
         /usr/share/lintian/* | /usr/share/bug/* | /etc/*) continue ;;
       *gtest*.a | *gmock*.a | *benchmark*.a) ;;
-      *.a) continue ;;
+      *.a) grep -qxF "$(basename "$f")" "$tmp/referenced" || continue ;;
     esac
     printf '%s\n' "$f"
   done < "$tmp/listed" > "$tmp/files"
@@ -87,12 +91,12 @@ unpack() {
   for d in lib bin sbin; do
     if [[ -L "$root/$d" && -d "$tmp/$d" ]]; then
       mkdir -p "$tmp/usr/$d"
-      cp -an "$tmp/$d/." "$tmp/usr/$d/"
+      cp -a --update=none "$tmp/$d/." "$tmp/usr/$d/" 2>/dev/null || cp -an "$tmp/$d/." "$tmp/usr/$d/"
       rm -rf "${tmp:?}/$d"
     fi
   done
   # No clobbering: what the machine has already wins.
-  cp -an "$tmp"/. "$root"/
+  cp -a --update=none "$tmp"/. "$root"/ 2>/dev/null || cp -an "$tmp"/. "$root"/
   rm -rf "$tmp"
   [[ "$root" == / ]] && { ldconfig 2>/dev/null || true; }
   echo "device-deps: unpacked $bundle into $root (existing files kept)"
