@@ -22,7 +22,7 @@ cat "$out/nvidia-smi.txt" | head -15
 # Dependencies: on a machine with no package registry (the device tool's CUDA
 # image) from the bundle that scripts/device-deps.sh packs on Debian 12;
 # elsewhere apt, only when something is missing (install-deps says what).
-if [[ -f .devdeps/deps.tar.xz && ! -f /usr/include/grpcpp/grpcpp.h ]]; then
+if [[ -f .devdeps/deps.tar.xz ]]; then
   bash scripts/device-deps.sh unpack .devdeps/deps.tar.xz || exit 1
 else
   bash scripts/install-deps || echo "install-deps failed; trying to build with what is here"
@@ -42,6 +42,7 @@ g++ --version | head -1 || true
 /usr/local/cuda/bin/nvcc --version | tail -2 || true
 
 build=build-gpu
+rm -rf "$build"  # no cache from another configuration
 jobs=$(nproc)
 # CMake 4 refuses configs that declare a minimum below 3.5 (some of Debian's
 # find modules do); warnings are not errors here: another compiler than CI's.
