@@ -24,6 +24,7 @@
 #include "bench/best_seconds.h"
 #include "datapath/engine_layout.h"
 #include "encoding/fp8_codec.h"
+#include "gpu/cuda/copy_kernel.h"
 #include "gpu/cuda/cuda_copy_engine.h"
 #include "gpu/fp8_device.h"
 #include "gpu/gpu_probe.h"
@@ -171,6 +172,29 @@ int main(int argc, char** argv) {
   report("scatter, device->device (copy kernel)", bytes,
          BestSeconds(
              rounds, [&] { sync(scatter_d2d); }, /*warm_up=*/true),
+         contig_d2d);
+
+  // The copy kernel alone, its descriptors already on the device: the gap to
+  // the row above is what the engine adds per batch (descriptor upload and
+  // allocation, event, completion thread).
+  std::vector<DeviceCopyDesc> kernel_descs;
+  for (const CopyOp& op : gather_d2d.ops) {
+    kernel_descs.push_back(
+        {reinterpret_cast<uint64_t>(op.dst), reinterpret_cast<uint64_t>(op.src), op.bytes});
+  }
+  const size_t desc_bytes = kernel_descs.size() * sizeof(DeviceCopyDesc);
+  DeviceCopyDesc* resident_descs = nullptr;
+  Check(cudaMalloc(reinterpret_cast<void**>(&resident_descs), desc_bytes), "cudaMalloc");
+  Check(cudaMemcpy(resident_descs, kernel_descs.data(), desc_bytes, cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  report("gather, device->device (kernel alone)", bytes,
+         BestSeconds(
+             rounds,
+             [&] {
+               Check(LaunchCopyKernel(resident_descs, kernel_descs.size(), stream), "kernel");
+               Check(cudaStreamSynchronize(stream), "sync");
+             },
+             /*warm_up=*/true),
          contig_d2d);
 
   // fp8: bytes read + written against a device-to-device copy's (2 x bytes).

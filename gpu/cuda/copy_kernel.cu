@@ -5,6 +5,8 @@
 namespace kvtier {
 namespace {
 
+constexpr int kUnroll = 4;
+
 __global__ void CopyKernel(const DeviceCopyDesc* descs, size_t count) {
   for (size_t op = blockIdx.x; op < count; op += gridDim.x) {
     const DeviceCopyDesc d = descs[op];
@@ -14,7 +16,18 @@ __global__ void CopyKernel(const DeviceCopyDesc* descs, size_t count) {
       auto* dst4 = reinterpret_cast<uint4*>(dst);
       const auto* src4 = reinterpret_cast<const uint4*>(src);
       const uint64_t words = d.bytes / 16;
-      for (uint64_t i = threadIdx.x; i < words; i += blockDim.x) dst4[i] = src4[i];
+      const uint64_t stride = blockDim.x;
+      uint64_t i = threadIdx.x;
+      // kUnroll independent loads in flight per thread before any store:
+      // one load at a time leaves HBM waiting on latency.
+      for (; i + (kUnroll - 1) * stride < words; i += kUnroll * stride) {
+        uint4 v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) v[u] = src4[i + u * stride];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) dst4[i + u * stride] = v[u];
+      }
+      for (; i < words; i += stride) dst4[i] = src4[i];
     } else {
       for (uint64_t i = threadIdx.x; i < d.bytes; i += blockDim.x) dst[i] = src[i];
     }

@@ -1,5 +1,6 @@
 #include "gpu/cuda/cuda_copy_engine.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,16 @@ CudaCopyEngine::CudaCopyEngine(int device, std::string name, std::unique_ptr<Cpu
 
 absl::Status CudaCopyEngine::Start() {
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device_;
+  RETURN_IF_ERROR(CudaStatus(cudaMemPoolCreate(&desc_pool_, &props), "cudaMemPoolCreate"));
+  uint64_t keep_all = UINT64_MAX;
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemPoolSetAttribute(desc_pool_, cudaMemPoolAttrReleaseThreshold, &keep_all),
+                 "cudaMemPoolSetAttribute"));
   for (Lane& lane : lanes_) {
     if (absl::Status s = CudaStatus(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking),
                                     "cudaStreamCreateWithFlags");
@@ -56,6 +67,7 @@ CudaCopyEngine::~CudaCopyEngine() {
     if (lane.completer.joinable()) lane.completer.join();
     if (lane.stream != nullptr) cudaStreamDestroy(lane.stream);
   }
+  if (desc_pool_ != nullptr) cudaMemPoolDestroy(desc_pool_);
 }
 
 CopyEngineCapabilities CudaCopyEngine::Capabilities() const {
@@ -111,7 +123,8 @@ absl::Status CudaCopyEngine::Submit(CopyBatch batch, CopyDone done) {
           {reinterpret_cast<uint64_t>(op.dst), reinterpret_cast<uint64_t>(op.src), op.bytes});
     }
     const size_t bytes = p->descs.size() * sizeof(DeviceCopyDesc);
-    err = cudaMallocAsync(reinterpret_cast<void**>(&p->device_descs), bytes, lane.stream);
+    err = cudaMallocFromPoolAsync(reinterpret_cast<void**>(&p->device_descs), bytes, desc_pool_,
+                                  lane.stream);
     if (err == cudaSuccess) {
       err = cudaMemcpyAsync(p->device_descs, p->descs.data(), bytes, cudaMemcpyHostToDevice,
                             lane.stream);

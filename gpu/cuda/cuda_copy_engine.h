@@ -3,7 +3,8 @@
 //    so loads and saves do not queue behind each other.
 //  - Host<->device batches go to the driver as one cudaMemcpyBatchAsync
 //    (CUDA 12.8+); device<->device batches are one launch of the copy kernel
-//    (gpu/cuda/copy_kernel.h). Host<->host batches go to a CPU engine.
+//    (gpu/cuda/copy_kernel.h), its descriptors in a memory pool that keeps
+//    its pages. Host<->host batches go to a CPU engine.
 //  - Each batch ends with an event; a completion thread per stream waits for
 //    the events in order and runs `done` with the stream's status, so a
 //    failed copy is reported, not hung on, and `done` never runs on a CUDA
@@ -67,6 +68,10 @@ class CudaCopyEngine final : public CopyEngine {
 
   const int device_;
   const std::string device_name_;
+  // Device memory for the copy kernel's descriptors. A pool of its own that
+  // keeps what it has mapped: the default pool gives its memory back at every
+  // synchronization, and mapping it again costs more than a small batch's copy.
+  cudaMemPool_t desc_pool_ = nullptr;
   std::unique_ptr<CpuCopyEngine> host_;
   Lane lanes_[3];  // h2d, d2h, d2d
 };
