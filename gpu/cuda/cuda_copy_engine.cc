@@ -117,19 +117,24 @@ absl::Status CudaCopyEngine::Submit(CopyBatch batch, CopyDone done) {
   if (ops.empty()) {
     // Nothing to copy; the event still orders the completion.
   } else if (device_to_device) {
-    p->descs.reserve(ops.size());
-    for (const CopyOp& op : ops) {
-      p->descs.push_back(
-          {reinterpret_cast<uint64_t>(op.dst), reinterpret_cast<uint64_t>(op.src), op.bytes});
+    absl::StatusOr<PinnedDescs> descs = TakeDescs(lane, ops.size());
+    if (!descs.ok()) {
+      cudaEventDestroy(p->event);
+      return descs.status();
     }
-    const size_t bytes = p->descs.size() * sizeof(DeviceCopyDesc);
+    p->descs = *std::move(descs);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      p->descs.data[i] = {reinterpret_cast<uint64_t>(ops[i].dst),
+                          reinterpret_cast<uint64_t>(ops[i].src), ops[i].bytes};
+    }
+    const size_t bytes = ops.size() * sizeof(DeviceCopyDesc);
     err = cudaMallocFromPoolAsync(reinterpret_cast<void**>(&p->device_descs), bytes, desc_pool_,
                                   lane.stream);
     if (err == cudaSuccess) {
-      err = cudaMemcpyAsync(p->device_descs, p->descs.data(), bytes, cudaMemcpyHostToDevice,
+      err = cudaMemcpyAsync(p->device_descs, p->descs.data.get(), bytes, cudaMemcpyHostToDevice,
                             lane.stream);
     }
-    if (err == cudaSuccess) err = LaunchCopyKernel(p->device_descs, p->descs.size(), lane.stream);
+    if (err == cudaSuccess) err = LaunchCopyKernel(p->device_descs, ops.size(), lane.stream);
     if (p->device_descs != nullptr) cudaFreeAsync(p->device_descs, lane.stream);
   } else {
     std::vector<void*> dsts;
@@ -193,8 +198,37 @@ void CudaCopyEngine::Complete(Lane& lane) {
     const absl::Status waited = CudaStatus(cudaEventSynchronize(p->event), "copy batch");
     if (status.ok()) status = waited;
     cudaEventDestroy(p->event);
+    if (p->descs.data != nullptr) {
+      // The batch's event has fired: its descriptor upload is done.
+      MutexLock lock(&lane.mu);
+      if (lane.spare_descs.size() < kSpareDescBuffers) {
+        lane.spare_descs.push_back(std::move(p->descs));
+      }
+    }
     p->done(std::move(status));
   }
+}
+
+absl::StatusOr<CudaCopyEngine::PinnedDescs> CudaCopyEngine::TakeDescs(Lane& lane, size_t count) {
+  {
+    MutexLock lock(&lane.mu);
+    for (auto it = lane.spare_descs.begin(); it != lane.spare_descs.end(); ++it) {
+      if (it->capacity >= count) {
+        PinnedDescs spare = std::move(*it);
+        lane.spare_descs.erase(it);
+        return spare;
+      }
+    }
+  }
+  size_t capacity = 1024;
+  while (capacity < count) capacity *= 2;
+  void* memory = nullptr;
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMallocHost(&memory, capacity * sizeof(DeviceCopyDesc)), "cudaMallocHost"));
+  PinnedDescs made;
+  made.data.reset(static_cast<DeviceCopyDesc*>(memory));
+  made.capacity = capacity;
+  return made;
 }
 
 absl::Status CudaCopyEngine::RegisterHost(void* p, size_t bytes) {

@@ -45,11 +45,21 @@ class CudaCopyEngine final : public CopyEngine {
   absl::Status UnregisterHost(void* p) override;
 
  private:
+  // Page-locked host memory for a device batch's kernel descriptors: their
+  // upload is then a DMA the stream orders, not a staged copy the caller
+  // waits for. Reused across batches (Lane::spare_descs).
+  struct FreePinned {
+    void operator()(DeviceCopyDesc* p) const { cudaFreeHost(p); }
+  };
+  struct PinnedDescs {
+    std::unique_ptr<DeviceCopyDesc[], FreePinned> data;
+    size_t capacity = 0;
+  };
   struct Pending {
     cudaEvent_t event = nullptr;
     CopyDone done;
     absl::Status submit_error;  // an op failed to enqueue after others were
-    std::vector<DeviceCopyDesc> descs;
+    PinnedDescs descs;
     DeviceCopyDesc* device_descs = nullptr;
   };
   // One stream and the thread that completes its batches in order.
@@ -58,6 +68,8 @@ class CudaCopyEngine final : public CopyEngine {
     Mutex mu;
     std::deque<std::unique_ptr<Pending>> queue ABSL_GUARDED_BY(mu);
     bool stopping ABSL_GUARDED_BY(mu) = false;
+    // Descriptor buffers of completed batches, at most kSpareDescBuffers.
+    std::vector<PinnedDescs> spare_descs ABSL_GUARDED_BY(mu);
     std::thread completer;
   };
 
@@ -65,6 +77,11 @@ class CudaCopyEngine final : public CopyEngine {
   absl::Status Start();
   void Complete(Lane& lane);
   Lane& LaneFor(const CopyBatch& batch);
+  // A pinned buffer for `count` descriptors: one of the lane's spares that is
+  // large enough, or a new one.
+  static absl::StatusOr<PinnedDescs> TakeDescs(Lane& lane, size_t count);
+
+  static constexpr size_t kSpareDescBuffers = 4;
 
   const int device_;
   const std::string device_name_;
