@@ -11,7 +11,8 @@
 // Semantics follow absl::Mutex where kvtier relies on them:
 //  - Await(cond) blocks, the lock released, until cond holds; cond is
 //    re-evaluated (under the lock) after every Unlock of this Mutex by any
-//    thread, so whoever changes the guarded state need not signal.
+//    thread, and when another thread blocks in Await (which releases it
+//    too), so whoever changes the guarded state need not signal.
 //  - Not reentrant; AssertHeld() informs the analysis only (no run-time check).
 // Unlock costs one branch when nobody awaits.
 #ifndef KVTIER_BASE_MUTEX_H_
@@ -95,6 +96,9 @@ class ABSL_LOCKABLE Mutex {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
     ++waiters_;
     bool ok = cond.Eval();
+    // Blocking releases the lock like an Unlock: what this thread changed
+    // before calling Await may be what another waiter awaits.
+    if (!ok && waiters_ > 1) cv_.notify_all();
     while (!ok) {
       if (deadline == std::chrono::steady_clock::time_point::max()) {
         cv_.wait(lock);

@@ -47,6 +47,29 @@ TEST(MutexTest, AwaitWakesWhenAnotherThreadChangesTheStateWithoutSignalling) {
   writer.join();
 }
 
+// A thread that changes the state and then blocks in Await of its own
+// releases the lock without an Unlock: the other waiter must still wake.
+// (It did not, and this hung, before Await signalled on blocking.)
+TEST(MutexTest, AwaitWakesWhenTheChangerThenBlocksInAwait) {
+  Mutex mu;
+  bool first_done = false, second_done = false, both_seen = false;
+  std::thread changer([&] {
+    absl::SleepFor(absl::Milliseconds(20));  // the main thread awaits first
+    MutexLock lock(&mu);
+    first_done = true;
+    mu.Await(Condition(&second_done));
+    both_seen = true;
+  });
+  {
+    MutexLock lock(&mu);
+    mu.Await(Condition(&first_done));
+    second_done = true;
+  }
+  changer.join();
+  MutexLock lock(&mu);
+  EXPECT_TRUE(both_seen);
+}
+
 TEST(MutexTest, AwaitTakesACallable) {
   Mutex mu;
   int n = 0;
