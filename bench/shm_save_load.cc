@@ -11,7 +11,7 @@
 // ("1t c+h"): what the daemon does per block on one thread.
 //
 //   build/bench/shm_save_load [--mib 256] [--rounds 5] [--block-kib 256|1024|4096]
-//                             [--completion-per-block]
+//                             [--completion-per-block] [--blocks-per-call 64]
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/mman.h>
@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "rounds (the best is reported)")->check(CLI::PositiveNumber);
   uint64_t only_block_kib = 0;
   app.add_option("--block-kib", only_block_kib, "measure this block size only (KiB)")
+      ->check(CLI::PositiveNumber);
+  uint64_t per_call = 64;
+  app.add_option("--blocks-per-call", per_call, "blocks per Save or Load call")
       ->check(CLI::PositiveNumber);
   bool one_per_block = false;
   app.add_flag("--completion-per-block", one_per_block,
@@ -130,13 +133,13 @@ int main(int argc, char** argv) {
       // Fresh keys each round so Save really stores (older rounds are evicted).
       auto transfer = [&](bool save) {
         const auto t0 = WallClock::now();
-        for (uint64_t first = 0; first < n; first += 64) {
+        for (uint64_t first = 0; first < n; first += per_call) {
           grpc::ClientContext ctx;
           std::unique_ptr<grpc::ClientReader<v1::BlockCompletion>> reader;
           auto fill = [&](auto& req) {
             req.set_namespace_id(ns);
             req.set_region_id(region_id);
-            for (uint64_t i = first; i < std::min(n, first + 64); ++i) {
+            for (uint64_t i = first; i < std::min(n, first + per_call); ++i) {
               v1::BlockRef* b = req.add_blocks();
               b->set_key(absl::StrCat("r", r, "b", i));
               if (save && i > 0) b->set_parent_key(absl::StrCat("r", r, "b", i - 1));
@@ -164,10 +167,10 @@ int main(int argc, char** argv) {
             }
           }
           if (!reader->Finish().ok()) exit_code = 1;
-          if (reported != std::min<uint64_t>(64, n - first)) {
+          if (reported != std::min<uint64_t>(per_call, n - first)) {
             std::fprintf(stderr, "%llu completions for %llu blocks\n",
                          static_cast<unsigned long long>(reported),
-                         static_cast<unsigned long long>(std::min<uint64_t>(64, n - first)));
+                         static_cast<unsigned long long>(std::min<uint64_t>(per_call, n - first)));
             exit_code = 1;
           }
         }

@@ -95,7 +95,11 @@ size_t GroupEnd(absl::Span<const RegionBlock> blocks, size_t next, bool device) 
   return end;
 }
 
-void OnTwoThreads(const std::function<void(size_t part)>& part) {
+void OnTwoThreads(CopyWorkers* workers, const std::function<void(size_t part)>& part) {
+  if (workers != nullptr) {
+    workers->OnTwoThreads(part);
+    return;
+  }
   std::optional<std::thread> helper;
   try {
     helper.emplace(part, 1);

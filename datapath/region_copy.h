@@ -12,6 +12,10 @@
 //    the destination meanwhile) is ABORTED and drops nothing.
 // Outcomes are delivered in request order through `done`; it returns false
 // when nobody listens any more (the copy stops, CANCELLED).
+// Groups of at least kTwoThreadGroupBytes between the host tier and a host
+// region are copied on two threads: the caller's and one of `workers`
+// (copy_workers.h; the daemon keeps one set), or without them a thread
+// started per group.
 //
 // Thread-safety: stateless functions; the cache and table are thread-safe.
 // The region's bytes belong to the engine: concurrent writes by the engine
@@ -28,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "datapath/copy_engine.h"
+#include "datapath/copy_workers.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
 #include "encoding/block_transform.h"
@@ -107,7 +112,8 @@ absl::Status SaveFromRegion(
     BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
     absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
     const KeepGoing& keep_going = [] { return true; }, CopyEngine* engine = nullptr,
-    BlockTransform* transform = nullptr, std::optional<uint8_t> retention = std::nullopt);
+    BlockTransform* transform = nullptr, std::optional<uint8_t> retention = std::nullopt,
+    CopyWorkers* workers = nullptr);
 //
 // With a `gpu_tier` on the device of a GPU region, Load copies blocks the
 // tier holds (with their current checksum) device to device, and promotes
@@ -116,7 +122,8 @@ absl::Status LoadIntoRegion(
     BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
     absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
     const KeepGoing& keep_going = [] { return true; }, CopyEngine* engine = nullptr,
-    BlockTransform* transform = nullptr, GpuTier* gpu_tier = nullptr);
+    BlockTransform* transform = nullptr, GpuTier* gpu_tier = nullptr,
+    CopyWorkers* workers = nullptr);
 
 inline constexpr uint64_t kDeviceStagingBytes = uint64_t{32} << 20;
 

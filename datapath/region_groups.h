@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "datapath/copy_engine.h"
+#include "datapath/copy_workers.h"
 #include "datapath/memory_region.h"
 #include "datapath/region_copy.h"
 
@@ -32,9 +33,10 @@ size_t GroupEnd(absl::Span<const RegionBlock> blocks, size_t next, bool device);
 // memory moves, and a thread costs tens of microseconds to start.
 inline constexpr uint64_t kTwoThreadGroupBytes = 2ull << 20;
 
-// Runs part(0) on this thread and part(1) on a helper, and returns when
-// both are done; where no thread can be started, both on this thread.
-void OnTwoThreads(const std::function<void(size_t part)>& part);
+// Runs part(0) on this thread and part(1) on another, and returns when
+// both are done: on one of `workers` (copy_workers.h), or without them on a
+// thread started for it; where no thread can be had, both on this thread.
+void OnTwoThreads(CopyWorkers* workers, const std::function<void(size_t part)>& part);
 
 }  // namespace kvtier
 

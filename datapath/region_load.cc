@@ -72,7 +72,7 @@ BlockOutcome LoadHostBlock(BlockCache& cache, const RegionBlock& block, uint32_t
 absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
                             absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
                             const KeepGoing& keep_going, CopyEngine* engine,
-                            BlockTransform* transform, GpuTier* gpu_tier) {
+                            BlockTransform* transform, GpuTier* gpu_tier, CopyWorkers* workers) {
   RETURN_IF_ERROR(ValidateRegionBlocks(blocks, region.size(), true));
   RETURN_IF_ERROR(CheckDeviceAccess(region, blocks, engine));
   if (absl::StatusOr<uint64_t> open = cache.NamespaceBlockBytes(ns); !open.ok()) {
@@ -227,7 +227,7 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
                                       (*handles)[k], host_base, region.size());
         }
       };
-      OnTwoThreads(load_every_other);
+      OnTwoThreads(workers, load_every_other);
     } else if (handles.ok()) {
       for (size_t i = next; i < end; ++i) {
         if (!keep_going()) return absl::CancelledError("Load abandoned by its caller");

@@ -22,9 +22,9 @@ namespace {
 // between this thread and a helper; each touches only its own blocks'
 // slots and results). The batch is only touched here, before and after.
 // On an error returns it and sets *failed_at to the first failed block.
-absl::Status FillOnTwoThreads(BlockCache::PutBatch& batch, absl::Span<const RegionBlock> blocks,
-                              size_t next, size_t end, const uint8_t* host_base,
-                              uint64_t region_size, size_t* failed_at) {
+absl::Status FillOnTwoThreads(CopyWorkers* workers, BlockCache::PutBatch& batch,
+                              absl::Span<const RegionBlock> blocks, size_t next, size_t end,
+                              const uint8_t* host_base, uint64_t region_size, size_t* failed_at) {
   const size_t first = batch.blocks();
   std::vector<absl::Span<uint8_t>> slots;
   for (size_t i = next; i < end; ++i) {
@@ -57,7 +57,7 @@ absl::Status FillOnTwoThreads(BlockCache::PutBatch& batch, absl::Span<const Regi
       if (!vanished[k]) checksums[k] = hash.Digest();
     }
   };
-  OnTwoThreads(fill_every_other);
+  OnTwoThreads(workers, fill_every_other);
   for (size_t k = 0; k < end - next; ++k) {
     absl::Status st = vanished[k] ? VanishedMemoryError(absl::StrCat("blocks[", next + k, "]"))
                                   : batch.Filled(first + k, checksums[k]);
@@ -74,7 +74,8 @@ absl::Status FillOnTwoThreads(BlockCache::PutBatch& batch, absl::Span<const Regi
 absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegion& region,
                             absl::Span<const RegionBlock> blocks, const OutcomeSink& done,
                             const KeepGoing& keep_going, CopyEngine* engine,
-                            BlockTransform* transform, std::optional<uint8_t> retention) {
+                            BlockTransform* transform, std::optional<uint8_t> retention,
+                            CopyWorkers* workers) {
   RETURN_IF_ERROR(ValidateRegionBlocks(blocks, region.size(), false));
   RETURN_IF_ERROR(CheckDeviceAccess(region, blocks, engine));
   // A hybrid namespace's Save is judged whole: its batches' attention blocks
@@ -150,7 +151,8 @@ absl::Status SaveFromRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     for (size_t i = next; i < end; ++i) group_bytes += blocks[i].TotalSize();
     const bool two_threads = !stage && end - next >= 2 && group_bytes >= kTwoThreadGroupBytes;
     if (group.ok() && two_threads) {
-      group = FillOnTwoThreads(**batch, blocks, next, end, host_base, region.size(), &failed_at);
+      group = FillOnTwoThreads(workers, **batch, blocks, next, end, host_base, region.size(),
+                               &failed_at);
     }
     uint64_t staged = 0;
     for (size_t i = next; group.ok() && !two_threads && i < end; ++i) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -190,6 +191,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     ASSIGN_OR_RETURN(std::unique_ptr<CopyEngine> engine, CreateCopyEngine(copy_options));
     d->copy_engine_ = std::move(engine);
   }
+  // A two-thread copy is its caller and one worker, so half as many workers
+  // as cores keep every core copying; more would only be more waiters to
+  // wake (datapath/copy_workers.h).
+  ASSIGN_OR_RETURN(d->copy_workers_, CopyWorkers::Create(static_cast<int>(std::clamp(
+                                         std::thread::hardware_concurrency() / 2, 1u, 32u))));
   const CopyEngineCapabilities copy = d->copy_engine_->Capabilities();
   spdlog::info("copy engine: {} ({})", copy.name, copy.detail);
   if (copy.device_memory) {
@@ -294,6 +300,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       .get_chunk_bytes = config.get_chunk_bytes,
       .max_chunk_bytes = config.max_message_bytes - 65536,
       .copy_engine = d->copy_engine_.get(),
+      .copy_workers = d->copy_workers_.get(),
       .open_cuda_ipc = std::move(seams.open_cuda_ipc),
       .transforms = &d->transforms_,
       .gpu_tier = d->gpu_tier_.get(),

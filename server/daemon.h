@@ -19,6 +19,7 @@
 #include "cluster/cluster_tier.h"
 #include "cluster/membership.h"
 #include "datapath/copy_engine.h"
+#include "datapath/copy_workers.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
 #include "events/block_event_bus.h"
@@ -95,9 +96,10 @@ class Daemon {
   GpuInventory gpus_;
   std::unique_ptr<LookupPlanner> planner_;
   std::unique_ptr<CopyEngine> copy_engine_;
-  bool arena_pinned_ = false;          // the host arena is registered with copy_engine_
-  std::unique_ptr<GpuTier> gpu_tier_;  // may be null
-  std::string gpu_tier_note_;          // why it is null
+  std::unique_ptr<CopyWorkers> copy_workers_;  // second threads of Save and Load copies
+  bool arena_pinned_ = false;                  // the host arena is registered with copy_engine_
+  std::unique_ptr<GpuTier> gpu_tier_;          // may be null
+  std::string gpu_tier_note_;                  // why it is null
   NamespaceTransforms transforms_;
   std::unique_ptr<RegionTable> regions_;
   // After cache_: destroyed first, so peers stop touching the arena first.

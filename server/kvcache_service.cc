@@ -360,13 +360,15 @@ grpc::Status KvCacheService::RegionTransfer(
   const KeepGoing keep_going = [context] { return !context->IsCancelled(); };
   const std::shared_ptr<BlockTransform> transform = deps_.transforms->Find(*ns);
   if (!save) {
-    absl::Status loaded = LoadIntoRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
-                                         deps_.copy_engine, transform.get(), deps_.gpu_tier);
+    absl::Status loaded =
+        LoadIntoRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going, deps_.copy_engine,
+                       transform.get(), deps_.gpu_tier, deps_.copy_workers);
     if (!completions.Flush() && loaded.ok()) loaded = absl::CancelledError("Load abandoned");
     return Finish(rpc, loaded);
   }
-  absl::Status saved = SaveFromRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going,
-                                      deps_.copy_engine, transform.get(), retention);
+  absl::Status saved =
+      SaveFromRegion(*deps_.cache, *ns, **region, blocks, sink, keep_going, deps_.copy_engine,
+                     transform.get(), retention, deps_.copy_workers);
   if (!completions.Flush() && saved.ok()) saved = absl::CancelledError("Save abandoned");
   if (saved.ok() && deps_.cluster_tier != nullptr) {
     deps_.cluster_tier->Offer(*ns, blocks.back().key);  // to the chain's owner, in the background

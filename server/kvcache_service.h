@@ -24,6 +24,7 @@
 #include "base/mutex.h"
 #include "cluster/cluster_tier.h"
 #include "datapath/copy_engine.h"
+#include "datapath/copy_workers.h"
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
@@ -57,6 +58,9 @@ class KvCacheService final : public v1::KvCache::CallbackService {
     uint64_t max_chunk_bytes = 0;
     // Moves bytes of GPU regions (nullptr: none).
     CopyEngine* copy_engine = nullptr;
+    // Second threads for Save and Load of host regions (nullptr: a thread
+    // started per copy group).
+    CopyWorkers* copy_workers = nullptr;
     // Imports CUDA IPC memory for RegisterMemory (empty: not supported).
     CudaIpcOpener open_cuda_ipc;
     // The storage encodings of open namespaces.
