@@ -1,6 +1,8 @@
 #include "datapath/copy_workers.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <thread>
@@ -92,6 +94,84 @@ TEST(CopyWorkersTest, ConcurrentCallersEachGetBothHalvesOnce) {
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(bad.load(), 0);
   EXPECT_EQ((*workers)->threads(), 2);
+}
+
+// Pins the calling thread to `cpu` for its lifetime, then restores its mask.
+class PinnedTo {
+ public:
+  explicit PinnedTo(int cpu) {
+    sched_getaffinity(0, sizeof(saved_), &saved_);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    ok_ = sched_setaffinity(0, sizeof(one), &one) == 0;
+  }
+  ~PinnedTo() { sched_setaffinity(0, sizeof(saved_), &saved_); }
+  bool ok() const { return ok_; }
+
+ private:
+  cpu_set_t saved_;
+  bool ok_ = false;
+};
+
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// The worker is kept off the caller's CPU (the scheduler would otherwise
+// queue it there behind the caller): with the caller pinned to one CPU, the
+// worker runs elsewhere and its mask is every other allowed CPU.
+TEST(CopyWorkersTest, TheWorkerRunsOffTheCallersCpu) {
+  const std::vector<int> cpus = AllowedCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs, this process may use " << cpus.size();
+  auto workers = CopyWorkers::Create(1);
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  for (int caller_cpu : {cpus[0], cpus[1], cpus[0]}) {
+    PinnedTo pin(caller_cpu);
+    ASSERT_TRUE(pin.ok());
+    int worker_cpu = -1;
+    cpu_set_t worker_mask;
+    CPU_ZERO(&worker_mask);
+    (*workers)->OnTwoThreads([&](size_t part) {
+      if (part == 0) return;
+      worker_cpu = sched_getcpu();
+      sched_getaffinity(0, sizeof(worker_mask), &worker_mask);
+    });
+    EXPECT_NE(worker_cpu, caller_cpu);
+    EXPECT_FALSE(CPU_ISSET(caller_cpu, &worker_mask));
+    EXPECT_EQ(CPU_COUNT(&worker_mask), static_cast<int>(cpus.size()) - 1);
+  }
+}
+
+// With one CPU allowed there is nowhere else to go: the worker's mask is
+// left alone and the halves still run at once (time-shared).
+TEST(CopyWorkersTest, OnOneCpuTheWorkerStillTakesItsHalf) {
+  const std::vector<int> cpus = AllowedCpus();
+  ASSERT_FALSE(cpus.empty());
+  PinnedTo pin(cpus[0]);
+  ASSERT_TRUE(pin.ok());
+  auto workers = CopyWorkers::Create(1);  // created on one CPU: that is all it may use
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  Mutex mu;
+  bool started[2] = {false, false};
+  cpu_set_t worker_mask;
+  CPU_ZERO(&worker_mask);
+  (*workers)->OnTwoThreads([&](size_t part) {
+    if (part == 1) sched_getaffinity(0, sizeof(worker_mask), &worker_mask);
+    MutexLock lock(&mu);
+    started[part] = true;
+    mu.Await(Condition(&started[1 - part]));
+  });
+  EXPECT_TRUE(started[0] && started[1]);
+  EXPECT_EQ(CPU_COUNT(&worker_mask), 1);
+  EXPECT_TRUE(CPU_ISSET(cpus[0], &worker_mask));
 }
 
 }  // namespace
