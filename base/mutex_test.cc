@@ -52,22 +52,32 @@ TEST(MutexTest, AwaitWakesWhenAnotherThreadChangesTheStateWithoutSignalling) {
 // (It did not, and this hung, before Await signalled on blocking.)
 TEST(MutexTest, AwaitWakesWhenTheChangerThenBlocksInAwait) {
   Mutex mu;
-  bool first_done = false, second_done = false, both_seen = false;
+  bool first_done = false, second_done = false;
+  // Evaluated with mu held; marks that the main thread is inside Await. An
+  // atomic the changer polls without mu: an Unlock of mu would wake the main
+  // thread and so hide the missing wake-up this test is about.
+  std::atomic<bool> main_waiting{false};
+  auto first = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    main_waiting.store(true);
+    return first_done;
+  };
+  bool changer_woke = false;
   std::thread changer([&] {
-    absl::SleepFor(absl::Milliseconds(20));  // the main thread awaits first
+    while (!main_waiting.load()) absl::SleepFor(absl::Milliseconds(1));
+    // Taking mu waits until the main thread's Await has released it to block.
     MutexLock lock(&mu);
     first_done = true;
-    mu.Await(Condition(&second_done));
-    both_seen = true;
+    // Without the fix both threads sleep here: the timeout ends the wait
+    // and the test fails instead of hanging.
+    changer_woke = mu.AwaitWithTimeout(Condition(&second_done), absl::Seconds(10));
   });
   {
     MutexLock lock(&mu);
-    mu.Await(Condition(&first_done));
+    EXPECT_TRUE(mu.AwaitWithTimeout(Condition(&first), absl::Seconds(20)));
     second_done = true;
   }
   changer.join();
-  MutexLock lock(&mu);
-  EXPECT_TRUE(both_seen);
+  EXPECT_TRUE(changer_woke);
 }
 
 TEST(MutexTest, AwaitTakesACallable) {

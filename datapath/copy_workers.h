@@ -14,21 +14,26 @@
 // the other vCPU sat idle (an idle vCPU of a VM looks preempted to the
 // guest's scheduler, which then prefers the waker's CPU), so it waited for
 // the caller's half to end. Handing a job over limits the worker to the
-// process's CPUs but the caller's (one sched_setaffinity call, skipped when
-// the worker is already kept off that CPU or there is no other); with it
-// every group's halves overlapped and Save at 256 KiB went from 0.40x to
-// 0.60x of the memcpy limit.
+// caller's CPUs but its current one (one pthread_setaffinity_np call,
+// skipped when the worker is already kept off that CPU); with it every
+// group's halves overlapped and Save at 256 KiB went from 0.40x to 0.60x of
+// the memcpy limit. The caller's mask is read at each hand-over, so a
+// cpuset that changes under a running daemon is followed.
 //
-// With no worker idle (as many two-thread copies running as there are
-// workers), OnTwoThreads runs both halves on the calling thread: the cores
-// are busy with copies anyway, and no copy waits for another's worker.
+// Both halves run on the calling thread, one after the other, when no
+// worker is idle (as many two-thread copies running as there are workers:
+// the cores are busy with copies anyway, and no copy waits for another's
+// worker) or when the caller may run on one CPU only (a hand-over would
+// only add two context switches). So the halves must not wait for each
+// other.
+//
+// Each worker waits on a mutex of its own: a hand-over wakes that worker
+// only.
 //
 // Thread-safety: thread-safe. The destructor joins the workers; no
 // OnTwoThreads call may still be running.
 #ifndef KVTIER_DATAPATH_COPY_WORKERS_H_
 #define KVTIER_DATAPATH_COPY_WORKERS_H_
-
-#include <sched.h>
 
 #include <cstddef>
 #include <functional>
@@ -47,14 +52,19 @@ class CopyWorkers final {
   // INVALID_ARGUMENT unless 1 <= threads <= 256; RESOURCE_EXHAUSTED when
   // the threads cannot be started.
   static absl::StatusOr<std::unique_ptr<CopyWorkers>> Create(int threads);
+  // A two-thread copy is its caller and one worker, so half as many workers
+  // as the CPUs this process may use (its affinity mask, which a container's
+  // cpuset limits) keep every CPU copying; at least 1, at most 32.
+  static int DefaultThreads();
   ~CopyWorkers();
   CopyWorkers(const CopyWorkers&) = delete;
   CopyWorkers& operator=(const CopyWorkers&) = delete;
 
   // Runs part(0) on this thread and part(1) on an idle worker kept off this
-  // thread's CPU, and returns when both are done; with no idle worker,
-  // part(1) after part(0) here. `part` must not throw.
-  void OnTwoThreads(const std::function<void(size_t part)>& part);
+  // thread's CPU, and returns when both are done; runs both here, in order,
+  // when no worker is idle or this thread may use one CPU only. `part` must
+  // not throw (a throw terminates: the worker may still be using it).
+  void OnTwoThreads(const std::function<void(size_t part)>& part) ABSL_LOCKS_EXCLUDED(mu_);
 
   int threads() const { return static_cast<int>(workers_.size()); }
 
@@ -62,24 +72,27 @@ class CopyWorkers final {
   // One handed-over half; lives on the caller's stack until `done`.
   struct Job {
     const std::function<void(size_t)>* part = nullptr;
-    bool done = false;  // guarded by mu_
+    bool done = false;  // guarded by the worker's mu
   };
   struct Worker {
+    Mutex mu;
+    Job* job ABSL_GUARDED_BY(mu) = nullptr;  // set by OnTwoThreads, taken by the worker
+    bool stopping ABSL_GUARDED_BY(mu) = false;
+    // The CPU its affinity leaves out; touched only by the caller that took
+    // it off the idle list.
+    int kept_off = -1;
     std::thread thread;
-    Job* job = nullptr;  // guarded by mu_; set by OnTwoThreads, cleared when done
-    int kept_off = -1;   // guarded by mu_; the CPU its affinity leaves out
   };
 
   CopyWorkers() = default;
-  void Work(int index);
-  // Limits `w` to the allowed CPUs but the caller's (when there are others).
-  void KeepOffThisCpu(Worker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Work(Worker& self, int index) ABSL_LOCKS_EXCLUDED(mu_);
+  // Limits `w` to the caller's CPUs but `cpu`. REQUIRES: the caller took `w`
+  // off the idle list.
+  static void KeepOff(Worker& w, int cpu, const cpu_set_t& callers);
 
   Mutex mu_;
-  std::vector<int> idle_ ABSL_GUARDED_BY(mu_);  // workers with no job
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  cpu_set_t allowed_;            // this process's CPUs when created
-  std::vector<Worker> workers_;  // sized before any thread starts
+  std::vector<int> idle_ ABSL_GUARDED_BY(mu_);    // workers with no job
+  std::vector<std::unique_ptr<Worker>> workers_;  // sized before any thread starts
 };
 
 }  // namespace kvtier

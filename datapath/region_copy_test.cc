@@ -160,10 +160,17 @@ TEST_F(RegionCopyTest, LoadNeverDeliversACorruptBlock) {
   EXPECT_EQ(r->blocks.size(), 1u);
 }
 
-// A group of 2 MiB or more loads on two threads (blocks alternate): the
-// outcomes still come in request order, and a corrupt block on either
-// thread is caught and reported; the others arrive whole.
-TEST_F(RegionCopyTest, TwoThreadLoadsKeepTheOrderAndCatchCorruptBlocks) {
+// A group of 2 MiB or more saves and loads on two threads (blocks
+// alternate), the second a thread started per group (no CopyWorkers) or a
+// CopyWorkers worker: the outcomes still come in request order, every byte
+// round-trips, and a corrupt block on either thread is caught and
+// reported; the others arrive whole.
+class TwoThreadCopyTest : public RegionCopyTest {
+ protected:
+  void CheckTwoThreadCopies();
+};
+
+void TwoThreadCopyTest::CheckTwoThreadCopies() {
   const int n = 48;  // 3 MiB in one group
   VectorRegion src(n * kBlock), dst(n * kBlock);
   for (int i = 0; i < n; ++i) {
@@ -176,7 +183,7 @@ TEST_F(RegionCopyTest, TwoThreadLoadsKeepTheOrderAndCatchCorruptBlocks) {
   // Break block 41 (the helper's) and block 44 (this thread's).
   for (int k : {41, 44}) {
     absl::StatusOr<absl::Span<uint8_t>> bytes = cache_->MutableBytesForTesting(ns_, Key(k));
-    ASSERT_TRUE(bytes.ok());
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
     (*bytes)[7] ^= 0x80;
   }
   std::vector<BlockOutcome> out = Run(false, dst, Chain(n), &s);
@@ -199,6 +206,18 @@ TEST_F(RegionCopyTest, TwoThreadLoadsKeepTheOrderAndCatchCorruptBlocks) {
   const uint64_t mismatches = cache_->Snapshot().counters.checksum_mismatches;
   EXPECT_GE(mismatches, 1u);
   EXPECT_LE(mismatches, 2u);
+}
+
+TEST_F(TwoThreadCopyTest, ThreadPerGroupKeepsTheOrderAndCatchesCorruptBlocks) {
+  CheckTwoThreadCopies();
+}
+
+TEST_F(TwoThreadCopyTest, CopyWorkersKeepTheOrderAndCatchCorruptBlocks) {
+  absl::StatusOr<std::unique_ptr<CopyWorkers>> workers = CopyWorkers::Create(2);
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  workers_ = workers->get();
+  CheckTwoThreadCopies();
+  workers_ = nullptr;
 }
 
 TEST_F(RegionCopyTest, SaveRejectsBlocksLargerThanTheNamespaces) {

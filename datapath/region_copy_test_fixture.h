@@ -57,12 +57,15 @@ class RegionCopyFixture : public ::testing::Test {
       return true;
     };
     const KeepGoing go = [] { return true; };
-    *status = save ? SaveFromRegion(*cache_, ns_, region, blocks, sink, go, engine, transform)
-                   : LoadIntoRegion(*cache_, ns_, region, blocks, sink, go, engine, transform);
+    *status = save ? SaveFromRegion(*cache_, ns_, region, blocks, sink, go, engine, transform,
+                                    std::nullopt, workers_)
+                   : LoadIntoRegion(*cache_, ns_, region, blocks, sink, go, engine, transform,
+                                    nullptr, workers_);
     return out;
   }
 
   FakeClock clock_;
+  CopyWorkers* workers_ = nullptr;  // what Run passes: none, a thread per two-thread copy
   std::unique_ptr<BlockCache> cache_;
   NamespaceId ns_;
 };

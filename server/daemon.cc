@@ -191,11 +191,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     ASSIGN_OR_RETURN(std::unique_ptr<CopyEngine> engine, CreateCopyEngine(copy_options));
     d->copy_engine_ = std::move(engine);
   }
-  // A two-thread copy is its caller and one worker, so half as many workers
-  // as cores keep every core copying; more would only be more waiters to
-  // wake (datapath/copy_workers.h).
-  ASSIGN_OR_RETURN(d->copy_workers_, CopyWorkers::Create(static_cast<int>(std::clamp(
-                                         std::thread::hardware_concurrency() / 2, 1u, 32u))));
+  ASSIGN_OR_RETURN(d->copy_workers_, CopyWorkers::Create(CopyWorkers::DefaultThreads()));
   const CopyEngineCapabilities copy = d->copy_engine_->Capabilities();
   spdlog::info("copy engine: {} ({})", copy.name, copy.detail);
   if (copy.device_memory) {
