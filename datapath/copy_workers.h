@@ -11,14 +11,15 @@
 // Why the worker is kept off the caller's CPU: a woken worker was still
 // late in about half the groups. The scheduler trace (perf sched events,
 // same bench) showed the wake-up placing it on the caller's busy CPU while
-// the other vCPU sat idle (an idle vCPU of a VM looks preempted to the
-// guest's scheduler, which then prefers the waker's CPU), so it waited for
-// the caller's half to end. Handing a job over limits the worker to the
-// caller's CPUs but its current one (one pthread_setaffinity_np call,
-// skipped when the worker is already kept off that CPU); with it every
-// group's halves overlapped and Save at 256 KiB went from 0.40x to 0.60x of
-// the memcpy limit. The caller's mask is read at each hand-over, so a
-// cpuset that changes under a running daemon is followed.
+// the other vCPU sat idle (likely because the guest's scheduler counts a
+// halted idle vCPU as preempted and so prefers the waker's CPU; not
+// verified in the kernel), so it waited for the caller's half to end.
+// Handing a job over limits the worker to the caller's CPUs but its
+// current one (one pthread_setaffinity_np call, skipped when the worker is
+// already kept off that CPU); with it every group's halves overlapped and
+// Save at 256 KiB went from 0.40x to 0.60x of the memcpy limit. The
+// caller's mask is read at each hand-over, so a cpuset that changes under a
+// running daemon is followed.
 //
 // Both halves run on the calling thread, one after the other, when no
 // worker is idle (as many two-thread copies running as there are workers:
