@@ -44,6 +44,19 @@ std::vector<int> AllowedCpus() {
   return cpus;
 }
 
+// Runs one OnTwoThreads call and expects part(0) then part(1), both on the
+// calling thread.
+void ExpectBothHalvesRunHereInOrder(CopyWorkers& workers) {
+  std::vector<size_t> order;
+  std::vector<std::thread::id> ran_on;
+  workers.OnTwoThreads([&](size_t part) {
+    order.push_back(part);
+    ran_on.push_back(std::this_thread::get_id());
+  });
+  EXPECT_EQ(order, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(ran_on, (std::vector<std::thread::id>(2, std::this_thread::get_id())));
+}
+
 TEST(CopyWorkersTest, RefusesAThreadCountOutOfRange) {
   EXPECT_EQ(CopyWorkers::Create(0).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(CopyWorkers::Create(257).status().code(), absl::StatusCode::kInvalidArgument);
@@ -93,14 +106,7 @@ TEST(CopyWorkersTest, WithNoWorkerIdleBothHalvesRunOnTheCaller) {
     MutexLock lock(&mu);
     mu.Await(Condition(&worker_busy));
   }
-  std::vector<size_t> order;
-  std::vector<std::thread::id> ran_on;
-  (*workers)->OnTwoThreads([&](size_t part) {
-    order.push_back(part);
-    ran_on.push_back(std::this_thread::get_id());
-  });
-  EXPECT_EQ(order, (std::vector<size_t>{0, 1}));
-  EXPECT_EQ(ran_on, (std::vector<std::thread::id>(2, std::this_thread::get_id())));
+  ExpectBothHalvesRunHereInOrder(**workers);
   {
     MutexLock lock(&mu);
     release = true;
@@ -178,14 +184,7 @@ TEST(CopyWorkersTest, ACallerOnOneCpuRunsBothHalves) {
   ASSERT_TRUE(workers.ok()) << workers.status();
   PinnedTo pin(cpus[0]);
   ASSERT_TRUE(pin.ok());
-  std::vector<size_t> order;
-  std::vector<std::thread::id> ran_on;
-  (*workers)->OnTwoThreads([&](size_t part) {
-    order.push_back(part);
-    ran_on.push_back(std::this_thread::get_id());
-  });
-  EXPECT_EQ(order, (std::vector<size_t>{0, 1}));
-  EXPECT_EQ(ran_on, (std::vector<std::thread::id>(2, std::this_thread::get_id())));
+  ExpectBothHalvesRunHereInOrder(**workers);
 }
 
 TEST(CopyWorkersTest, DefaultThreadsIsHalfTheUsableCpus) {
