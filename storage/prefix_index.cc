@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "storage/eviction/leaf_lru_policy.h"
 
@@ -17,8 +18,10 @@ namespace {
 
 }  // namespace
 
-PrefixIndex::PrefixIndex(EvictionPolicy* policy)
-    : own_policy_(policy == nullptr ? std::make_unique<LeafLruPolicy>() : nullptr),
+PrefixIndex::PrefixIndex(EvictionPolicy* policy, int tag_bits)
+    : tag_bits_(tag_bits),
+      tag_seed_(absl::Uniform<uint64_t>(absl::BitGen())),
+      own_policy_(policy == nullptr ? std::make_unique<LeafLruPolicy>() : nullptr),
       policy_(policy == nullptr ? own_policy_.get() : policy),
       policy_clock_(policy_->clock()) {}
 
@@ -27,35 +30,23 @@ PrefixIndex::~PrefixIndex() = default;
 BlockRecord* PrefixIndex::Find(const NamespaceId& ns, const BlockKey& key) const {
   auto table = tables_.find(ns);
   if (table == tables_.end()) return nullptr;
-  auto it = table->second.blocks.find(key);
-  return it == table->second.blocks.end() ? nullptr : it->get();
+  return table->second.blocks.Find(key);
 }
 
 size_t PrefixIndex::MatchChain(const NamespaceId& ns, absl::Span<const BlockKey> keys,
                                std::vector<BlockRecord*>* out) const {
   auto table = tables_.find(ns);
   if (table == tables_.end()) return 0;
-  const auto& blocks = table->second.blocks;
-  // First find the record of each key up to the first one not cached, with
-  // the table probes of the keys kAhead further on prefetched, and the rest
-  // of each found record's leading bytes (a find reads the record's first
-  // line, where its key is): the finds do not depend on one another, so
-  // their cache misses overlap. Then keep the leading run whose parent links
-  // hold.
-  constexpr size_t kAhead = 4;
+  // The records of the leading keys that are cached (their misses
+  // overlapped), then the run of them whose parent links hold.
   const size_t start = out->size();
-  for (size_t i = 0; i < std::min(kAhead, keys.size()); ++i) blocks.prefetch(keys[i]);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (i + kAhead < keys.size()) blocks.prefetch(keys[i + kAhead]);
-    auto it = blocks.find(keys[i]);
-    if (it == blocks.end()) break;
-    BlockRecord* rec = it->get();
-    __builtin_prefetch(reinterpret_cast<const char*>(rec) + kBlockRecordHotBytes - 1);
-    out->push_back(rec);
-  }
-  size_t matched = out->size() - start;
-  for (size_t i = 1; i < matched; ++i) {
-    if ((*out)[start + i]->parent != (*out)[start + i - 1]) matched = i;
+  const size_t found = table->second.blocks.FindRun(keys, out);
+  size_t matched = found;
+  for (size_t i = 1; i < found; ++i) {
+    if ((*out)[start + i]->parent != (*out)[start + i - 1]) {
+      matched = i;
+      break;
+    }
   }
   out->resize(start + matched);
   return matched;
@@ -71,11 +62,9 @@ absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
                                                         " is not cached"));
     }
   }
-  Table& table = tables_[record->ns];
-  // One probe finds the key or claims its slot (and takes the record).
+  Table& table = TableOf(record->ns);
   BlockRecord* rec = record.get();
-  table.blocks.lazy_emplace(rec->key, [&](const auto& construct) { construct(std::move(record)); });
-  if (record != nullptr) {
+  if (!table.blocks.Insert(record)) {
     return absl::AlreadyExistsError(absl::StrCat("block ", rec->key.ToHex(), " is already cached"));
   }
   rec->parent = parent;
@@ -121,9 +110,8 @@ std::unique_ptr<BlockRecord> PrefixIndex::Remove(BlockRecord* record) {
   auto table = tables_.find(record->ns);
   if (table == tables_.end()) Die("Remove of a block of an unknown namespace");
   auto& blocks = table->second.blocks;
-  auto it = blocks.find(record->key);
-  if (it == blocks.end() || it->get() != record) Die("Remove of an unknown block");
-  std::unique_ptr<BlockRecord> owned = std::move(blocks.extract(it).value());
+  std::unique_ptr<BlockRecord> owned = blocks.Extract(record);
+  if (owned == nullptr) Die("Remove of an unknown block");
   --size_;
   record->indexed = false;
   UpdateEvictable(record);
@@ -153,7 +141,7 @@ void PrefixIndex::ReleaseUnusedRoom() {
     }
     // rehash(0) sizes the table for its blocks: done where it is at least
     // four times larger than they need.
-    if (blocks.size() < blocks.capacity() / 4) blocks.rehash(0);
+    if (blocks.size() < blocks.capacity() / 4) blocks.ShrinkToFit();
     ++it;
   }
 }
@@ -268,12 +256,12 @@ void PrefixIndex::NoteReclaimed(BlockRecord* record, bool dropped) {
 uint64_t PrefixIndex::CountStranded(uint64_t* bytes) const {
   uint64_t stranded = 0, stranded_bytes = 0;
   for (const auto& [ns, table] : tables_) {
-    for (const auto& rec : table.blocks) {
-      if (!rec->parent_key.empty() && !table.blocks.contains(rec->parent_key)) {
+    table.blocks.ForEach([&](const BlockRecord& rec) {
+      if (!rec.parent_key.empty() && table.blocks.Find(rec.parent_key) == nullptr) {
         ++stranded;
-        stranded_bytes += rec->size;
+        stranded_bytes += rec.size;
       }
-    }
+    });
   }
   if (bytes != nullptr) *bytes = stranded_bytes;
   return stranded;

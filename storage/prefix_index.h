@@ -37,109 +37,21 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "storage/block_key.h"
+#include "storage/block_record.h"
 #include "storage/eviction/eviction_policy.h"
 #include "storage/namespace_spec.h"
 #include "storage/nvme/nvme_store.h"
+#include "storage/record_table.h"
 #include "storage/slab_allocator.h"
 
 namespace kvtier {
 
-struct BlockRecord;
-
-// The leading bytes of a BlockRecord that a Lookup touches (see below).
-inline constexpr size_t kBlockRecordHotBytes = 72;
-
-// The cached children of a block, in no particular order: a forward range
-// over its intrusive child list. Valid until the index changes.
-class ChildRange {
- public:
-  class Iterator {
-   public:
-    explicit Iterator(BlockRecord* at) : at_(at) {}
-    BlockRecord* operator*() const { return at_; }
-    Iterator& operator++();
-    bool operator==(const Iterator& o) const { return at_ == o.at_; }
-
-   private:
-    BlockRecord* at_;
-  };
-  explicit ChildRange(BlockRecord* first) : first_(first) {}
-  Iterator begin() const { return Iterator(first_); }
-  Iterator end() const { return Iterator(nullptr); }
-  bool empty() const { return first_ == nullptr; }
-  size_t size() const;  // O(children)
-
- private:
-  BlockRecord* first_;
-};
-
-// Field order: what every Lookup reads and writes of a matched block comes
-// first, within the record's first 72 bytes: for a record at malloc's 16-byte
-// alignment they span at most two cache lines, which PrefixIndex::MatchChain
-// prefetches.
-struct BlockRecord {
-  BlockKey key;
-  bool in_host = true;  // residency, set by the owner (see below)
-  bool on_nvme = false;
-  bool indexed = false;                   // maintained by PrefixIndex
-  uint8_t candidate_of = 0;               // bit per PrefixIndex::Candidate it is in
-  bool refile_pending = false;            // touched since filed: see PrefixIndex::Touch
-  uint8_t retention = kDefaultRetention;  // the engine's retention priority, 0..100
-  BlockRecord* parent = nullptr;          // maintained by PrefixIndex
-  uint64_t size = 0;
-  uint64_t last_access = 0;  // maintained by PrefixIndex
-  uint32_t uses = 0;         // Put, Lookup hits and Gets: drives NVMe admission
-  // Recompute seconds a hit on it saves per byte (its namespace's value;
-  // 0: none known), set by the owner before Insert. (Here and refs below:
-  // in what would be padding.)
-  float value = 0;
-
-  NamespaceId ns;
-  BlockKey parent_key;  // empty for a root block
-  uint32_t refs = 0;    // in-flight readers, writers and movers
-  uint64_t checksum = 0;
-
-  // Residency, set by the owner; call PrefixIndex::Reclassify after a change.
-  SlabAllocator::Slot slot;  // host arena slot, valid while in_host
-  NvmeSlot nvme;             // valid while on_nvme
-  uint64_t nvme_sequence = 0;
-
-  // Maintained by PrefixIndex: the cached children, an intrusive list (three
-  // pointers per block instead of a set per block).
-  ChildRange children() const { return ChildRange(first_child); }
-  BlockRecord* first_child = nullptr;
-  BlockRecord* next_sibling = nullptr;
-  BlockRecord* prev_sibling = nullptr;
-  uint32_t leases = 0;           // Lookup leases holding this block
-  uint32_t candidate_class = 0;  // host size class it is filed under
-  uint64_t filed_at = 0;         // the last_access it is filed under
-  // The EvictionPolicy's clock at the last use, and the priority the block
-  // is filed under with filed_at (maintained by PrefixIndex).
-  double clock_at_use = 0;
-  double priority = 0;
-
-  bool pinned() const { return refs > 0 || leases > 0; }
-};
-static_assert(offsetof(BlockRecord, uses) + sizeof(uint32_t) <= kBlockRecordHotBytes,
-              "the fields every Lookup touches lie in the record's first 72 bytes");
-static_assert(sizeof(BlockRecord) <= 240,
-              "a record fits a 256-byte malloc chunk (10^7 of them are 2.5 GB)");
-
-inline ChildRange::Iterator& ChildRange::Iterator::operator++() {
-  at_ = at_->next_sibling;
-  return *this;
-}
-
-inline size_t ChildRange::size() const {
-  size_t n = 0;
-  for (BlockRecord* c = first_; c != nullptr; c = c->next_sibling) ++n;
-  return n;
-}
-
 class PrefixIndex {
  public:
   // `policy` (not owned; null: leaf-restricted LRU) orders the candidates.
-  explicit PrefixIndex(EvictionPolicy* policy = nullptr);
+  // `tag_bits` below 64 (tests only) makes keys share the tags by which the
+  // tables find them (storage/record_table.h).
+  explicit PrefixIndex(EvictionPolicy* policy = nullptr, int tag_bits = 64);
   PrefixIndex(const PrefixIndex&) = delete;
   PrefixIndex& operator=(const PrefixIndex&) = delete;
   ~PrefixIndex();
@@ -161,14 +73,14 @@ class PrefixIndex {
   // rehashes nothing (a recovery knows its counts: at 10^7 blocks, growing
   // the table by doubling moves every entry about twice). The room may leave
   // `ns` with an empty table until ReleaseUnusedRoom.
-  void Reserve(const NamespaceId& ns, size_t blocks) { tables_[ns].blocks.reserve(blocks); }
+  void Reserve(const NamespaceId& ns, size_t blocks) { TableOf(ns).blocks.reserve(blocks); }
   // A hint, for a caller that knows its next inserts: starts fetching the
   // table memory an Insert of `key` will probe, so that the Insert does not
   // wait on it (at 10^7 blocks, two cache misses were most of an Insert).
   // Changes nothing.
   void PrefetchInsert(const NamespaceId& ns, const BlockKey& key) const {
     auto it = tables_.find(ns);
-    if (it != tables_.end()) it->second.blocks.prefetch(key);
+    if (it != tables_.end()) it->second.blocks.PrefetchInsert(key);
   }
   // Gives back what Reserve set aside and no block used: drops empty tables
   // and shrinks tables to their blocks.
@@ -292,7 +204,7 @@ class PrefixIndex {
   template <typename Fn>
   void ForEach(Fn&& fn) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (const auto& [ns, table] : tables_) {
-      for (const auto& rec : table.blocks) fn(static_cast<const BlockRecord&>(*rec));
+      table.blocks.ForEach([&](BlockRecord& rec) { fn(static_cast<const BlockRecord&>(rec)); });
     }
   }
   // The blocks of one namespace.
@@ -300,39 +212,24 @@ class PrefixIndex {
   void ForEachIn(const NamespaceId& ns, Fn&& fn) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     auto it = tables_.find(ns);
     if (it == tables_.end()) return;
-    for (const auto& rec : it->second.blocks) fn(static_cast<const BlockRecord&>(*rec));
+    it->second.blocks.ForEach([&](BlockRecord& rec) { fn(static_cast<const BlockRecord&>(rec)); });
   }
   template <typename Fn>
   void ForEachMutable(Fn&& fn) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    for (auto& [ns, table] : tables_) {
-      for (const auto& rec : table.blocks) fn(*rec);
-    }
+    for (auto& [ns, table] : tables_) table.blocks.ForEach(fn);
   }
 
  private:
   // One namespace's blocks. A namespace's table exists while it has blocks
   // (or was reserved, until ReleaseUnusedRoom).
-  // The blocks of a table are keyed by their records' keys: a slot holds
-  // the record's pointer alone (8 bytes; with a copy of the key beside it,
-  // 48), so the table is a sixth of the memory, more of it stays in cache,
-  // and a found key's record is read anyway. Found by BlockKey.
-  struct ByRecordKey {
-    using is_transparent = void;
-    static const BlockKey& KeyOf(const BlockKey& k) { return k; }
-    static const BlockKey& KeyOf(const std::unique_ptr<BlockRecord>& r) { return r->key; }
-    template <typename A>
-    size_t operator()(const A& a) const {
-      return absl::Hash<BlockKey>{}(KeyOf(a));
-    }
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const {
-      return KeyOf(a) == KeyOf(b);
-    }
-  };
   struct Table {
-    absl::flat_hash_set<std::unique_ptr<BlockRecord>, ByRecordKey, ByRecordKey> blocks;
+    Table(uint64_t seed, int tag_bits) : blocks(seed, tag_bits) {}
+    RecordTable blocks;
     absl::flat_hash_set<BlockRecord*> roots;  // see Roots
   };
+  Table& TableOf(const NamespaceId& ns) {
+    return tables_.try_emplace(ns, tag_seed_, tag_bits_).first->second;
+  }
 
   // Refiles every queued touched block (see Touch). Logically const: the
   // order it settles is the one the sets already stand for.
@@ -360,6 +257,8 @@ class PrefixIndex {
   // Between BeginBulkLoad and EndBulkLoad: the blocks inserted, unfiled.
   bool bulk_load_ = false;
   std::vector<BlockRecord*> bulk_inserted_;
+  int tag_bits_;
+  uint64_t tag_seed_;  // the tables' (a table's tags are of no use elsewhere)
   std::unique_ptr<EvictionPolicy> own_policy_;  // when none is given
   EvictionPolicy* policy_;
   double policy_clock_;  // policy_->clock(), read after each reclamation

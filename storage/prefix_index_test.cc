@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -162,8 +163,12 @@ TEST(PrefixIndexTest, ABulkLoadFilesTheSameCandidatesAsInsertsOneByOne) {
   EXPECT_EQ(CandidateKeys(bulk), CandidateKeys(one_by_one));
 }
 
-TEST(PrefixIndexTest, MatchChainKeepsTheLeadingRunOfParentLinkedKeys) {
-  PrefixIndex index;
+// Tags of 1 and 2 bits: nearly every key shares its table tag with another
+// (storage/record_table.h); 64: the default.
+class PrefixIndexTagBitsTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(PrefixIndexTagBitsTest, MatchChainKeepsTheLeadingRunOfParentLinkedKeys) {
+  PrefixIndex index(nullptr, GetParam());
   const NamespaceId ns = Ns("m"), other = Ns("o");
   for (auto [k, p] : std::vector<std::pair<const char*, const char*>>{
            {"a", ""}, {"b", "a"}, {"c", "b"}, {"d", "c"}, {"x", "a"}}) {
@@ -207,6 +212,8 @@ TEST(PrefixIndexTest, MatchChainKeepsTheLeadingRunOfParentLinkedKeys) {
   out.clear();
   EXPECT_EQ(index.MatchChain(ns, keys, &out), 30u);
 }
+
+INSTANTIATE_TEST_SUITE_P(TagBits, PrefixIndexTagBitsTest, ::testing::Values(1, 2, 64));
 
 TEST(PrefixIndexTest, OnlyUnpinnedLeavesAreEvictableColdestFirst) {
   PrefixIndex index;
@@ -294,12 +301,14 @@ TEST(PrefixIndexDeathTest, RemovingDuringABulkLoadAborts) {
 // block's last use (inflation then plus 1 x reuse x retention), then by last
 // access. A block filed long after its last use (a parent whose last child
 // went) keeps the inflation of that use.
-class PrefixIndexRandomizedTest : public ::testing::TestWithParam<const char*> {};
+// Also with 2-bit table tags, under which keys share tags.
+class PrefixIndexRandomizedTest : public ::testing::TestWithParam<std::tuple<const char*, int>> {};
 
 TEST_P(PrefixIndexRandomizedTest, NeverStrandsAndKeepsThePolicyOrder) {
-  std::unique_ptr<EvictionPolicy> policy = *EvictionPolicyByName(GetParam());
-  const bool value = std::string(GetParam()) == "value";
-  PrefixIndex index(policy.get());
+  const auto [policy_name, tag_bits] = GetParam();
+  std::unique_ptr<EvictionPolicy> policy = *EvictionPolicyByName(policy_name);
+  const bool value = std::string(policy_name) == "value";
+  PrefixIndex index(policy.get(), tag_bits);
   const NamespaceId ns = Ns("m");
   // The model: each block's expected priority.
   double inflation = 0;
@@ -466,7 +475,9 @@ TEST_P(PrefixIndexRandomizedTest, NeverStrandsAndKeepsThePolicyOrder) {
   EXPECT_GT(index.size(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, PrefixIndexRandomizedTest, ::testing::Values("lru", "value"));
+INSTANTIATE_TEST_SUITE_P(Policies, PrefixIndexRandomizedTest,
+                         ::testing::Combine(::testing::Values("lru", "value"),
+                                            ::testing::Values(2, 64)));
 
 }  // namespace
 }  // namespace kvtier
