@@ -150,7 +150,7 @@ Decade Measure(const Options& opt, uint64_t n) {
     for (uint64_t i = 0; i < n; ++i) {
       const CatalogEntry e = EntryOf(ns, i, opt.chain, cls, slot_bytes);
       if (!(*alloc)->AllocateAt({e.offset, cls}).ok()) return d;
-      if (!index->Insert(RecoveredRecord(e)).ok()) return d;
+      if (!index->Insert(RecoveredRecord(e), e.parent).ok()) return d;
     }
     d.index_bytes_per_block = static_cast<double>(HeapBytes() - heap0) / n;
     d.rss_mib = RssMib();
@@ -225,7 +225,7 @@ Decade Measure(const Options& opt, uint64_t n) {
         *replay, index.get(),
         [&](const CatalogEntry& e) {
           if (!(*alloc)->AllocateAt({e.offset, e.size_class}).ok()) return false;
-          return index->Insert(RecoveredRecord(e)).ok();
+          return index->Insert(RecoveredRecord(e), e.parent).ok();
         },
         [](const CatalogEntry&) {});
     d.recovery_s = std::chrono::duration<double>(Clock::now() - t0).count();

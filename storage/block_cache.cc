@@ -340,13 +340,15 @@ void BlockCache::Unpin(BlockRecord* record) {
 
 BlockCache::ReadHandle::ReadHandle(ReadHandle&& other) noexcept
     : cache_(std::exchange(other.cache_, nullptr)),
-      record_(std::exchange(other.record_, nullptr)) {}
+      record_(std::exchange(other.record_, nullptr)),
+      parent_(other.parent_) {}
 
 BlockCache::ReadHandle& BlockCache::ReadHandle::operator=(ReadHandle&& other) noexcept {
   if (this != &other) {
     if (cache_ != nullptr) cache_->Unpin(record_);
     cache_ = std::exchange(other.cache_, nullptr);
     record_ = std::exchange(other.record_, nullptr);
+    parent_ = other.parent_;
   }
   return *this;
 }
@@ -445,7 +447,7 @@ absl::StatusOr<std::pair<std::vector<BlockView>, uint64_t>> BlockCache::TopBlock
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const BlockRecord& r = *all[i];
-    out.push_back(BlockView{r.key, r.parent_key, r.size, r.in_host, r.on_nvme, r.uses, r.leases,
+    out.push_back(BlockView{r.key, r.parent_key(), r.size, r.in_host, r.on_nvme, r.uses, r.leases,
                             static_cast<uint32_t>(r.children().size())});
   }
   return std::make_pair(std::move(out), static_cast<uint64_t>(all.size()));

@@ -418,16 +418,21 @@ class BlockCache::ReadHandle {
   ~ReadHandle();
 
   const BlockKey& key() const { return record_->key; }
-  const BlockKey& parent() const { return record_->parent_key; }  // empty for a root
+  // Empty for a root. As it was when the handle was made (under the
+  // cache's lock): the block may be removed while its handle pins it.
+  const BlockKey& parent() const { return parent_; }
   // XXH3-64 of the block's bytes, taken when it was stored.
   uint64_t checksum() const { return record_->checksum; }
   absl::Span<const uint8_t> bytes() const;
 
  private:
   friend class BlockCache;
-  ReadHandle(BlockCache* cache, BlockRecord* record) : cache_(cache), record_(record) {}
+  // REQUIRES: the cache's lock held (reads the record's parent).
+  ReadHandle(BlockCache* cache, BlockRecord* record)
+      : cache_(cache), record_(record), parent_(record->parent_key()) {}
   BlockCache* cache_;
   BlockRecord* record_;
+  BlockKey parent_;
 };
 
 // One request's Put batches of a hybrid namespace, judged whole: the batches

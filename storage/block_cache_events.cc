@@ -26,7 +26,7 @@ void BlockCache::SnapshotInto(BlockEventSink* into, absl::FunctionRef<void()> th
                  .medium = Medium::kHost,
                  .ns = r->ns,
                  .key = r->key,
-                 .parent = r->parent_key,
+                 .parent = r->parent_key(),
                  .size = r->size};
     if (r->in_host) into->OnBlockEvent(e);
     if (r->on_nvme) {

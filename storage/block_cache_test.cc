@@ -296,6 +296,27 @@ TEST_F(BlockCacheTest, DeleteNeverStrands) {
   EXPECT_EQ(snap.host.used_bytes, 0u);
 }
 
+// A record knows its parent through the index, which unlinks a removed
+// one; a handle keeps the parent it was made with, through the removal of
+// its pinned block and of that parent (the peer tier sends it with the
+// bytes).
+TEST_F(BlockCacheTest, AReadHandleKeepsItsParentThroughRemoval) {
+  ASSERT_TRUE(Put(ns_, {"a", "b"}).ok());
+  auto handles = cache_->Read(ns_, Keys({"a", "b"}), /*verify=*/false);
+  ASSERT_TRUE(handles.ok()) << handles.status();
+  EXPECT_TRUE((*handles)[0].parent().empty());
+  EXPECT_EQ((*handles)[1].parent(), Key("a"));
+  // Dropping a drops b too, while both are pinned.
+  cache_->ReportChecksumMismatch((*handles)[0]);
+  EXPECT_EQ(Matched(ns_, {"a", "b"}), 0u);
+  EXPECT_EQ(cache_->Snapshot().blocks, 0u);
+  EXPECT_EQ((*handles)[1].parent(), Key("a"));
+  std::vector<uint8_t> want = Content(ns_.ToHex(), "b", 64 * kKiB);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), (*handles)[1].bytes().begin()));
+  handles->clear();
+  EXPECT_EQ(cache_->Snapshot().host.used_bytes, 0u);
+}
+
 TEST_F(BlockCacheTest, FailedPutChangesNothing) {
   ASSERT_TRUE(Put(ns_, {"a"}).ok());
   const CacheSnapshot before = cache_->Snapshot();

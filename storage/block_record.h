@@ -67,8 +67,7 @@ struct BlockRecord {
   float value = 0;
 
   NamespaceId ns;
-  BlockKey parent_key;  // empty for a root block
-  uint32_t refs = 0;    // in-flight readers, writers and movers
+  uint32_t refs = 0;  // in-flight readers, writers and movers
   uint64_t checksum = 0;
 
   // Residency, set by the owner; call PrefixIndex::Reclassify after a change.
@@ -91,11 +90,17 @@ struct BlockRecord {
   double priority = 0;
 
   bool pinned() const { return refs > 0 || leases > 0; }
+  // The parent's key: empty for a root, and once the record is no longer
+  // indexed (Remove unlinks it from its parent). A record not yet indexed
+  // has its parent named to PrefixIndex::Insert.
+  BlockKey parent_key() const { return parent != nullptr ? parent->key : BlockKey(); }
 };
 static_assert(offsetof(BlockRecord, uses) + sizeof(uint32_t) <= kBlockRecordHotBytes,
               "the fields every Lookup touches lie in the record's first 72 bytes");
-static_assert(sizeof(BlockRecord) <= 240,
-              "a record fits a 256-byte malloc chunk (10^7 of them are 2.5 GB)");
+// The parent's key is not kept beside the parent pointer (parent_key()):
+// 40 bytes less, a 224-byte malloc chunk instead of 256.
+static_assert(sizeof(BlockRecord) <= 216,
+              "a record fits a 224-byte malloc chunk (10^7 of them are 2.24 GB)");
 
 inline ChildRange::Iterator& ChildRange::Iterator::operator++() {
   at_ = at_->next_sibling;

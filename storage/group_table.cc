@@ -168,7 +168,7 @@ void GroupTable::NoteRemoved(const BlockRecord& record) {
   h->pending.push_back(record.key);
   // A removed spine leaf's parent may now be a useless leaf: the sweep
   // needs it, and it cannot find it from the removed key.
-  if (!record.parent_key.empty()) h->pending.push_back(record.parent_key);
+  if (record.parent != nullptr) h->pending.push_back(record.parent->key);
 }
 
 uint64_t GroupTable::SweepPending() {

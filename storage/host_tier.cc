@@ -88,7 +88,7 @@ void HostTier::Report(const BlockRecord& record, BlockEvent::Kind kind, Medium m
                                    .medium = medium,
                                    .ns = record.ns,
                                    .key = record.key,
-                                   .parent = record.parent_key,
+                                   .parent = record.parent_key(),
                                    .size = record.size});
 }
 

@@ -52,14 +52,13 @@ size_t PrefixIndex::MatchChain(const NamespaceId& ns, absl::Span<const BlockKey>
   return matched;
 }
 
-absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record) {
+absl::Status PrefixIndex::Insert(std::unique_ptr<BlockRecord> record, const BlockKey& parent_key) {
   BlockRecord* parent = nullptr;
-  if (!record->parent_key.empty()) {
-    parent = Find(record->ns, record->parent_key);
+  if (!parent_key.empty()) {
+    parent = Find(record->ns, parent_key);
     if (parent == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat("parent ", record->parent_key.ToHex(),
-                                                        " of block ", record->key.ToHex(),
-                                                        " is not cached"));
+      return absl::FailedPreconditionError(absl::StrCat("parent ", parent_key.ToHex(), " of block ",
+                                                        record->key.ToHex(), " is not cached"));
     }
   }
   Table& table = TableOf(record->ns);
@@ -257,7 +256,7 @@ uint64_t PrefixIndex::CountStranded(uint64_t* bytes) const {
   uint64_t stranded = 0, stranded_bytes = 0;
   for (const auto& [ns, table] : tables_) {
     table.blocks.ForEach([&](const BlockRecord& rec) {
-      if (!rec.parent_key.empty() && table.blocks.Find(rec.parent_key) == nullptr) {
+      if (rec.parent != nullptr && table.blocks.Find(rec.parent->key) != rec.parent) {
         ++stranded;
         stranded_bytes += rec.size;
       }

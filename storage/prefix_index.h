@@ -65,9 +65,10 @@ class PrefixIndex {
   size_t MatchChain(const NamespaceId& ns, absl::Span<const BlockKey> keys,
                     std::vector<BlockRecord*>* out) const;
 
-  // Indexes `record`. FAILED_PRECONDITION if the parent is not indexed,
+  // Indexes `record` as the child of `parent_key` in its namespace (empty:
+  // a root). FAILED_PRECONDITION if the parent is not indexed,
   // ALREADY_EXISTS if the key is; nothing changes on error.
-  absl::Status Insert(std::unique_ptr<BlockRecord> record);
+  absl::Status Insert(std::unique_ptr<BlockRecord> record, const BlockKey& parent_key = {});
 
   // Makes room for `blocks` blocks of `ns` in all, so that indexing them
   // rehashes nothing (a recovery knows its counts: at 10^7 blocks, growing

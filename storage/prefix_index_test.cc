@@ -26,28 +26,37 @@ NamespaceId Ns(const std::string& model) {
 
 BlockKey Key(const std::string& k) { return *BlockKey::Create(k); }
 
-std::unique_ptr<BlockRecord> Rec(const NamespaceId& ns, const std::string& key,
-                                 const std::string& parent, uint32_t cls = 0) {
+// A record to insert, and the parent to insert it under.
+struct Staged {
+  std::unique_ptr<BlockRecord> rec;
+  BlockKey parent;
+};
+
+Staged Rec(const NamespaceId& ns, const std::string& key, const std::string& parent,
+           uint32_t cls = 0) {
   auto r = std::make_unique<BlockRecord>();
   r->ns = ns;
   r->key = Key(key);
-  if (!parent.empty()) r->parent_key = Key(parent);
   r->size = 100;
   r->slot.size_class = cls;
-  return r;
+  return {std::move(r), parent.empty() ? BlockKey() : Key(parent)};
+}
+
+absl::Status Insert(PrefixIndex& index, Staged staged) {
+  return index.Insert(std::move(staged.rec), staged.parent);
 }
 
 TEST(PrefixIndexTest, InsertRequiresParentInSameNamespace) {
   PrefixIndex index;
   const NamespaceId a = Ns("a"), b = Ns("b");
-  EXPECT_EQ(index.Insert(Rec(a, "k1", "k0")).code(), absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(index.Insert(Rec(a, "k0", "")).ok());
-  EXPECT_EQ(index.Insert(Rec(b, "k1", "k0")).code(), absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(index.Insert(Rec(a, "k1", "k0")).ok());
+  EXPECT_EQ(Insert(index, Rec(a, "k1", "k0")).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Insert(index, Rec(a, "k0", "")).ok());
+  EXPECT_EQ(Insert(index, Rec(b, "k1", "k0")).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Insert(index, Rec(a, "k1", "k0")).ok());
   BlockRecord* k1 = index.Find(a, Key("k1"));
   ASSERT_NE(k1, nullptr);
   k1->size = 77;
-  EXPECT_EQ(index.Insert(Rec(a, "k1", "k0")).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Insert(index, Rec(a, "k1", "k0")).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(index.size(), 2u);
   EXPECT_EQ(index.Find(b, Key("k0")), nullptr);
   // The refused duplicate replaced nothing: the first record is still the
@@ -80,9 +89,9 @@ TEST(PrefixIndexTest, ReservedRoomThatNoBlockUsedIsReleased) {
   EXPECT_GE(index.CapacityIn(unused), 10'000u);
   EXPECT_EQ(index.CountIn(unused), 0u);
   EXPECT_TRUE(index.Roots(unused).empty());
-  ASSERT_TRUE(index.Insert(Rec(used, "a", "")).ok());
-  ASSERT_TRUE(index.Insert(Rec(used, "b", "a")).ok());
-  ASSERT_TRUE(index.Insert(Rec(used, "c", "b")).ok());
+  ASSERT_TRUE(Insert(index, Rec(used, "a", "")).ok());
+  ASSERT_TRUE(Insert(index, Rec(used, "b", "a")).ok());
+  ASSERT_TRUE(Insert(index, Rec(used, "c", "b")).ok());
   EXPECT_GE(index.CapacityIn(used), 10'000u);
 
   index.ReleaseUnusedRoom();
@@ -129,9 +138,9 @@ TEST(PrefixIndexTest, ABulkLoadFilesTheSameCandidatesAsInsertsOneByOne) {
   }
   auto insert = [&](PrefixIndex& index, const Spec& s) {
     auto r = Rec(ns, s.key, s.parent, /*cls=*/static_cast<uint32_t>(s.key.size() % 2));
-    r->in_host = s.in_host;
-    r->on_nvme = s.on_nvme;
-    ASSERT_TRUE(index.Insert(std::move(r)).ok());
+    r.rec->in_host = s.in_host;
+    r.rec->on_nvme = s.on_nvme;
+    ASSERT_TRUE(Insert(index, std::move(r)).ok());
   };
   PrefixIndex one_by_one, bulk;
   for (const Spec& s : specs) insert(one_by_one, s);
@@ -172,10 +181,10 @@ TEST_P(PrefixIndexTagBitsTest, MatchChainKeepsTheLeadingRunOfParentLinkedKeys) {
   const NamespaceId ns = Ns("m"), other = Ns("o");
   for (auto [k, p] : std::vector<std::pair<const char*, const char*>>{
            {"a", ""}, {"b", "a"}, {"c", "b"}, {"d", "c"}, {"x", "a"}}) {
-    ASSERT_TRUE(index.Insert(Rec(ns, k, p)).ok());
+    ASSERT_TRUE(Insert(index, Rec(ns, k, p)).ok());
   }
-  ASSERT_TRUE(index.Insert(Rec(other, "e", "")).ok());
-  ASSERT_TRUE(index.Insert(Rec(other, "f", "e")).ok());
+  ASSERT_TRUE(Insert(index, Rec(other, "e", "")).ok());
+  ASSERT_TRUE(Insert(index, Rec(other, "f", "e")).ok());
   using V = std::vector<std::string>;
   auto match = [&](const NamespaceId& n, std::initializer_list<const char*> keys) {
     std::vector<BlockRecord*> out;
@@ -199,7 +208,7 @@ TEST_P(PrefixIndexTagBitsTest, MatchChainKeepsTheLeadingRunOfParentLinkedKeys) {
   std::vector<BlockKey> keys = Keys({"a", "b", "c", "d"});
   for (int i = 0; i < 40; ++i) {
     const std::string k = absl::StrCat("k", i);
-    ASSERT_TRUE(index.Insert(Rec(ns, k, parent)).ok());
+    ASSERT_TRUE(Insert(index, Rec(ns, k, parent)).ok());
     keys.push_back(Key(k));
     parent = k;
   }
@@ -218,9 +227,9 @@ INSTANTIATE_TEST_SUITE_P(TagBits, PrefixIndexTagBitsTest, ::testing::Values(1, 2
 TEST(PrefixIndexTest, OnlyUnpinnedLeavesAreEvictableColdestFirst) {
   PrefixIndex index;
   const NamespaceId ns = Ns("m");
-  ASSERT_TRUE(index.Insert(Rec(ns, "a", "")).ok());
-  ASSERT_TRUE(index.Insert(Rec(ns, "b", "a")).ok());
-  ASSERT_TRUE(index.Insert(Rec(ns, "c", "")).ok());
+  ASSERT_TRUE(Insert(index, Rec(ns, "a", "")).ok());
+  ASSERT_TRUE(Insert(index, Rec(ns, "b", "a")).ok());
+  ASSERT_TRUE(Insert(index, Rec(ns, "c", "")).ok());
   BlockRecord* a = index.Find(ns, Key("a"));
   BlockRecord* b = index.Find(ns, Key("b"));
   BlockRecord* c = index.Find(ns, Key("c"));
@@ -244,10 +253,10 @@ TEST(PrefixIndexTest, OnlyUnpinnedLeavesAreEvictableColdestFirst) {
 TEST(PrefixIndexTest, SubtreePostOrderPutsChildrenFirst) {
   PrefixIndex index;
   const NamespaceId ns = Ns("m");
-  ASSERT_TRUE(index.Insert(Rec(ns, "r", "")).ok());
-  ASSERT_TRUE(index.Insert(Rec(ns, "x", "r")).ok());
-  ASSERT_TRUE(index.Insert(Rec(ns, "y", "r")).ok());
-  ASSERT_TRUE(index.Insert(Rec(ns, "z", "x")).ok());
+  ASSERT_TRUE(Insert(index, Rec(ns, "r", "")).ok());
+  ASSERT_TRUE(Insert(index, Rec(ns, "x", "r")).ok());
+  ASSERT_TRUE(Insert(index, Rec(ns, "y", "r")).ok());
+  ASSERT_TRUE(Insert(index, Rec(ns, "z", "x")).ok());
   std::vector<BlockRecord*> order = index.SubtreePostOrder(index.Find(ns, Key("r")));
   ASSERT_EQ(order.size(), 4u);
   EXPECT_EQ(order.back()->key, Key("r"));
@@ -258,13 +267,13 @@ TEST(PrefixIndexTest, SubtreePostOrderPutsChildrenFirst) {
 TEST(PrefixIndexTest, RootsArePerNamespaceAndFollowRemoval) {
   PrefixIndex index;
   const NamespaceId a = Ns("a"), b = Ns("b");
-  ASSERT_TRUE(index.Insert(Rec(a, "r1", "")).ok());
-  ASSERT_TRUE(index.Insert(Rec(a, "r2", "")).ok());
-  ASSERT_TRUE(index.Insert(Rec(a, "c", "r1")).ok());
-  ASSERT_TRUE(index.Insert(Rec(b, "r1", "")).ok());
+  ASSERT_TRUE(Insert(index, Rec(a, "r1", "")).ok());
+  ASSERT_TRUE(Insert(index, Rec(a, "r2", "")).ok());
+  ASSERT_TRUE(Insert(index, Rec(a, "c", "r1")).ok());
+  ASSERT_TRUE(Insert(index, Rec(b, "r1", "")).ok());
   std::vector<BlockRecord*> roots = index.Roots(a);
   ASSERT_EQ(roots.size(), 2u);
-  for (BlockRecord* r : roots) EXPECT_TRUE(r->parent_key.empty());
+  for (BlockRecord* r : roots) EXPECT_TRUE(r->parent_key().empty());
   EXPECT_EQ(index.Roots(b).size(), 1u);
   index.Remove(index.Find(a, Key("r2")));
   ASSERT_EQ(index.Roots(a).size(), 1u);
@@ -279,8 +288,8 @@ TEST(PrefixIndexTest, RootsArePerNamespaceAndFollowRemoval) {
 TEST(PrefixIndexDeathTest, RemovingABlockWithChildrenAborts) {
   PrefixIndex index;
   const NamespaceId ns = Ns("m");
-  ASSERT_TRUE(index.Insert(Rec(ns, "a", "")).ok());
-  ASSERT_TRUE(index.Insert(Rec(ns, "b", "a")).ok());
+  ASSERT_TRUE(Insert(index, Rec(ns, "a", "")).ok());
+  ASSERT_TRUE(Insert(index, Rec(ns, "b", "a")).ok());
   EXPECT_DEATH(index.Remove(index.Find(ns, Key("a"))), "children");
 }
 
@@ -288,7 +297,7 @@ TEST(PrefixIndexDeathTest, RemovingDuringABulkLoadAborts) {
   PrefixIndex index;
   const NamespaceId ns = Ns("m");
   index.BeginBulkLoad();
-  ASSERT_TRUE(index.Insert(Rec(ns, "a", "")).ok());
+  ASSERT_TRUE(Insert(index, Rec(ns, "a", "")).ok());
   EXPECT_DEATH(index.Remove(index.Find(ns, Key("a"))), "bulk load");
 }
 
@@ -348,10 +357,10 @@ TEST_P(PrefixIndexRandomizedTest, NeverStrandsAndKeepsThePolicyOrder) {
       std::string parent = (live.empty() || rng() % 4 == 0) ? "" : live[rng() % live.size()];
       std::string key = absl::StrCat("k", next++);
       auto rec = Rec(ns, key, parent, static_cast<uint32_t>(rng() % 3));
-      rec->uses = 1 + static_cast<uint32_t>(rng() % 2);
-      rec->retention = retentions[rng() % 6];
-      BlockRecord* r = rec.get();
-      ASSERT_TRUE(index.Insert(std::move(rec)).ok());
+      rec.rec->uses = 1 + static_cast<uint32_t>(rng() % 2);
+      rec.rec->retention = retentions[rng() % 6];
+      BlockRecord* r = rec.rec.get();
+      ASSERT_TRUE(Insert(index, std::move(rec)).ok());
       model[r] = price(*r);
       live.push_back(key);
     } else if (op < 6) {

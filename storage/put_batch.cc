@@ -6,6 +6,7 @@
 // Takes BlockCache's mutex only to reserve, commit and release.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -109,13 +110,13 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
   // A second full-attention group follows the first one's chain: its
   // block under a key must have that group's parent for the key.
   if (hybrid_ && target.chained && group != spine_) {
-    const BlockKey* spine_parent = nullptr;
+    std::optional<BlockKey> spine_parent;
     if (auto it = staged_index_.find({spine_, key}); it != staged_index_.end()) {
-      spine_parent = &staged_[it->second].parent;
+      spine_parent = staged_[it->second].parent;
     } else if (BlockRecord* s = index.Find(targets_[spine_].storage, key); s != nullptr) {
-      spine_parent = &s->parent_key;
+      spine_parent = s->parent_key();
     }
-    if (spine_parent == nullptr) {
+    if (!spine_parent.has_value()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "block ", key.ToHex(), " of group ", group, ": store group ", spine_,
           "'s block of this key first (or earlier in this Put); the full-attention groups share "
@@ -138,10 +139,10 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
   }
   Staged staged{group, key, parent, size, 0, std::nullopt, 0};
   if (BlockRecord* existing = index.Find(target.storage, key); existing != nullptr) {
-    if (existing->parent_key != parent) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("block ", key.ToHex(), " is cached with parent '",
-                       existing->parent_key.ToHex(), "', not '", parent.ToHex(), "'"));
+    if (const BlockKey cached = existing->parent_key(); cached != parent) {
+      return absl::AlreadyExistsError(absl::StrCat("block ", key.ToHex(),
+                                                   " is cached with parent '", cached.ToHex(),
+                                                   "', not '", parent.ToHex(), "'"));
     }
     if (existing->size != size) {
       return absl::AlreadyExistsError(absl::StrCat("block ", key.ToHex(), " is cached with ",
@@ -302,7 +303,7 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
           absl::StrCat("cached block ", s.key.ToHex(), " was dropped during the Put; retry")));
     }
     if (s.slot.has_value() && now != nullptr) {
-      if (now->parent_key != s.parent) {
+      if (now->parent_key() != s.parent) {
         return Fail(absl::AbortedError(
             absl::StrCat("block ", s.key.ToHex(), " was stored concurrently with another parent")));
       }
@@ -346,13 +347,12 @@ absl::StatusOr<PutResult> BlockCache::PutBatch::Commit() {
                                             : kDefaultRetention;
     rec->ns = targets_[s.group].storage;
     rec->key = s.key;
-    rec->parent_key = s.parent;
     rec->size = s.size;
     rec->checksum = s.checksum;
     rec->slot = *s.slot;
     rec->uses = 1;
     const BlockRecord& stored = *rec;
-    if (absl::Status st = index.Insert(std::move(rec)); !st.ok()) {
+    if (absl::Status st = index.Insert(std::move(rec), s.parent); !st.ok()) {
       // Unreachable after validation; a failure here is a bug, not bad input.
       spdlog::critical("Put commit: {}", st.ToString());
       std::abort();

@@ -42,7 +42,7 @@ absl::StatusOr<std::vector<BlockRecord*>> ReadPath::Pin(const NamespaceId& ns,
       return slot.status();
     }
     promotion->blocks.emplace_back(rec, *slot);
-    SlotHeader expect{rec->ns,   rec->key,      rec->parent_key,
+    SlotHeader expect{rec->ns,   rec->key,      rec->parent_key(),
                       rec->size, rec->checksum, rec->nvme_sequence};
     promotion->reads.push_back(
         {rec->nvme, expect, host_->SlotData(*slot), nvme_->ArenaBuffer(*slot)});

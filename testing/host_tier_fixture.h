@@ -76,12 +76,11 @@ class HostTierFixture : public ::testing::Test {
     auto rec = std::make_unique<BlockRecord>();
     rec->ns = ns_;
     rec->key = Key(key);
-    if (!parent.empty()) rec->parent_key = Key(parent);
     rec->size = kBlock;
     rec->slot = *slot;
     rec->checksum = Checksum64({host_->SlotData(*slot), kBlock});
     rec->uses = 1;
-    EXPECT_TRUE(index_.Insert(std::move(rec)).ok());
+    EXPECT_TRUE(index_.Insert(std::move(rec), parent.empty() ? BlockKey() : Key(parent)).ok());
     namespaces_.AddBlocks(*namespaces_.FindOpen(ns_), 1, kBlock);
     host_->AddBlocks(1, kBlock);
     return index_.Find(ns_, Key(key));

@@ -82,7 +82,7 @@ Mover::Pass Mover::Select() {
       chosen.insert(r);
       index_->AddRef(r);
       pass.blocks.push_back(r);
-      SlotHeader h{r->ns, r->key, r->parent_key, r->size, r->checksum, store.NextSequence()};
+      SlotHeader h{r->ns, r->key, r->parent_key(), r->size, r->checksum, store.NextSequence()};
       pass.writes.push_back({*slot, h, host_->SlotData(r->slot), nvme_->ArenaBuffer(r->slot)});
       scheduled += static_cast<double>(host_->class_bytes(r->slot.size_class));
     }

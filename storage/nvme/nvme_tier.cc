@@ -121,7 +121,6 @@ std::unique_ptr<BlockRecord> RecoveredRecord(const CatalogEntry& e) {
   auto rec = std::make_unique<BlockRecord>();
   rec->ns = e.ns;
   rec->key = e.key;
-  rec->parent_key = e.parent;
   rec->size = e.payload_bytes;
   rec->checksum = e.checksum;
   rec->in_host = false;
@@ -158,7 +157,7 @@ absl::StatusOr<RecoveryResult> NvmeTier::Recover(
         // A block larger than this run's limit could never be promoted.
         if (e.payload_bytes == 0 || e.payload_bytes > max_block_bytes) return false;
         if (!store_->Claim(slot, e.sequence).ok()) return false;
-        if (!index->Insert(RecoveredRecord(e)).ok()) {
+        if (!index->Insert(RecoveredRecord(e), e.parent).ok()) {
           store_->Free(slot);
           return false;
         }
