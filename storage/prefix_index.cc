@@ -254,9 +254,12 @@ void PrefixIndex::NoteReclaimed(BlockRecord* record, bool dropped) {
 
 uint64_t PrefixIndex::CountStranded(uint64_t* bytes) const {
   uint64_t stranded = 0, stranded_bytes = 0;
-  for (const auto& [ns, table] : tables_) {
-    table.blocks.ForEach([&](const BlockRecord& rec) {
-      if (rec.parent != nullptr && table.blocks.Find(rec.parent->key) != rec.parent) {
+  for (const auto& entry : tables_) {
+    // A named reference, not a structured binding: clang 14 cannot capture
+    // structured bindings in a lambda.
+    const auto& blocks = entry.second.blocks;
+    blocks.ForEach([&](const BlockRecord& rec) {
+      if (rec.parent != nullptr && blocks.Find(rec.parent->key) != rec.parent) {
         ++stranded;
         stranded_bytes += rec.size;
       }

@@ -310,7 +310,8 @@ TEST(PrefixIndexDeathTest, RemovingDuringABulkLoadAborts) {
 // block's last use (inflation then plus 1 x reuse x retention), then by last
 // access. A block filed long after its last use (a parent whose last child
 // went) keeps the inflation of that use.
-// Also with 2-bit table tags, under which keys share tags.
+// Also with 10-bit table tags, under which keys share tags (the test grows
+// to thousands of blocks: a few records a tag, so slots change hands often).
 class PrefixIndexRandomizedTest : public ::testing::TestWithParam<std::tuple<const char*, int>> {};
 
 TEST_P(PrefixIndexRandomizedTest, NeverStrandsAndKeepsThePolicyOrder) {
@@ -486,7 +487,11 @@ TEST_P(PrefixIndexRandomizedTest, NeverStrandsAndKeepsThePolicyOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, PrefixIndexRandomizedTest,
                          ::testing::Combine(::testing::Values("lru", "value"),
-                                            ::testing::Values(2, 64)));
+                                            ::testing::Values(10, 64)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param)) + "_tag_bits_" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace kvtier
