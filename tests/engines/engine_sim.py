@@ -6,10 +6,24 @@ ctypes memory, so the tests need no torch.
 import ctypes
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
 from types import SimpleNamespace
+
+
+def listening(sock):
+    """True once something accepts connections on the unix socket `sock` (its
+    file appears at bind, a moment before the daemon listens)."""
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(sock)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 def start_daemon(kvtierd, sock, log_path):
@@ -21,7 +35,7 @@ def start_daemon(kvtierd, sock, log_path):
              "--set", "limits.max_block_bytes=1MiB"],
             stdout=log, stderr=subprocess.STDOUT)
     for _ in range(200):
-        if os.path.exists(sock):
+        if listening(sock):
             return proc
         if proc.poll() is not None:
             break

@@ -32,6 +32,19 @@ BLOCK_BYTES = 2 * 1 * 1 * 128 * 2 * BLOCK_TOKENS  # 8 KiB
 TOPIC = "kv."
 
 
+def listening(sock):
+    """True once something accepts connections on the unix socket `sock` (its
+    file appears at bind, a moment before the daemon listens)."""
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(sock)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def int_hash(key):
     """vLLM's int form of a block hash (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)."""
     return int.from_bytes(key, "big") & ((1 << 64) - 1)
@@ -124,7 +137,7 @@ class KvEventsTest(unittest.TestCase):
              "--set", "events.zmq_topic=" + TOPIC],
             stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(200):
-            if os.path.exists(sock) or self.proc.poll() is not None:
+            if listening(sock) or self.proc.poll() is not None:
                 break
             time.sleep(0.05)
         self.assertIsNone(self.proc.poll(), "kvtierd exited")

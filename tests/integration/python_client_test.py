@@ -9,6 +9,7 @@ Usage: python3 python_client_test.py KVTIERD PYTHONPATH
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,19 @@ os.environ.setdefault("UCX_NET_DEVICES", "lo")
 os.environ.setdefault("UCX_TLS", "tcp")
 
 
+def listening(sock):
+    """True once something accepts connections on the unix socket `sock` (its
+    file appears at bind, a moment before the daemon listens)."""
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(sock)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def start_daemon(workdir, extra=()):
     sock = os.path.join(workdir, "kvtier.sock")
     with open(os.path.join(workdir, "kvtierd.log"), "w") as log:
@@ -45,7 +59,7 @@ def start_daemon(workdir, extra=()):
              *extra],
             stdout=log, stderr=subprocess.STDOUT)
     for _ in range(100):
-        if os.path.exists(sock):
+        if listening(sock):
             return proc, "unix:" + sock
         if proc.poll() is not None:
             with open(os.path.join(workdir, "kvtierd.log")) as f:
