@@ -6,24 +6,15 @@ ctypes memory, so the tests need no torch.
 import ctypes
 import os
 import shutil
-import socket
 import subprocess
+import sys
 import tempfile
-import time
 from types import SimpleNamespace
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-def listening(sock):
-    """True once something accepts connections on the unix socket `sock` (its
-    file appears at bind, a moment before the daemon listens)."""
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(sock)
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
+from daemon_socket import wait_listening  # noqa: E402
+
 
 
 def start_daemon(kvtierd, sock, log_path):
@@ -34,12 +25,8 @@ def start_daemon(kvtierd, sock, log_path):
              "--set", "metrics.listen=off", "--set", "host_tier.slab_bytes=1MiB",
              "--set", "limits.max_block_bytes=1MiB"],
             stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(200):
-        if listening(sock):
-            return proc
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
+    if wait_listening(proc, sock):
+        return proc
     with open(log_path) as f:
         raise RuntimeError("kvtierd did not start: " + f.read()[-2000:])
 

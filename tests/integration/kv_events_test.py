@@ -19,8 +19,11 @@ import unittest
 KVTIERD, PYTHONPATH = sys.argv[1], sys.argv[2]
 sys.argv = sys.argv[:1]
 sys.path.insert(0, PYTHONPATH)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import grpc  # noqa: E402
+
+from daemon_socket import wait_listening  # noqa: E402
 import msgpack  # noqa: E402
 import zmq  # noqa: E402
 
@@ -31,18 +34,6 @@ BLOCK_TOKENS = 16
 BLOCK_BYTES = 2 * 1 * 1 * 128 * 2 * BLOCK_TOKENS  # 8 KiB
 TOPIC = "kv."
 
-
-def listening(sock):
-    """True once something accepts connections on the unix socket `sock` (its
-    file appears at bind, a moment before the daemon listens)."""
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(sock)
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def int_hash(key):
@@ -136,11 +127,7 @@ class KvEventsTest(unittest.TestCase):
              "--set", "events.zmq_replay_endpoint=" + self.replay,
              "--set", "events.zmq_topic=" + TOPIC],
             stdout=self.log, stderr=subprocess.STDOUT)
-        for _ in range(200):
-            if listening(sock) or self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.assertIsNone(self.proc.poll(), "kvtierd exited")
+        self.assertTrue(wait_listening(self.proc, sock), "kvtierd did not start listening")
         self.address = "unix:" + sock
         self.client = Client(self.address, timeout=10)
         self.channel = grpc.insecure_channel(self.address)

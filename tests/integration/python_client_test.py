@@ -9,18 +9,19 @@ Usage: python3 python_client_test.py KVTIERD PYTHONPATH
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 KVTIERD, PYTHONPATH = sys.argv[1], sys.argv[2]
 sys.argv = sys.argv[:1]
 sys.path.insert(0, PYTHONPATH)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import grpc  # noqa: E402
+
+from daemon_socket import wait_listening  # noqa: E402
 
 from kvtier import (BlockRef, Client, KvLayoutSpec, KvtierError, LayerGroupSpec,  # noqa: E402
                     NamespaceOptions, SharedRegion, chained_block_key, chained_block_keys)
@@ -35,18 +36,6 @@ os.environ.setdefault("UCX_NET_DEVICES", "lo")
 os.environ.setdefault("UCX_TLS", "tcp")
 
 
-def listening(sock):
-    """True once something accepts connections on the unix socket `sock` (its
-    file appears at bind, a moment before the daemon listens)."""
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(sock)
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
 
 def start_daemon(workdir, extra=()):
     sock = os.path.join(workdir, "kvtier.sock")
@@ -58,14 +47,12 @@ def start_daemon(workdir, extra=()):
              "--set", "host_tier.slab_bytes=1MiB", "--set", "limits.max_block_bytes=1MiB",
              *extra],
             stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(100):
-        if listening(sock):
-            return proc, "unix:" + sock
-        if proc.poll() is not None:
-            with open(os.path.join(workdir, "kvtierd.log")) as f:
-                raise RuntimeError("kvtierd exited: " + f.read())
-        time.sleep(0.05)
-    raise RuntimeError("kvtierd did not create its socket")
+    if wait_listening(proc, sock):
+        return proc, "unix:" + sock
+    proc.kill()
+    proc.wait()
+    with open(os.path.join(workdir, "kvtierd.log")) as f:
+        raise RuntimeError("kvtierd did not start listening: " + f.read()[-2000:])
 
 
 @contextlib.contextmanager
