@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "base/hashed_copy.h"
 
 namespace kvtier {
 namespace {
@@ -92,10 +93,12 @@ bool GuardedCopy(void* dst, const void* src, size_t n, const void* guard_lo, siz
 
 bool GuardedCopyAndHash(void* dst, const void* src, size_t n, Checksum64Stream& hash,
                         const void* guard_lo, size_t guard_size) {
-  return RunGuarded(guard_lo, guard_size, [&] {
-    std::memcpy(dst, src, n);
-    hash.Update(absl::Span<const uint8_t>(static_cast<const uint8_t*>(dst), n));
-  });
+  return RunGuarded(guard_lo, guard_size, [&] { CopyAndHash(dst, src, n, hash); });
+}
+
+bool GuardedHashAndCopy(void* dst, const void* src, size_t n, Checksum64Stream& hash,
+                        const void* guard_lo, size_t guard_size) {
+  return RunGuarded(guard_lo, guard_size, [&] { HashAndCopy(dst, src, n, hash); });
 }
 
 bool GuardedEqual(const void* a, const void* b, size_t n, bool* equal, const void* guard_lo,

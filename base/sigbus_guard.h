@@ -12,8 +12,8 @@
 // the guarded call when the faulting thread is inside one and the faulting
 // address lies in the range it declared; any other SIGBUS is handed to the
 // handler that was installed before (by default: the process dies, as it
-// should for a daemon bug). The jump leaves only memcpy or the hash's C code,
-// which hold no locks and own nothing.
+// should for a daemon bug). The jump leaves only memcpy, the hash's C code
+// or base/hashed_copy's loops, which hold no locks and own nothing.
 //
 // Thread-safety: thread-safe; the guard is per thread. The signal handler is
 // process-wide by nature: it is the one piece of global state, installed
@@ -38,9 +38,15 @@ void InstallSigbusGuard();
 // guard_hi) (the region that may vanish), after copying an unspecified part.
 bool GuardedCopy(void* dst, const void* src, size_t n, const void* guard_lo, size_t guard_size);
 
-// As GuardedCopy, then hashes the n bytes at `dst` into `hash` (the copy is
-// what gets hashed). On false the stream's state is unspecified: Reset it.
+// CopyAndHash (base/hashed_copy.h: the bytes stored at `dst` are what gets
+// hashed, even if `src` changes meanwhile), guarded as GuardedCopy. On false
+// the stream's state is unspecified: Reset it.
 bool GuardedCopyAndHash(void* dst, const void* src, size_t n, Checksum64Stream& hash,
+                        const void* guard_lo, size_t guard_size);
+
+// HashAndCopy (base/hashed_copy.h: `src` is hashed, then copied; it must not
+// change meanwhile), guarded as GuardedCopy.
+bool GuardedHashAndCopy(void* dst, const void* src, size_t n, Checksum64Stream& hash,
                         const void* guard_lo, size_t guard_size);
 
 // memcmp(a, b, n) == 0 into *equal; false if it faulted as above.

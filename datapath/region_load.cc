@@ -43,7 +43,7 @@ BlockOutcome LoadHostBlock(BlockCache& cache, const RegionBlock& block, uint32_t
     for (size_t at = done; at < piece_end && !vanished; at += BlockCache::kCopyChunk) {
       const size_t n = std::min(BlockCache::kCopyChunk, piece_end - at);
       vanished =
-          !GuardedCopyAndHash(dst + (at - done), src.data() + at, n, hash, host_base, region_size);
+          !GuardedHashAndCopy(dst + (at - done), src.data() + at, n, hash, host_base, region_size);
     }
     done = piece_end;
     if (vanished || done == src.size()) break;
@@ -52,17 +52,11 @@ BlockOutcome LoadHostBlock(BlockCache& cache, const RegionBlock& block, uint32_t
     o.bytes = 0;
     o.status = VanishedMemoryError(absl::StrCat("block ", block.key.ToHex()));
   } else if (hash.Digest() != h.checksum()) {
+    // The hash read the cache's pinned bytes the copy came from.
     o.bytes = 0;
-    if (Checksum64(src) == h.checksum()) {
-      // The cache's copy is sound: the destination changed under us.
-      o.status = absl::AbortedError(
-          absl::StrCat("block ", block.key.ToHex(),
-                       ": the region changed while the block was copied into it; load it again"));
-    } else {
-      cache.ReportChecksumMismatch(h);
-      o.status = absl::NotFoundError(
-          absl::StrCat("block ", block.key.ToHex(), " failed its checksum and was dropped"));
-    }
+    cache.ReportChecksumMismatch(h);
+    o.status = absl::NotFoundError(
+        absl::StrCat("block ", block.key.ToHex(), " failed its checksum and was dropped"));
   }
   return o;
 }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/checksum.h"
+#include "base/hashed_copy.h"
 #include "base/sigbus_guard.h"
 #include "base/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -186,13 +187,13 @@ absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data,
   if (s.slot.has_value()) {
     // The slot belongs to this batch alone until Commit: no lock needed. Copy
     // and hash in cache-sized pieces, hashing the copy: one pass over memory,
-    // and the checksum describes the bytes stored even if the source changes.
+    // and the checksum describes the bytes stored even if the source changes
+    // (base/hashed_copy.h).
     uint8_t* dst = cache_->SlotData(*s.slot) + s.filled;
     for (size_t done = 0; done < data.size(); done += kCopyChunk) {
       const size_t n = std::min(kCopyChunk, data.size() - done);
       if (may_vanish.empty()) {
-        std::memcpy(dst + done, data.data() + done, n);
-        hasher_.Update(absl::Span<const uint8_t>(dst + done, n));
+        CopyAndHash(dst + done, data.data() + done, n, hasher_);
       } else if (!GuardedCopyAndHash(dst + done, data.data() + done, n, hasher_, may_vanish.data(),
                                      may_vanish.size())) {
         hasher_.Reset();
