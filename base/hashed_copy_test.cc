@@ -67,12 +67,8 @@ void CheckCopy(Kind kind) {
 }
 
 TEST(HashedCopyTest, StreamCopyCopiesExactlyTheRange) { CheckCopy(Kind::kStream); }
-TEST(HashedCopyTest, CopyAndHashCopiesAndHashesExactlyTheRange) {
-  CheckCopy(Kind::kCopyAndHash);
-}
-TEST(HashedCopyTest, HashAndCopyCopiesAndHashesExactlyTheRange) {
-  CheckCopy(Kind::kHashAndCopy);
-}
+TEST(HashedCopyTest, CopyAndHashCopiesAndHashesExactlyTheRange) { CheckCopy(Kind::kCopyAndHash); }
+TEST(HashedCopyTest, HashAndCopyCopiesAndHashesExactlyTheRange) { CheckCopy(Kind::kHashAndCopy); }
 
 // A block copied in several calls hashes as the block does in one.
 TEST(HashedCopyTest, PiecesOfABlockHashAsTheWholeBlock) {

@@ -5,6 +5,12 @@
 
 namespace kvtier {
 
+std::vector<absl::Status> IoEngine::RunNotifying(absl::Span<const IoOp> ops, OpDone done) {
+  std::vector<absl::Status> status = Run(ops);
+  for (size_t i = 0; i < status.size(); ++i) done(i, status[i]);
+  return status;
+}
+
 absl::StatusOr<std::unique_ptr<IoEngine>> CreateIoEngine(const IoEngineOptions& options,
                                                          std::string* note) {
   auto say = [note](std::string text) {

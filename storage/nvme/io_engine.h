@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -75,6 +76,15 @@ class IoEngine {
   // error. Returns one status per op: OK, or the errno as a status
   // (EIO -> DATA_LOSS / UNAVAILABLE, ENOSPC -> RESOURCE_EXHAUSTED, ...).
   virtual std::vector<absl::Status> Run(absl::Span<const IoOp> ops) = 0;
+
+  // Told an op's index and final status (the one Run returns for it).
+  using OpDone = absl::FunctionRef<void(size_t op, const absl::Status& status)>;
+  // As Run, and calls `done` exactly once per op, on the calling thread,
+  // before returning. An engine that overlaps ops calls it as each op
+  // finishes, while later ones are still in flight, so that the caller's
+  // work on a finished op (verifying a read) overlaps the I/O; `done` must
+  // not call into the engine. By default every op is reported after Run.
+  virtual std::vector<absl::Status> RunNotifying(absl::Span<const IoOp> ops, OpDone done);
 
   // Makes completed writes of a file durable (fdatasync).
   virtual absl::Status Sync(int file) = 0;

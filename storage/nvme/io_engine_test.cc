@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "storage/nvme/uring/uring_io_engine.h"
 
@@ -120,6 +121,38 @@ TEST_P(IoEngineTest, ErrorsArePerOperation) {
   EXPECT_EQ(s[1].code(), absl::StatusCode::kOutOfRange) << s[1];
   EXPECT_EQ(s[2].code(), absl::StatusCode::kInvalidArgument) << s[2];
   EXPECT_EQ(engine_->Sync(42).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// RunNotifying tells each op's final status once, the one it returns, for
+// ops that fail before the ring, at the ring, and beyond the queue depth.
+TEST_P(IoEngineTest, RunNotifyingReportsEachOpOnceWithItsStatus) {
+  constexpr int kOps = 20;  // more than the io_uring queue depth of 8
+  AlignedBuffer buf(kOps * 4096);
+  std::memset(buf.data, 0x5c, buf.size);
+  std::vector<IoOp> ops;
+  for (int i = 0; i < kOps; ++i) {
+    ops.push_back({IoOp::Kind::kWrite, file_, static_cast<uint64_t>(i) * 4096, buf.data + i * 4096,
+                   4096, -1});
+  }
+  ops[3].file = 99;                                                             // unknown file
+  ops[7] = {IoOp::Kind::kRead, file_, 1 << 20, buf.data + 7 * 4096, 4096, -1};  // at end of file
+  std::vector<int> calls(kOps, 0);
+  std::vector<absl::Status> told(kOps);
+  std::vector<absl::Status> s =
+      engine_->RunNotifying(ops, [&](size_t op, const absl::Status& status) {
+        ASSERT_LT(op, ops.size());
+        ++calls[op];
+        told[op] = status;
+      });
+  ASSERT_EQ(s.size(), ops.size());
+  for (int i = 0; i < kOps; ++i) {
+    EXPECT_EQ(calls[i], 1) << i;
+    EXPECT_EQ(told[i], s[i]) << i;
+  }
+  EXPECT_EQ(s[3].code(), absl::StatusCode::kInvalidArgument) << s[3];
+  EXPECT_EQ(s[7].code(), absl::StatusCode::kOutOfRange) << s[7];
+  EXPECT_TRUE(s[0].ok()) << s[0];
+  EXPECT_TRUE(s[kOps - 1].ok()) << s[kOps - 1];
 }
 
 TEST_P(IoEngineTest, UnregisteredFileIsRefusedAndOthersKeepTheirIndex) {

@@ -27,6 +27,8 @@ class IoEngineWrapper : public IoEngine {
     return target_->RegisterBuffers(buffers);
   }
   std::vector<absl::Status> Run(absl::Span<const IoOp> ops) override { return target_->Run(ops); }
+  // RunNotifying is not forwarded: IoEngine's reports after this->Run, so a
+  // wrapper that overrides Run alone (a fault injector) sees every op.
   absl::Status Sync(int file) override { return target_->Sync(file); }
 
  private:

@@ -211,34 +211,41 @@ std::vector<absl::Status> NvmeStore::Read(absl::Span<const NvmeRead> reads) {
                      length, r.buffer});
     }
   }
-  std::vector<absl::Status> results = engine_->Run(ops);
+  // Each read is verified (header, then payload checksum) as soon as its
+  // last op finishes, while later reads are still in flight.
+  std::vector<size_t> read_of_op(ops.size());
+  std::vector<uint8_t> ops_left(reads.size());
   for (size_t i = 0; i < reads.size(); ++i) {
-    const NvmeRead& r = reads[i];
     const size_t end = i + 1 < reads.size() ? first_op[i + 1] : ops.size();
-    for (size_t j = first_op[i]; j < end && status[i].ok(); ++j) status[i] = results[j];
-    if (!status[i].ok()) continue;
+    for (size_t j = first_op[i]; j < end; ++j) read_of_op[j] = i;
+    ops_left[i] = static_cast<uint8_t>(end - first_op[i]);
+  }
+  auto verify = [&](size_t i) {
+    const NvmeRead& r = reads[i];
     devices_[r.slot.device]->bytes_read += kSlotHeaderBytes + RoundUpToIo(r.expect.payload_bytes);
     absl::StatusOr<SlotHeader> h = DecodeSlotHeader(
         absl::MakeConstSpan(headers.get() + i * kSlotHeaderBytes, kSlotHeaderBytes));
-    if (!h.ok()) {
-      status[i] = h.status();
-      continue;
-    }
+    if (!h.ok()) return h.status();
     const SlotHeader& e = r.expect;
     if (!(h->ns == e.ns) || !(h->key == e.key) || !(h->parent == e.parent) ||
         h->payload_bytes != e.payload_bytes || h->payload_checksum != e.payload_checksum ||
         h->sequence != e.sequence) {
-      status[i] = absl::DataLossError(
-          absl::StrCat("nvme slot at device ", r.slot.device, " offset ", r.slot.slot.offset,
-                       " holds block ", h->key.ToHex(), " (sequence ", h->sequence, "), not block ",
-                       e.key.ToHex(), " (sequence ", e.sequence, ")"));
-      continue;
+      return absl::DataLossError(absl::StrCat("nvme slot at device ", r.slot.device, " offset ",
+                                              r.slot.slot.offset, " holds block ", h->key.ToHex(),
+                                              " (sequence ", h->sequence, "), not block ",
+                                              e.key.ToHex(), " (sequence ", e.sequence, ")"));
     }
     if (Checksum64(absl::MakeConstSpan(r.out, e.payload_bytes)) != e.payload_checksum) {
-      status[i] = absl::DataLossError(
+      return absl::DataLossError(
           absl::StrCat("nvme slot of block ", e.key.ToHex(), " failed its payload checksum"));
     }
-  }
+    return absl::OkStatus();
+  };
+  engine_->RunNotifying(ops, [&](size_t op, const absl::Status& done) {
+    const size_t i = read_of_op[op];
+    if (status[i].ok()) status[i] = done;  // the first failed op's status
+    if (--ops_left[i] == 0 && status[i].ok()) status[i] = verify(i);
+  });
   return status;
 }
 

@@ -89,7 +89,22 @@ class UringIoEngine final : public IoEngine {
   }
 
   std::vector<absl::Status> Run(absl::Span<const IoOp> ops) override {
+    return RunNotifying(ops, [](size_t, const absl::Status&) {});
+  }
+
+  std::vector<absl::Status> RunNotifying(absl::Span<const IoOp> ops, OpDone on_done) override {
     std::vector<absl::Status> status(ops.size());
+    // Each op is reported once: as it finishes, or in the sweep before any
+    // return (ops that never went to the ring, or that a failed ring left).
+    std::vector<bool> reported(ops.size(), false);
+    auto report = [&](size_t i) {
+      if (reported[i]) return;
+      reported[i] = true;
+      on_done(i, status[i]);
+    };
+    auto report_rest = [&] {
+      for (size_t i = 0; i < ops.size(); ++i) report(i);
+    };
     MutexLock lock(&mu_);
     struct Work {
       size_t op;
@@ -127,6 +142,7 @@ class UringIoEngine final : public IoEngine {
           }
         }
         Drain(&in_flight);
+        report_rest();
         return status;
       }
       io_uring_cqe* cqe = nullptr;
@@ -141,15 +157,22 @@ class UringIoEngine final : public IoEngine {
         } else if (res < 0) {
           status[i] = IoErrorStatus(
               -res, op.kind == IoOp::Kind::kRead ? "io_uring read" : "io_uring write");
+          report(i);
         } else if (res == 0) {
           status[i] =
               absl::OutOfRangeError(absl::StrCat("end of file at offset ", op.offset + done[i]));
+          report(i);
         } else {
           done[i] += static_cast<uint64_t>(res);
-          if (done[i] < op.total()) pending.push_back({i, done[i]});  // short transfer
+          if (done[i] < op.total()) {
+            pending.push_back({i, done[i]});  // short transfer
+          } else {
+            report(i);
+          }
         }
       }
     }
+    report_rest();
     return status;
   }
 
