@@ -44,13 +44,13 @@ void StreamCopyUnfenced(uint8_t* dst, const uint8_t* src, size_t n) {
   std::memcpy(dst, src, n);
 }
 
+}  // namespace
+
 void StoreFence() {
 #if KVTIER_STREAMING_STORES
   _mm_sfence();
 #endif
 }
-
-}  // namespace
 
 void StreamCopy(void* dst, const void* src, size_t n) {
   StreamCopyUnfenced(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);

@@ -37,6 +37,10 @@ inline constexpr size_t kHashedCopyPiece = 16 * 1024;
 // memcpy(dst, src, n) with non-temporal stores; the ranges must not overlap.
 void StreamCopy(void* dst, const void* src, size_t n);
 
+// Orders this thread's earlier streaming stores before its later stores (the
+// fence every call here ends with): for a caller that left one early.
+void StoreFence();
+
 // Copies n bytes and feeds the bytes stored at `dst` to `hash`.
 void CopyAndHash(void* dst, const void* src, size_t n, Checksum64Stream& hash);
 

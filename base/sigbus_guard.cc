@@ -76,7 +76,10 @@ bool RunGuarded(const void* lo, size_t size, Fn&& fn) {
   guard.hi = guard.lo + size;
   // savemask 0: no system call per copy. After a jump SIGBUS is not blocked
   // (SA_NODEFER), so the mask needs no restoring.
-  if (sigsetjmp(guard.jump, 0) != 0) return false;
+  if (sigsetjmp(guard.jump, 0) != 0) {
+    StoreFence();  // the jump skipped the copy's own fence
+    return false;
+  }
   current_guard = &guard;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   fn();

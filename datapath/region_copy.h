@@ -4,12 +4,14 @@
 //    Put); a group that fails reports its error for the failing block and
 //    ABORTED for the others and every later block.
 //  - Load reads groups of blocks (pinned by BlockCache::Read), copies each
-//    into the region while hashing the copy, and reports OK only when the
-//    copy matches the block's checksum; a block that cannot be read (not
+//    into the region, hashing each piece of the pinned block as it copies it
+//    (base/hashed_copy.h: HashAndCopy), and reports OK only when the bytes
+//    copied match the block's checksum; a block that cannot be read (not
 //    cached), fails verification (it is dropped, as a Get would) or does not
-//    fit its room gets its own error, and the rest still load. A copy that
-//    does not match while the cache's own bytes do (the engine wrote into
-//    the destination meanwhile) is ABORTED and drops nothing.
+//    fit its room gets its own error, and the rest still load. The engine
+//    must not write the destination meanwhile: such writes are not checked,
+//    except for decoded (fp8) blocks, which are compared after the copy and
+//    reported ABORTED (dropping nothing) when they differ.
 // Outcomes are delivered in request order through `done`; it returns false
 // when nobody listens any more (the copy stops, CANCELLED).
 // Groups of at least kTwoThreadGroupBytes between the host tier and a host

@@ -18,8 +18,9 @@ namespace kvtier {
 namespace {
 
 // Loads a block of the host tier into a host region: scatters it over the
-// block's pieces in order, hashing each piece of the copy while it is in
-// cache. Only a block whose copy matches its checksum is OK. Touches
+// block's pieces in order, hashing each piece of the pinned block, then
+// copying it from the CPU cache. Only a block whose bytes copied match its
+// checksum is OK. Touches
 // nothing shared but `cache` (thread-safe), so blocks of one group may load
 // on several threads.
 BlockOutcome LoadHostBlock(BlockCache& cache, const RegionBlock& block, uint32_t index,

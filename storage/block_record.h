@@ -57,17 +57,21 @@ struct BlockRecord {
   uint8_t candidate_of = 0;               // bit per PrefixIndex::Candidate it is in
   bool refile_pending = false;            // touched since filed: see PrefixIndex::Touch
   uint8_t retention = kDefaultRetention;  // the engine's retention priority, 0..100
-  BlockRecord* parent = nullptr;          // maintained by PrefixIndex
+  // The host size class it is filed under (maintained by PrefixIndex; below
+  // SlabAllocator::kMaxClasses).
+  uint8_t candidate_class = 0;
+  BlockRecord* parent = nullptr;  // maintained by PrefixIndex
   uint64_t size = 0;
   uint64_t last_access = 0;  // maintained by PrefixIndex
   uint32_t uses = 0;         // Put, Lookup hits and Gets: drives NVMe admission
   // Recompute seconds a hit on it saves per byte (its namespace's value;
-  // 0: none known), set by the owner before Insert. (Here and refs below:
-  // in what would be padding.)
+  // 0: none known), set by the owner before Insert. (Here: in what would be
+  // padding.)
   float value = 0;
 
   NamespaceId ns;
-  uint32_t refs = 0;  // in-flight readers, writers and movers
+  uint32_t refs = 0;    // in-flight readers, writers and movers
+  uint32_t leases = 0;  // Lookup leases holding this block
   uint64_t checksum = 0;
 
   // Residency, set by the owner; call PrefixIndex::Reclassify after a change.
@@ -81,9 +85,7 @@ struct BlockRecord {
   BlockRecord* first_child = nullptr;
   BlockRecord* next_sibling = nullptr;
   BlockRecord* prev_sibling = nullptr;
-  uint32_t leases = 0;           // Lookup leases holding this block
-  uint32_t candidate_class = 0;  // host size class it is filed under
-  uint64_t filed_at = 0;         // the last_access it is filed under
+  uint64_t filed_at = 0;  // the last_access it is filed under
   // The EvictionPolicy's clock at the last use, and the priority the block
   // is filed under with filed_at (maintained by PrefixIndex).
   double clock_at_use = 0;
@@ -97,10 +99,12 @@ struct BlockRecord {
 };
 static_assert(offsetof(BlockRecord, uses) + sizeof(uint32_t) <= kBlockRecordHotBytes,
               "the fields every Lookup touches lie in the record's first 72 bytes");
-// The parent's key is not kept beside the parent pointer (parent_key()):
-// 40 bytes less, a 224-byte malloc chunk instead of 256.
-static_assert(sizeof(BlockRecord) <= 216,
-              "a record fits a 224-byte malloc chunk (10^7 of them are 2.24 GB)");
+// The parent's key is not kept beside the parent pointer (parent_key()),
+// slots are 8 bytes (SlabAllocator::Slot) and the size class a byte: a
+// 192-byte malloc chunk (glibc adds 8 bytes and rounds up to 16).
+static_assert(sizeof(BlockRecord) <= 184,
+              "a record fits a 192-byte malloc chunk (10^7 of them are 1.92 GB)");
+static_assert(SlabAllocator::kMaxClasses <= 256, "candidate_class holds any size class");
 
 inline ChildRange::Iterator& ChildRange::Iterator::operator++() {
   at_ = at_->next_sibling;

@@ -305,7 +305,7 @@ void PrefixIndex::SetCandidates(BlockRecord* record, uint8_t want) {
     }
   }
   record->candidate_of = want;
-  record->candidate_class = cls;
+  record->candidate_class = static_cast<uint8_t>(cls);
   record->filed_at = record->last_access;
 }
 

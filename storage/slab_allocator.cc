@@ -20,11 +20,24 @@ absl::StatusOr<std::unique_ptr<SlabAllocator>> SlabAllocator::Create(uint64_t ca
     return absl::InvalidArgumentError(
         absl::StrCat("slab size ", slab_bytes, " is not a positive multiple of 4096"));
   }
+  if (slab_bytes > kMaxSlabBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slab size ", slab_bytes, " exceeds the largest, ", kMaxSlabBytes));
+  }
   if (capacity < slab_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("capacity ", capacity, " is smaller than one slab (", slab_bytes, " bytes)"));
   }
-  return std::unique_ptr<SlabAllocator>(new SlabAllocator(slab_bytes, capacity / slab_bytes));
+  if (capacity >= kMaxCapacity) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("capacity ", capacity, " is not below the largest, ", kMaxCapacity));
+  }
+  auto allocator =
+      std::unique_ptr<SlabAllocator>(new SlabAllocator(slab_bytes, capacity / slab_bytes));
+  if (allocator->num_classes() > kMaxClasses) {
+    return absl::InternalError(absl::StrCat(allocator->num_classes(), " size classes"));
+  }
+  return allocator;
 }
 
 SlabAllocator::SlabAllocator(uint64_t slab_bytes, size_t num_slabs)

@@ -22,15 +22,23 @@ namespace kvtier {
 class SlabAllocator {
  public:
   static constexpr uint64_t kAlignment = 4096;
+  // A slot is 8 bytes, so that a BlockRecord's two (host and NVMe) take 16:
+  // offsets below 2^52 (4 PiB) and at most 256 size classes, which Create
+  // guarantees by its limits on capacity and slab size.
+  static constexpr int kOffsetBits = 52;
+  static constexpr int kClassBits = 12;
+  static constexpr uint64_t kMaxCapacity = uint64_t{1} << kOffsetBits;
+  static constexpr uint64_t kMaxSlabBytes = uint64_t{1} << 40;  // 225 classes
+  static constexpr uint32_t kMaxClasses = 256;
 
   struct Slot {
-    uint64_t offset = 0;
-    uint32_t size_class = 0;
+    uint64_t offset : kOffsetBits = 0;
+    uint64_t size_class : kClassBits = 0;
   };
 
-  // INVALID_ARGUMENT unless slab_bytes is a positive multiple of 4 KiB and
-  // capacity holds at least one slab. Capacity beyond the last whole slab is
-  // not used.
+  // INVALID_ARGUMENT unless slab_bytes is a positive multiple of 4 KiB of at
+  // most kMaxSlabBytes and capacity holds at least one slab and is below
+  // kMaxCapacity. Capacity beyond the last whole slab is not used.
   static absl::StatusOr<std::unique_ptr<SlabAllocator>> Create(uint64_t capacity,
                                                                uint64_t slab_bytes);
 
@@ -66,6 +74,7 @@ class SlabAllocator {
   size_t free_slabs() const { return free_slabs_.size(); }
 
  private:
+  static_assert(sizeof(Slot) == 8, "a slot packs into 8 bytes");
   // Per slot of a slab in use: its position in free_slots, or kAllocated.
   // Claiming a given slot (AllocateAt, once per block at recovery) is then
   // O(1): it swaps with the last free slot instead of searching for it.

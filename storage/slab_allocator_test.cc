@@ -17,6 +17,23 @@ TEST(SlabAllocatorTest, RejectsBadGeometry) {
   EXPECT_FALSE(SlabAllocator::Create(4 * kMiB, 0).ok());
   EXPECT_FALSE(SlabAllocator::Create(4 * kMiB, 1000).ok());
   EXPECT_FALSE(SlabAllocator::Create(1 * kMiB, 2 * kMiB).ok());
+  // Slots are 8 bytes: offsets below 2^52, at most 256 classes.
+  EXPECT_FALSE(SlabAllocator::Create(SlabAllocator::kMaxCapacity, kMiB).ok());
+  EXPECT_TRUE(SlabAllocator::Create(SlabAllocator::kMaxCapacity - SlabAllocator::kMaxSlabBytes,
+                                    SlabAllocator::kMaxSlabBytes)
+                  .ok());  // 4095 slabs
+  EXPECT_FALSE(
+      SlabAllocator::Create(4 * SlabAllocator::kMaxSlabBytes, 2 * SlabAllocator::kMaxSlabBytes)
+          .ok());
+  absl::StatusOr<std::unique_ptr<SlabAllocator>> widest =
+      SlabAllocator::Create(SlabAllocator::kMaxSlabBytes, SlabAllocator::kMaxSlabBytes);
+  ASSERT_TRUE(widest.ok()) << widest.status();
+  EXPECT_LE((*widest)->num_classes(), SlabAllocator::kMaxClasses);
+  // The last slot of the widest range round-trips through the 8-byte slot.
+  const SlabAllocator::Slot last{SlabAllocator::kMaxCapacity - SlabAllocator::kAlignment,
+                                 SlabAllocator::kMaxClasses - 1};
+  EXPECT_EQ(last.offset, SlabAllocator::kMaxCapacity - SlabAllocator::kAlignment);
+  EXPECT_EQ(last.size_class, SlabAllocator::kMaxClasses - 1);
 }
 
 TEST(SlabAllocatorTest, ClassesAreAlignedAndWasteLessThanAnEighth) {

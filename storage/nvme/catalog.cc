@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "spdlog/spdlog.h"
+#include "storage/slab_allocator.h"
 
 namespace kvtier {
 namespace {
@@ -133,6 +134,11 @@ absl::StatusOr<CatalogEntry> DecodeCatalogRecord(absl::string_view key, absl::st
   e.device = GetU32(p);
   e.size_class = GetU32(p + 4);
   e.offset = GetU64(p + 8);
+  if (e.offset >= SlabAllocator::kMaxCapacity ||
+      e.size_class >= SlabAllocator::kMaxClasses) {
+    return absl::DataLossError(absl::StrCat("catalog slot at offset ", e.offset, " of class ",
+                                            e.size_class, " is out of any device's range"));
+  }
   e.payload_bytes = GetU64(p + 16);
   e.checksum = GetU64(p + 24);
   e.sequence = GetU64(p + 32);

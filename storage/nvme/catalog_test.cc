@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "storage/slab_allocator.h"
 
 namespace kvtier {
 namespace {
@@ -156,6 +157,24 @@ TEST(CatalogRecordTest, MalformedRecordsAreDataLoss) {
   std::string bad_parent = value;
   bad_parent[41] = static_cast<char>(200);
   EXPECT_EQ(DecodeCatalogRecord(key, bad_parent).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// A slot no device can have (an 8-byte SlabAllocator::Slot could not hold
+// it) is refused, not truncated into some other block's slot.
+TEST(CatalogRecordTest, SlotsOutOfAnyDevicesRangeAreDataLoss) {
+  CatalogEntry e = Entry(Ns("a"), 3);
+  const std::string key = EncodeCatalogKey(e.ns, e.key);
+  e.offset = SlabAllocator::kMaxCapacity - SlabAllocator::kAlignment;
+  e.size_class = SlabAllocator::kMaxClasses - 1;
+  ASSERT_TRUE(DecodeCatalogRecord(key, EncodeCatalogValue(e)).ok());
+  CatalogEntry far = e;
+  far.offset = SlabAllocator::kMaxCapacity + 4096;
+  EXPECT_EQ(DecodeCatalogRecord(key, EncodeCatalogValue(far)).status().code(),
+            absl::StatusCode::kDataLoss);
+  CatalogEntry odd_class = e;
+  odd_class.size_class = SlabAllocator::kMaxClasses;
+  EXPECT_EQ(DecodeCatalogRecord(key, EncodeCatalogValue(odd_class)).status().code(),
+            absl::StatusCode::kDataLoss);
 }
 
 }  // namespace

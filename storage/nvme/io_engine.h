@@ -81,9 +81,11 @@ class IoEngine {
   using OpDone = absl::FunctionRef<void(size_t op, const absl::Status& status)>;
   // As Run, and calls `done` exactly once per op, on the calling thread,
   // before returning. An engine that overlaps ops calls it as each op
-  // finishes, while later ones are still in flight, so that the caller's
-  // work on a finished op (verifying a read) overlaps the I/O; `done` must
-  // not call into the engine. By default every op is reported after Run.
+  // finishes, once it has queued the next ones, so that the caller's work
+  // on a finished op (verifying a read) overlaps the I/O. `done` must not
+  // call into the engine, and it delays other callers' Runs as long as it
+  // takes (an engine with one queue serves one Run at a time). By default
+  // every op is reported after Run.
   virtual std::vector<absl::Status> RunNotifying(absl::Span<const IoOp> ops, OpDone done);
 
   // Makes completed writes of a file durable (fdatasync).

@@ -110,8 +110,8 @@ void Mover::Write(Pass& pass) {
     if (!pass.results[i].ok()) continue;
     const NvmeWrite& w = pass.writes[i];
     entries.push_back({w.header.ns, w.header.key, w.header.parent, w.slot.device,
-                       w.slot.slot.offset, w.slot.slot.size_class, w.header.payload_bytes,
-                       w.header.payload_checksum, w.header.sequence});
+                       w.slot.slot.offset, static_cast<uint32_t>(w.slot.slot.size_class),
+                       w.header.payload_bytes, w.header.payload_checksum, w.header.sequence});
   }
   pass.committed = entries.empty() ? absl::OkStatus() : nvme_->catalog().PutBatch(entries);
 }

@@ -243,7 +243,7 @@ std::vector<absl::Status> NvmeStore::Read(absl::Span<const NvmeRead> reads) {
   };
   engine_->RunNotifying(ops, [&](size_t op, const absl::Status& done) {
     const size_t i = read_of_op[op];
-    if (status[i].ok()) status[i] = done;  // the first failed op's status
+    if (status[i].ok()) status[i] = done;  // the first failure to be reported
     if (--ops_left[i] == 0 && status[i].ok()) status[i] = verify(i);
   });
   return status;

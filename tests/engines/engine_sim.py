@@ -16,7 +16,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from daemon_socket import wait_listening  # noqa: E402
 
 
-
 def start_daemon(kvtierd, sock, log_path):
     with open(log_path, "a") as log:
         proc = subprocess.Popen(

@@ -35,7 +35,6 @@ BLOCK_BYTES = 2 * 1 * 1 * 128 * 2 * BLOCK_TOKENS  # 8 KiB
 TOPIC = "kv."
 
 
-
 def int_hash(key):
     """vLLM's int form of a block hash (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)."""
     return int.from_bytes(key, "big") & ((1 << 64) - 1)
@@ -127,7 +126,14 @@ class KvEventsTest(unittest.TestCase):
              "--set", "events.zmq_replay_endpoint=" + self.replay,
              "--set", "events.zmq_topic=" + TOPIC],
             stdout=self.log, stderr=subprocess.STDOUT)
-        self.assertTrue(wait_listening(self.proc, sock), "kvtierd did not start listening")
+        if not wait_listening(self.proc, sock):
+            self.proc.kill()  # tearDown does not run when setUp fails
+            self.proc.wait(10)
+            self.log.close()
+            with open(os.path.join(self.workdir, "kvtierd.log")) as f:
+                log = f.read()[-2000:]
+            shutil.rmtree(self.workdir)
+            self.fail("kvtierd did not start listening: " + log)
         self.address = "unix:" + sock
         self.client = Client(self.address, timeout=10)
         self.channel = grpc.insecure_channel(self.address)

@@ -36,7 +36,6 @@ os.environ.setdefault("UCX_NET_DEVICES", "lo")
 os.environ.setdefault("UCX_TLS", "tcp")
 
 
-
 def start_daemon(workdir, extra=()):
     sock = os.path.join(workdir, "kvtier.sock")
     with open(os.path.join(workdir, "kvtierd.log"), "w") as log:

@@ -123,7 +123,9 @@ class UringIoEngine final : public IoEngine {
     // iovecs of vectored ops must live until their completion.
     std::vector<std::array<iovec, 2>> iov(ops.size());
     unsigned in_flight = 0;
-    while (!pending.empty() || in_flight > 0) {
+    // Queues pending ops up to the depth; true if it queued any.
+    auto fill = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      bool queued = false;
       while (!pending.empty() && in_flight < queue_depth_) {
         io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
         if (sqe == nullptr) break;
@@ -132,7 +134,13 @@ class UringIoEngine final : public IoEngine {
         Prepare(sqe, ops[w.op], w.done, &iov[w.op]);
         io_uring_sqe_set_data64(sqe, w.op);
         ++in_flight;
+        queued = true;
       }
+      return queued;
+    };
+    std::vector<size_t> finished;
+    while (!pending.empty() || in_flight > 0) {
+      fill();
       const int submitted = io_uring_submit_and_wait(&ring_, 1);
       if (submitted < 0 && submitted != -EINTR && submitted != -EAGAIN) {
         // The ring itself failed: fail what has not completed.
@@ -146,6 +154,7 @@ class UringIoEngine final : public IoEngine {
         return status;
       }
       io_uring_cqe* cqe = nullptr;
+      finished.clear();
       while (in_flight > 0 && io_uring_peek_cqe(&ring_, &cqe) == 0 && cqe != nullptr) {
         const size_t i = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
         const int res = cqe->res;
@@ -157,20 +166,26 @@ class UringIoEngine final : public IoEngine {
         } else if (res < 0) {
           status[i] = IoErrorStatus(
               -res, op.kind == IoOp::Kind::kRead ? "io_uring read" : "io_uring write");
-          report(i);
+          finished.push_back(i);
         } else if (res == 0) {
           status[i] =
               absl::OutOfRangeError(absl::StrCat("end of file at offset ", op.offset + done[i]));
-          report(i);
+          finished.push_back(i);
         } else {
           done[i] += static_cast<uint64_t>(res);
           if (done[i] < op.total()) {
             pending.push_back({i, done[i]});  // short transfer
           } else {
-            report(i);
+            finished.push_back(i);
           }
         }
       }
+      if (finished.empty()) continue;
+      // Keep the device busy while the caller works on what finished: the
+      // next ops go to the kernel first (a failure here shows at the next
+      // submit_and_wait, which submits them again).
+      if (fill()) io_uring_submit(&ring_);
+      for (size_t i : finished) report(i);
     }
     report_rest();
     return status;
