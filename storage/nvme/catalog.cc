@@ -134,8 +134,7 @@ absl::StatusOr<CatalogEntry> DecodeCatalogRecord(absl::string_view key, absl::st
   e.device = GetU32(p);
   e.size_class = GetU32(p + 4);
   e.offset = GetU64(p + 8);
-  if (e.offset >= SlabAllocator::kMaxCapacity ||
-      e.size_class >= SlabAllocator::kMaxClasses) {
+  if (e.offset >= SlabAllocator::kMaxCapacity || e.size_class >= SlabAllocator::kMaxClasses) {
     return absl::DataLossError(absl::StrCat("catalog slot at offset ", e.offset, " of class ",
                                             e.size_class, " is out of any device's range"));
   }
