@@ -21,6 +21,10 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 step() { echo "--- $*"; }
 
+# free_ports N: prints N distinct free loopback ports, one per line (picked
+# together: ports asked for one at a time can repeat).
+free_ports() { python3 "$(dirname "${BASH_SOURCE[0]}")/../daemon_socket.py" "$1"; }
+
 # start_kvtierd LOG ARGS...: starts "$KVTIERD" ARGS in the background (stdout
 # to LOG.out, stderr to LOG.err) and waits until it logs its address; sets
 # DAEMON_PID and ADDR.

@@ -20,10 +20,8 @@ if [[ ! -x "$ETCD" ]]; then
 fi
 source "$(dirname "$0")/cli_test_lib.sh"
 export UCX_NET_DEVICES=lo UCX_TLS=tcp
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-EPORT=$(free_port)
-PPORT=$(free_port)
+{ read -r EPORT; read -r PPORT; read -r PORT_A; read -r PORT_B; read -r PORT_C; } < <(free_ports 5)
 ETCD_PID=
 start_etcd() {
   "$ETCD" --name t --data-dir "$WORK/etcd" --log-level error \
@@ -70,7 +68,6 @@ wait_for() {
 
 step "etcd and three members join"
 start_etcd
-PORT_A=$(free_port) PORT_B=$(free_port) PORT_C=$(free_port)
 start_member a "$PORT_A"
 start_member b "$PORT_B"
 start_member c "$PORT_C"

@@ -9,7 +9,6 @@ Usage: python3 kv_events_test.py KVTIERD PYTHONPATH
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import grpc  # noqa: E402
 
-from daemon_socket import wait_listening  # noqa: E402
+from daemon_socket import free_ports, wait_listening  # noqa: E402
 import msgpack  # noqa: E402
 import zmq  # noqa: E402
 
@@ -38,12 +37,6 @@ TOPIC = "kv."
 def int_hash(key):
     """vLLM's int form of a block hash (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)."""
     return int.from_bytes(key, "big") & ((1 << 64) - 1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Index:
@@ -113,8 +106,9 @@ class Index:
 class KvEventsTest(unittest.TestCase):
     def setUp(self):
         self.workdir = tempfile.mkdtemp(prefix="kvtier-events-")
-        self.pub = "tcp://127.0.0.1:%d" % free_port()
-        self.replay = "tcp://127.0.0.1:%d" % free_port()
+        pub_port, replay_port = free_ports(2)
+        self.pub = "tcp://127.0.0.1:%d" % pub_port
+        self.replay = "tcp://127.0.0.1:%d" % replay_port
         sock = os.path.join(self.workdir, "kvtier.sock")
         self.log = open(os.path.join(self.workdir, "kvtierd.log"), "w")
         self.proc = subprocess.Popen(

@@ -10,10 +10,8 @@ KVTIERD=$1 KVTIER=$2
 source "$(dirname "$0")/cli_test_lib.sh"
 command -v prometheus >/dev/null || fail "prometheus is not installed (scripts/install-deps installs it)"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
 step "kvtierd with metrics on a free port and an NVMe tier"
-MPORT=$(free_port)
+{ read -r MPORT; read -r PPORT; } < <(free_ports 2)
 start_kvtierd "$WORK/d" --listen 127.0.0.1:0 --host-tier-bytes 64MiB \
   --set host_tier.slab_bytes=1MiB --set "metrics.listen=127.0.0.1:$MPORT" \
   --set "nvme.dirs=$WORK/nvme" --set nvme.bytes_per_dir=64MiB --set limits.max_block_bytes=1MiB \
@@ -38,7 +36,6 @@ step "every metric the Grafana dashboard and the alert rules use is exported"
 python3 "$(dirname "$0")/../../deploy/check_dashboards.py" "$(dirname "$0")/../../deploy" "$WORK/metrics.txt"
 
 step "Prometheus scrapes it"
-PPORT=$(free_port)
 cat >"$WORK/prometheus.yml" <<YAML
 global:
   scrape_interval: 1s
