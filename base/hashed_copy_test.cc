@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <numeric>
 #include <vector>
 
 #include "absl/types/span.h"

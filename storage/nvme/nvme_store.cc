@@ -191,15 +191,20 @@ std::vector<absl::Status> NvmeStore::Write(absl::Span<const NvmeWrite> writes) {
 std::vector<absl::Status> NvmeStore::Read(absl::Span<const NvmeRead> reads) {
   std::vector<absl::Status> status(reads.size());
   AlignedBytes headers = AllocAligned(std::max<size_t>(reads.size(), 1) * kSlotHeaderBytes);
+  // Each read is verified (header, then payload checksum) as soon as its
+  // last op finishes, while later reads are still in flight: each op names
+  // its read, and each read counts its ops still to finish.
   std::vector<IoOp> ops;
-  std::vector<size_t> first_op(reads.size());
+  std::vector<size_t> read_of_op;
+  std::vector<uint8_t> ops_left(reads.size());
   ops.reserve(reads.size() * 2);
+  read_of_op.reserve(reads.size() * 2);
   for (size_t i = 0; i < reads.size(); ++i) {
     const NvmeRead& r = reads[i];
     const Device& dev = *devices_[r.slot.device];
     uint8_t* header = headers.get() + i * kSlotHeaderBytes;
     const uint64_t length = RoundUpToIo(r.expect.payload_bytes);
-    first_op[i] = ops.size();
+    const size_t first = ops.size();
     if (r.buffer < 0) {
       // Header and payload in one vectored read.
       ops.push_back({IoOp::Kind::kRead, dev.file, r.slot.slot.offset, header, kSlotHeaderBytes, -1,
@@ -210,15 +215,8 @@ std::vector<absl::Status> NvmeStore::Read(absl::Span<const NvmeRead> reads) {
       ops.push_back({IoOp::Kind::kRead, dev.file, r.slot.slot.offset + kSlotHeaderBytes, r.out,
                      length, r.buffer});
     }
-  }
-  // Each read is verified (header, then payload checksum) as soon as its
-  // last op finishes, while later reads are still in flight.
-  std::vector<size_t> read_of_op(ops.size());
-  std::vector<uint8_t> ops_left(reads.size());
-  for (size_t i = 0; i < reads.size(); ++i) {
-    const size_t end = i + 1 < reads.size() ? first_op[i + 1] : ops.size();
-    for (size_t j = first_op[i]; j < end; ++j) read_of_op[j] = i;
-    ops_left[i] = static_cast<uint8_t>(end - first_op[i]);
+    ops_left[i] = static_cast<uint8_t>(ops.size() - first);
+    read_of_op.resize(ops.size(), i);
   }
   auto verify = [&](size_t i) {
     const NvmeRead& r = reads[i];
