@@ -14,7 +14,15 @@
 //    fallocate (unwritten extents, as NvmeStore::Open leaves them), then
 //    reads back what it just wrote;
 //  - the page cache is not involved (O_DIRECT on both); a virtual disk's host
-//    may cache the just-written data, for both sides alike.
+//    may cache the just-written data, for both sides alike;
+//  - the same kind of buffer memory: the store's payload buffers are a
+//    HostArena advised for transparent huge pages, as the daemon's host tier
+//    is (host_tier.huge_pages), and fio's are malloc'd under
+//    GLIBC_TUNABLES=glibc.malloc.hugetlb=1, which advises them the same way.
+//    Each base page of a buffer is a DMA segment of its own and a device
+//    takes a bounded number of segments per request, so an op into 4 KiB
+//    pages can become several device requests where one into huge pages is
+//    one; the device rows printed at the end show the requests of each side.
 // The store also skips the tail of each 64 MiB slab that no whole slot fits
 // (under 0.5% of the span), fio does not. With --register true the store
 // moves header and payload as two ops per block (a fixed-buffer payload op
@@ -26,6 +34,7 @@
 //
 //   build/bench/nvme_store [--dir DIR] [--mib-per-size 1024] [--batch 256] [--reps 3]
 //                          [--register true]   (payload buffers as io_uring fixed buffers)
+//                          [--huge-pages false] (both sides' buffers in base pages)
 #include "storage/nvme/nvme_store.h"
 
 #include <algorithm>
@@ -34,6 +43,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +56,7 @@
 #include "base/status_macros.h"
 #include "bench/disk_stats.h"
 #include "nlohmann/json.hpp"
+#include "storage/host_arena.h"
 #include "storage/nvme/uring/uring_io_engine.h"
 
 namespace kvtier {
@@ -64,11 +75,15 @@ struct FioJob {
   uint64_t ops = 0;
   size_t fdatasync = 0;  // writes: fdatasync after this many (0: never)
   bool fixed_buffers = false;
+  bool huge_pages = true;  // malloc advises transparent huge pages
 };
 
 double Fio(const FioJob& job) {
   const char* rw = job.write ? "write" : "read";
-  std::string cmd = absl::StrCat("fio --name=kvtier --directory=", job.dir,
+  // glibc.malloc.hugetlb=1: fio's malloc'd buffers are advised for
+  // transparent huge pages, as the store's are (see the top).
+  std::string cmd = absl::StrCat("GLIBC_TUNABLES=glibc.malloc.hugetlb=", job.huge_pages ? 1 : 0,
+                                 " fio --name=kvtier --directory=", job.dir,
                                  " --filename=fio-baseline.dat --rw=", rw);
   if (job.stride > job.op_bytes) absl::StrAppend(&cmd, ":", job.stride - job.op_bytes);
   absl::StrAppend(&cmd, " --bs=", job.op_bytes, " --size=", job.ops * job.stride,
@@ -106,6 +121,16 @@ double Fio(const FioJob& job) {
   return j["jobs"][0]["job_runtime"].get<double>() / 1e3;
 }
 
+// The kernel's transparent huge page mode, e.g. "madvise", or "none".
+std::string TransparentHugePages() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(f, modes);
+  const size_t open = modes.find('['), close = modes.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "none";
+  return modes.substr(open + 1, close - open - 1);
+}
+
 struct StoreRun {
   double write_seconds = 0;
   double read_seconds = 0;
@@ -124,7 +149,7 @@ std::optional<DiskStats> Delta(const std::optional<DiskStats>& before, const std
 // dir/store in batches of `batch` (each ending with fdatasync), then reads
 // and verifies them in the same batches.
 absl::StatusOr<StoreRun> RunStore(IoEngine* engine, const std::string& dir, uint64_t block,
-                                  uint64_t count, size_t batch, bool reg) {
+                                  uint64_t count, size_t batch, bool reg, bool huge) {
   std::filesystem::remove_all(dir + "/store");
   NvmeStoreOptions o;
   o.dirs = {dir + "/store"};
@@ -134,10 +159,11 @@ absl::StatusOr<StoreRun> RunStore(IoEngine* engine, const std::string& dir, uint
   o.bytes_per_dir = (count + 64) * (block + block / 4 + kSlotHeaderBytes) + o.slab_bytes;
   o.bytes_per_dir = (o.bytes_per_dir / o.slab_bytes + 1) * o.slab_bytes;
   ASSIGN_OR_RETURN(std::unique_ptr<NvmeStore> store, NvmeStore::Open(o, engine));
-  // One payload buffer per block in a batch.
-  std::unique_ptr<uint8_t, decltype(&std::free)> owned(
-      static_cast<uint8_t*>(std::aligned_alloc(kIoAlignment, batch * block)), &std::free);
-  uint8_t* buf = owned.get();
+  // One payload buffer per block in a batch, in memory like the daemon's.
+  ASSIGN_OR_RETURN(std::unique_ptr<HostArena> arena,
+                   HostArena::Create(batch * block, huge ? HostArena::Pages::kTransparentHuge
+                                                         : HostArena::Pages::kBase));
+  uint8_t* buf = arena->data();
   for (uint64_t i = 0; i < batch * block; ++i) buf[i] = static_cast<uint8_t>(i * 2654435761u >> 11);
   int buffer = -1;
   if (reg) {
@@ -189,9 +215,9 @@ absl::StatusOr<StoreRun> RunStore(IoEngine* engine, const std::string& dir, uint
 
 // fio writes then reads the same operations as `store` did.
 absl::StatusOr<StoreRun> RunFio(const std::string& dir, uint64_t block, uint64_t count,
-                                size_t batch, bool reg, uint64_t stride) {
+                                size_t batch, bool reg, bool huge, uint64_t stride) {
   std::filesystem::remove(dir + "/fio-baseline.dat");
-  FioJob job{dir, true, kSlotHeaderBytes + block, stride, count, batch, reg};
+  FioJob job{dir, true, kSlotHeaderBytes + block, stride, count, batch, reg, huge};
   StoreRun run;
   run.stride = stride;
   std::optional<DiskStats> io = DiskStats::Of(dir);
@@ -226,6 +252,9 @@ int main(int argc, char** argv) {
   app.add_option("--block-kib", only_kib, "measure this block size only (KiB, a multiple of 4)")
       ->check(CLI::PositiveNumber);
   app.add_option("--register", reg, "register the payload buffers as fixed buffers (true|false)");
+  bool huge = true;
+  app.add_option("--huge-pages", huge,
+                 "both sides' buffers advised for transparent huge pages (true|false)");
   CLI11_PARSE(app, argc, argv);
   if (only_kib % 4 != 0) {
     std::fprintf(stderr, "nvme_store bench: --block-kib %llu is not a multiple of 4\n",
@@ -248,8 +277,9 @@ int main(int argc, char** argv) {
   std::printf(
       "NvmeStore vs fio on %s: the same ops (header + payload per block at the slot stride), "
       "QD 32, io_uring, O_DIRECT, fdatasync every %zu blocks, fresh fallocated files, "
-      "%llu MiB per size, median of %d\n",
-      dir.c_str(), batch, static_cast<unsigned long long>(mib), reps);
+      "buffers %s (transparent huge pages: %s), %llu MiB per size, median of %d\n",
+      dir.c_str(), batch, huge ? "advised for huge pages" : "in base pages",
+      TransparentHugePages().c_str(), static_cast<unsigned long long>(mib), reps);
   std::printf("%-8s %8s %9s %9s %7s | %9s %9s %7s\n", "block", "stride", "write", "fio", "w/fio",
               "read", "fio", "r/fio");
   auto median = [](std::vector<double> v) {
@@ -271,11 +301,11 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < reps; ++rep) {
       absl::StatusOr<StoreRun> ours, fio;
       if (rep % 2 == 0) {
-        ours = RunStore(engine->get(), dir, block, count, batch, reg);
-        if (ours.ok()) fio = RunFio(dir, block, count, batch, reg, ours->stride);
+        ours = RunStore(engine->get(), dir, block, count, batch, reg, huge);
+        if (ours.ok()) fio = RunFio(dir, block, count, batch, reg, huge, ours->stride);
       } else {
-        fio = RunFio(dir, block, count, batch, reg, stride);
-        if (fio.ok()) ours = RunStore(engine->get(), dir, block, count, batch, reg);
+        fio = RunFio(dir, block, count, batch, reg, huge, stride);
+        if (fio.ok()) ours = RunStore(engine->get(), dir, block, count, batch, reg, huge);
       }
       if (!ours.ok() || !fio.ok()) {
         std::fprintf(stderr, "nvme_store bench: %s\n",

@@ -3,16 +3,17 @@
 // for 256 KiB, 1 MiB and 4 MiB blocks, against the machine's copy limit for
 // the same bytes in the same run: the best of block-sized copies (memcpy
 // and streaming-store copies) from the same staging region into a warmed
-// buffer over 1..N threads (bench/memcpy_limit.h; N = the cores here), each
-// thread count as many rounds as Save and Load get, each round of the limit
-// run just before a round of Save and Load. Prints GB/s, the thread count
-// and copy kind that reached the limit, and the ratios to it. Beside them,
-// as a reference and not the
-// target, one thread's copy with the XXH3-64 block checksum fused in
-// ("1t c+h"): what the daemon does per block on one thread.
+// buffer of the host tier's kind (huge pages advised) over 1..N threads
+// (bench/memcpy_limit.h; N = the cores here), each thread count as many
+// rounds as Save and Load get, each round of the limit run just before a
+// round of Save and Load. Prints GB/s, the thread count and copy kind that
+// reached the limit, and the ratios to it. Beside them, as a reference and
+// not the target, one thread's copy with the XXH3-64 block checksum fused
+// in ("1t c+h"): what the daemon does per block on one thread.
 //
 //   build/bench/shm_save_load [--mib 256] [--rounds 5] [--block-kib 256|1024|4096]
 //                             [--completion-per-block] [--blocks-per-call 64]
+//                             [--huge-pages true|false]
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/mman.h>
@@ -35,6 +36,7 @@
 #include "kvtier/shared_region.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "spdlog/spdlog.h"
+#include "storage/host_arena.h"
 
 namespace {
 
@@ -63,6 +65,10 @@ int main(int argc, char** argv) {
   bool one_per_block = false;
   app.add_flag("--completion-per-block", one_per_block,
                "one completion message per block (as before completion runs)");
+  bool huge_pages = true;
+  app.add_option("--huge-pages", huge_pages,
+                 "the daemon's host_tier.huge_pages, and the limit's destination pages alike "
+                 "(true|false)");
   CLI11_PARSE(app, argc, argv);
   only_block = only_block_kib << 10;
   spdlog::set_level(spdlog::level::warn);
@@ -76,6 +82,7 @@ int main(int argc, char** argv) {
   c.host_slab_bytes = 64ull << 20;
   c.max_block_bytes = 4ull << 20;
   c.costmodel_probe_tiers = false;
+  c.host_huge_pages = huge_pages;
   auto daemon = Daemon::Start(c);
   if (!daemon.ok()) {
     std::fprintf(stderr, "start: %s\n", daemon.status().ToString().c_str());
@@ -103,9 +110,20 @@ int main(int argc, char** argv) {
     if (!kv->RegisterMemory(&ctx, req, &resp).ok()) return 1;
     region_id = resp.region_id();
   }
-  std::vector<uint8_t> copy_dst(region_bytes);
-  std::printf("shm_save_load: %llu MiB per round, %d rounds, best round reported\n",
-              static_cast<unsigned long long>(mib), rounds);
+  // The limit's destination is memory of the host tier's kind (a HostArena
+  // advised for transparent huge pages, as host_tier.huge_pages makes the
+  // daemon's): the same page sizes as Save's destination and Load's source.
+  auto copy_dst = HostArena::Create(
+      region_bytes, huge_pages ? HostArena::Pages::kTransparentHuge : HostArena::Pages::kBase);
+  if (!copy_dst.ok()) {
+    std::fprintf(stderr, "shm_save_load: %s\n", copy_dst.status().ToString().c_str());
+    return 1;
+  }
+  std::printf(
+      "shm_save_load: %llu MiB per round, %d rounds, best round reported, host tier and the "
+      "limit's destination in %s\n",
+      static_cast<unsigned long long>(mib), rounds,
+      (*daemon)->cache().host_huge_pages() ? "huge-page-advised memory" : "base pages");
   std::printf("%10s %12s %10s %12s %12s %10s %10s %12s %10s %10s\n", "block", "copy GB/s",
               "copy how", "Save GB/s", "Load GB/s", "Save/copy", "Load/copy", "1t c+h GB/s",
               "Save/1tch", "Load/1tch");
@@ -129,7 +147,7 @@ int main(int argc, char** argv) {
       // The limit's rounds interleave with Save's and Load's, so the three
       // see the same machine (a shared VM's speed drifts within a run).
       const bench::MemcpyLimit now =
-          bench::BestMemcpy(mem, copy_dst.data(), n * block, block, 1, max_threads);
+          bench::BestMemcpy(mem, (*copy_dst)->data(), n * block, block, 1, max_threads);
       if (now.gbps > limit.gbps) limit = now;
       // Fresh keys each round so Save really stores (older rounds are evicted).
       auto transfer = [&](bool save) {
@@ -202,7 +220,7 @@ int main(int argc, char** argv) {
       exit_code = 1;
     }
     const double fused =
-        bench::OneThreadCopyAndHash(mem, copy_dst.data(), n * block, block, rounds);
+        bench::OneThreadCopyAndHash(mem, (*copy_dst)->data(), n * block, block, rounds);
     const double gb = static_cast<double>(n * block) / 1e9;
     const std::string how =
         absl::StrCat(limit.threads, "t ", limit.streaming ? "stream" : "memcpy");

@@ -105,6 +105,7 @@ const std::vector<KeySpec>& Keys() {
       Field("server.call_threads", &DaemonConfig::call_threads, ParseU32),
       Field("host_tier.bytes", &DaemonConfig::host_tier_bytes, ParseBytes),
       Field("host_tier.slab_bytes", &DaemonConfig::host_slab_bytes, ParseBytes),
+      Field("host_tier.huge_pages", &DaemonConfig::host_huge_pages, ParseBool),
       Field("cache.eviction_policy", &DaemonConfig::eviction_policy, ParseString),
       Field("limits.max_block_bytes", &DaemonConfig::max_block_bytes, ParseBytes),
       Field("limits.max_namespaces", &DaemonConfig::max_namespaces, ParseU32),

@@ -104,6 +104,17 @@ TEST(ConfigTest, EvictionPolicyIsValueByDefaultAndLruOnRequest) {
   EXPECT_NE(s.message().find("cache.eviction_policy must be value or lru"), std::string::npos) << s;
 }
 
+TEST(ConfigTest, HostArenaHugePagesAreOnByDefaultAndCanBeTurnedOff) {
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  EXPECT_TRUE(c.host_huge_pages);
+  ASSERT_TRUE(ApplyYaml("host_tier:\n  huge_pages: false\n", &c).ok());
+  EXPECT_FALSE(c.host_huge_pages);
+  const absl::Status s = ApplyYaml("host_tier:\n  huge_pages: maybe\n", &c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("host_tier.huge_pages"), std::string::npos) << s;
+  EXPECT_FALSE(c.host_huge_pages);  // a bad value changes nothing
+}
+
 // Regression (tests/fuzz/config_fuzz found it): a value with carriage
 // returns applied, then printed as YAML that read back differently. Control
 // characters are refused, naming the key; other odd but printable values

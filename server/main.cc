@@ -119,7 +119,10 @@ int Run(int argc, char** argv) {
   }
   spdlog::info("gpu: {}", (*daemon)->gpus().detail);
   const kvtier::CacheSnapshot snap = (*daemon)->cache().Snapshot();
-  spdlog::info("host tier: {} bytes", snap.host.capacity_bytes);
+  spdlog::info("host tier: {} bytes, {}", snap.host.capacity_bytes,
+               (*daemon)->cache().host_huge_pages() ? "transparent huge pages advised"
+               : config.host_huge_pages ? "base pages (the kernel refused huge page advice)"
+                                        : "base pages (host_tier.huge_pages=false)");
   if (snap.nvme.enabled) {
     spdlog::info("nvme tier: {} bytes in {} ({}), {} blocks recovered",
                  snap.nvme.tier.capacity_bytes, config.nvme_dirs, snap.nvme.io_engine,

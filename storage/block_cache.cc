@@ -37,7 +37,10 @@ absl::StatusOr<std::unique_ptr<BlockCache>> BlockCache::Create(const BlockCacheO
                    EvictionPolicyByName(options.eviction_policy));
   ASSIGN_OR_RETURN(std::unique_ptr<SlabAllocator> allocator,
                    SlabAllocator::Create(options.host_bytes, options.slab_bytes));
-  ASSIGN_OR_RETURN(std::unique_ptr<HostArena> arena, HostArena::Create(allocator->capacity()));
+  ASSIGN_OR_RETURN(std::unique_ptr<HostArena> arena,
+                   HostArena::Create(allocator->capacity(), options.huge_pages
+                                                                ? HostArena::Pages::kTransparentHuge
+                                                                : HostArena::Pages::kBase));
   std::unique_ptr<BlockCache> cache(
       new BlockCache(options, clock, std::move(arena), std::move(allocator), std::move(policy)));
   BlockCache* c = cache.get();
@@ -101,6 +104,7 @@ BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
     : options_(options),
       clock_(clock),
       arena_(arena->data(), arena->size()),
+      host_huge_pages_(arena->huge_pages_advised()),
       policy_(std::move(policy)),
       index_(policy_.get()),
       quotas_([&] {

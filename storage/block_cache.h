@@ -88,6 +88,8 @@ namespace kvtier {
 struct BlockCacheOptions {
   uint64_t host_bytes = uint64_t{1} << 30;
   uint64_t slab_bytes = uint64_t{64} << 20;
+  // Advise transparent huge pages for the host arena (storage/host_arena.h).
+  bool huge_pages = true;
   uint64_t max_block_bytes = uint64_t{64} << 20;
   uint32_t max_namespaces = 1024;
   uint32_t max_keys_per_request = 65536;
@@ -183,6 +185,8 @@ class BlockCache {
   // The host tier's memory, for registering it with copy engines (pinning
   // for GPU copies). Its contents belong to the cache.
   absl::Span<uint8_t> host_arena() const { return arena_; }
+  // Whether the kernel took the arena's transparent huge page advice.
+  bool host_huge_pages() const { return host_huge_pages_; }
 
   // Longest cached prefix of `keys`. With take_lease and a non-empty match,
   // pins the matched blocks until Release or expiry (ttl 0 = default).
@@ -385,6 +389,7 @@ class BlockCache {
   const BlockCacheOptions options_;
   Clock* const clock_;
   const absl::Span<uint8_t> arena_;  // the host tier's memory, fixed
+  const bool host_huge_pages_;
 
   Mutex mu_;
   CacheCounters counters_ ABSL_GUARDED_BY(mu_);

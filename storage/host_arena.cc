@@ -9,16 +9,40 @@
 #include "absl/strings/str_cat.h"
 
 namespace kvtier {
+namespace {
 
-absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t bytes) {
+void* MapAnonymous(uint64_t bytes) {
+  return mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+              -1, 0);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t bytes, Pages pages) {
   if (bytes == 0) return absl::InvalidArgumentError("host arena size must be > 0");
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  const bool huge = pages == Pages::kTransparentHuge;
+  // A huge-page arena maps a huge page more than it needs and unmaps the
+  // slack either side of the first 2 MiB boundary.
+  const uint64_t slack = huge ? kHugePageBytes : 0;
+  if (bytes > UINT64_MAX - slack) {
+    return absl::InvalidArgumentError(absl::StrCat("host arena size ", bytes, " is too large"));
+  }
+  void* p = MapAnonymous(bytes + slack);
   if (p == MAP_FAILED) {
     return absl::ResourceExhaustedError(
         absl::StrCat("mmap of a ", bytes, "-byte host arena failed: ", std::strerror(errno)));
   }
-  return std::unique_ptr<HostArena>(new HostArena(static_cast<uint8_t*>(p), bytes));
+  auto* base = static_cast<uint8_t*>(p);
+  if (!huge) return std::unique_ptr<HostArena>(new HostArena(base, bytes, false));
+
+  const auto at = reinterpret_cast<uintptr_t>(base);
+  const uint64_t head = (kHugePageBytes - at % kHugePageBytes) % kHugePageBytes;
+  uint8_t* data = base + head;
+  if (head > 0) munmap(base, head);
+  if (slack - head > 0) munmap(data + bytes, slack - head);
+  // EINVAL where the kernel has no transparent huge pages: base pages then.
+  const bool advised = madvise(data, bytes, MADV_HUGEPAGE) == 0;
+  return std::unique_ptr<HostArena>(new HostArena(data, bytes, advised));
 }
 
 HostArena::~HostArena() { munmap(data_, size_); }

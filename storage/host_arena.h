@@ -3,6 +3,15 @@
 // costs nothing until blocks fill it. Later the CUDA backend pins it once with
 // cudaHostRegister.
 //
+// With Pages::kTransparentHuge (the daemon's default) the mapping starts on a
+// 2 MiB boundary and is advised MADV_HUGEPAGE, so the kernel may back it
+// with transparent huge pages (where /sys/kernel/mm/transparent_hugepage
+// allows). A block then spans few pages: copies to and from it miss the TLB
+// less, and an O_DIRECT read or write of it reaches the disk in few large
+// requests (a 4 KiB-page buffer is one DMA segment per page, and a device
+// takes a bounded number of segments per request). Where the kernel refuses
+// the advice the arena keeps base pages and says so (huge_pages_advised()).
+//
 // Thread-safety: the mapping itself is immutable; callers coordinate access
 // to its bytes (the host tier hands each slot to one owner at a time).
 #ifndef KVTIER_STORAGE_HOST_ARENA_H_
@@ -17,19 +26,28 @@ namespace kvtier {
 
 class HostArena {
  public:
+  enum class Pages { kBase, kTransparentHuge };
+  // The alignment of a kTransparentHuge arena (x86-64's huge page).
+  static constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
+
   // RESOURCE_EXHAUSTED if the mapping fails; INVALID_ARGUMENT for 0 bytes.
-  static absl::StatusOr<std::unique_ptr<HostArena>> Create(uint64_t bytes);
+  static absl::StatusOr<std::unique_ptr<HostArena>> Create(uint64_t bytes,
+                                                           Pages pages = Pages::kBase);
   ~HostArena();
   HostArena(const HostArena&) = delete;
   HostArena& operator=(const HostArena&) = delete;
 
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
+  // True when the kernel took the MADV_HUGEPAGE advice for the whole arena.
+  bool huge_pages_advised() const { return huge_pages_advised_; }
 
  private:
-  HostArena(uint8_t* data, uint64_t size) : data_(data), size_(size) {}
+  HostArena(uint8_t* data, uint64_t size, bool huge)
+      : data_(data), size_(size), huge_pages_advised_(huge) {}
   uint8_t* const data_;
   const uint64_t size_;
+  const bool huge_pages_advised_;
 };
 
 }  // namespace kvtier
