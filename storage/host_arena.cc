@@ -24,7 +24,8 @@ absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t bytes, Pag
   // A huge-page arena maps a huge page more than it needs and unmaps the
   // slack either side of the first 2 MiB boundary.
   const uint64_t slack = huge ? kHugePageBytes : 0;
-  if (bytes > UINT64_MAX - slack) {
+  constexpr uint64_t kPage = 4096;
+  if (bytes > UINT64_MAX - slack - kPage) {
     return absl::InvalidArgumentError(absl::StrCat("host arena size ", bytes, " is too large"));
   }
   void* p = MapAnonymous(bytes + slack);
@@ -39,7 +40,10 @@ absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t bytes, Pag
   const uint64_t head = (kHugePageBytes - at % kHugePageBytes) % kHugePageBytes;
   uint8_t* data = base + head;
   if (head > 0) munmap(base, head);
-  if (slack - head > 0) munmap(data + bytes, slack - head);
+  // The kernel mapped whole pages: the tail's slack starts at the page after
+  // the arena's last byte.
+  const uint64_t tail = (bytes + kPage - 1) / kPage * kPage;
+  if (slack - head > 0) munmap(data + tail, slack - head);
   // EINVAL where the kernel has no transparent huge pages: base pages then.
   const bool advised = madvise(data, bytes, MADV_HUGEPAGE) == 0;
   return std::unique_ptr<HostArena>(new HostArena(data, bytes, advised));

@@ -14,21 +14,47 @@ namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-// The VmFlags of the mapping holding `p` (/proc/self/smaps), or "" if none.
-std::string VmFlagsOf(const void* p) {
+// The mapping holding an address, as /proc/self/smaps tells it.
+struct Mapping {
+  uintptr_t lo = 0, hi = 0;
+  std::string flags;  // VmFlags, space-separated with a space at the end; "" if none
+};
+
+Mapping MappingOf(const void* p) {
   std::ifstream smaps("/proc/self/smaps");
   const auto at = reinterpret_cast<uintptr_t>(p);
   std::string line;
+  Mapping m;
   bool inside = false;
   while (std::getline(smaps, line)) {
     unsigned long long lo = 0, hi = 0;
     if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2) {  // a mapping's first line
       inside = lo <= at && at < hi;
+      if (inside) m = {lo, hi, ""};
     } else if (inside && line.rfind("VmFlags:", 0) == 0) {
-      return line.substr(8) + " ";
+      m.flags = line.substr(8) + " ";
+      return m;
     }
   }
-  return "";
+  return {};
+}
+
+std::string VmFlagsOf(const void* p) { return MappingOf(p).flags; }
+
+// Bytes of all the process's mappings but the brk heap (which the reads of
+// /proc themselves may grow).
+uint64_t MappedBytes() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  uint64_t total = 0;
+  while (std::getline(maps, line)) {
+    unsigned long long lo = 0, hi = 0;
+    if (line.find("[heap]") == std::string::npos &&
+        std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2) {
+      total += hi - lo;
+    }
+  }
+  return total;
 }
 
 bool KernelHasTransparentHugePages() {
@@ -36,7 +62,8 @@ bool KernelHasTransparentHugePages() {
 }
 
 TEST(HostArenaTest, HugeArenaIsAlignedAdvisedAndWholeUsable) {
-  for (uint64_t bytes : {kMiB, 5 * kMiB + 4096, 64 * kMiB}) {
+  for (uint64_t bytes : {kMiB, 5 * kMiB + 4096, 3 * kMiB + 100, 64 * kMiB}) {
+    const uint64_t mapped_before = MappedBytes();
     auto arena = HostArena::Create(bytes, HostArena::Pages::kTransparentHuge);
     ASSERT_TRUE(arena.ok()) << arena.status();
     uint8_t* d = (*arena)->data();
@@ -54,9 +81,18 @@ TEST(HostArenaTest, HugeArenaIsAlignedAdvisedAndWholeUsable) {
       // "hg": the mapping carries MADV_HUGEPAGE, to its last byte.
       EXPECT_NE(flags.find(" hg "), std::string::npos) << flags;
       EXPECT_NE(VmFlagsOf(d).find(" hg "), std::string::npos);
+      // The slack mapped to reach the boundary is gone on both sides: the
+      // advised mapping is the arena's pages exactly (no other mapping here
+      // carries the advice, so none merges with it).
+      const Mapping m = MappingOf(d);
+      EXPECT_EQ(m.lo, reinterpret_cast<uintptr_t>(d));
+      EXPECT_EQ(m.hi, reinterpret_cast<uintptr_t>(d) + (bytes + 4095) / 4096 * 4096) << bytes;
     } else {
       EXPECT_FALSE((*arena)->huge_pages_advised());
     }
+    arena->reset();
+    // Nothing of the mapping outlives the arena, the slack included.
+    EXPECT_EQ(MappedBytes(), mapped_before) << bytes;
   }
 }
 
