@@ -64,7 +64,20 @@ KvCacheService::KvCacheService(Deps deps)
 #define KVTIER_UNARY(Method) \
   KVTIER_UNARY_ON_EXECUTOR(KvCacheService, Method, *deps_.executor, limits_)
 KVTIER_UNARY(OpenNamespace)
-KVTIER_UNARY(Lookup)
+// A Lookup is short work under the cache's lock. Without a cluster tier
+// (whose Fill waits on the chain's owner) and without a retention priority
+// (set under a second lock), it runs on gRPC's thread when the lock is free
+// now, which saves the hand-over to a pool thread; else on the executor.
+grpc::ServerUnaryReactor* KvCacheService::Lookup(Ctx* context, const v1::LookupRequest* request,
+                                                 v1::LookupResponse* response) {
+  auto work = [=, this] { return DoLookup(context, request, response); };
+  if (deps_.cluster_tier != nullptr || request->has_retention_priority()) {
+    return RunUnary(context, *deps_.executor, limits_.Of("Lookup"), std::move(work));
+  }
+  return RunUnaryInlineFirst(
+      context, *deps_.executor, limits_.Of("Lookup"),
+      [=, this] { return TryLookupInline(context, request, response); }, std::move(work));
+}
 KVTIER_UNARY(Release)
 KVTIER_UNARY(Delete)
 KVTIER_UNARY(CloseNamespace)
@@ -157,7 +170,32 @@ grpc::Status KvCacheService::DoLookup(Ctx* context, const v1::LookupRequest* req
     if (!set.ok())
       spdlog::warn("Lookup retention_priority not applied: {}", set.status().ToString());
   }
-  response->set_matched(r->matched);
+  return AnswerLookup(*request, req->ns, *r, hybrid_plan.get(), response);
+}
+
+std::optional<grpc::Status> KvCacheService::TryLookupInline(Ctx* context,
+                                                            const v1::LookupRequest* request,
+                                                            v1::LookupResponse* response) {
+  KVTIER_ADMIT("Lookup", who);
+  absl::StatusOr<NamespaceKeys> req =
+      NamespaceKeysFromProto(request->namespace_id(), request->keys());
+  if (!req.ok()) return Finish("Lookup", req.status());
+  std::unique_ptr<HybridCutPlanner> hybrid_plan =
+      deps_.planner->PlanHybrid(req->ns, request->prompt_tokens());
+  // The tenant is checked under the Lookup's own lock (DoLookup checks it
+  // before).
+  absl::StatusOr<std::optional<LookupResult>> r =
+      deps_.cache->TryLookup(req->ns, who->tenant, req->keys, request->take_lease(),
+                             absl::Milliseconds(request->lease_ttl_ms()), hybrid_plan.get());
+  if (!r.ok()) return Finish("Lookup", r.status());
+  if (!r->has_value()) return std::nullopt;
+  return AnswerLookup(*request, req->ns, **r, hybrid_plan.get(), response);
+}
+
+grpc::Status KvCacheService::AnswerLookup(const v1::LookupRequest& request, const NamespaceId& ns,
+                                          const LookupResult& r, HybridCutPlanner* hybrid_plan,
+                                          v1::LookupResponse* response) {
+  response->set_matched(r.matched);
   auto add_info = [](const MatchedBlock& b, v1::BlockInfo* info) {
     info->set_key(std::string(b.key.bytes()));
     info->set_size_bytes(b.size);
@@ -173,15 +211,15 @@ grpc::Status KvCacheService::DoLookup(Ctx* context, const v1::LookupRequest* req
       for (const MatchedBlock& b : load.blocks) add_info(b, g->add_blocks());
     }
   };
-  for (const MatchedBlock& b : r->blocks) add_info(b, response->add_blocks());
-  add_loads(r->groups, response->mutable_groups());
+  for (const MatchedBlock& b : r.blocks) add_info(b, response->add_blocks());
+  add_loads(r.groups, response->mutable_groups());
   std::optional<costmodel::CutPlan> plan;
   if (hybrid_plan != nullptr && hybrid_plan->plan().has_value()) {
-    deps_.planner->Record(*hybrid_plan, r->matched);
+    deps_.planner->Record(*hybrid_plan, r.matched);
     plan = hybrid_plan->plan();
   } else {
     // Nothing matched of a hybrid (its plan: recompute), or no groups.
-    plan = deps_.planner->Plan(req->ns, r->blocks, request->prompt_tokens());
+    plan = deps_.planner->Plan(ns, r.blocks, request.prompt_tokens());
   }
   if (plan.has_value()) {
     v1::FetchPlan* p = response->mutable_plan();
@@ -192,11 +230,11 @@ grpc::Status KvCacheService::DoLookup(Ctx* context, const v1::LookupRequest* req
     p->set_fetch_all_seconds(plan->fetch_all_seconds);
     p->set_recompute_all_seconds(plan->recompute_all_seconds);
     p->set_prompt_tokens(static_cast<uint32_t>(plan->tokens));
-    add_loads(r->chosen_groups, p->mutable_groups());
+    add_loads(r.chosen_groups, p->mutable_groups());
   }
-  if (!r->lease_id.empty()) {
-    response->set_lease_id(r->lease_id);
-    response->set_lease_expires_unix_ms(static_cast<uint64_t>(absl::ToUnixMillis(r->lease_expiry)));
+  if (!r.lease_id.empty()) {
+    response->set_lease_id(r.lease_id);
+    response->set_lease_expires_unix_ms(static_cast<uint64_t>(absl::ToUnixMillis(r.lease_expiry)));
   }
   return grpc::Status::OK;
 }

@@ -119,6 +119,14 @@ class KvCacheService final : public v1::KvCache::CallbackService {
                                v1::OpenNamespaceResponse* response);
   grpc::Status DoLookup(Ctx* context, const v1::LookupRequest* request,
                         v1::LookupResponse* response);
+  // A Lookup on gRPC's thread (see Lookup): nullopt, nothing done, when the
+  // cache's lock is busy.
+  std::optional<grpc::Status> TryLookupInline(Ctx* context, const v1::LookupRequest* request,
+                                              v1::LookupResponse* response);
+  // A done Lookup's response: its blocks, groups, plan and lease.
+  grpc::Status AnswerLookup(const v1::LookupRequest& request, const NamespaceId& ns,
+                            const LookupResult& r, HybridCutPlanner* hybrid_plan,
+                            v1::LookupResponse* response);
   grpc::Status DoRelease(Ctx* context, const v1::ReleaseRequest* request,
                          v1::ReleaseResponse* response);
   grpc::Status DoDelete(Ctx* context, const v1::DeleteRequest* request,

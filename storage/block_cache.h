@@ -114,44 +114,8 @@ struct BlockCacheOptions {
 // OpenNamespaceResult, PutResult, EvictResult, CloseResult, DeleteResult:
 // storage/cache_results.h. NamespaceNotOpenError: storage/namespace_table.h.
 
-// One cached block, as an operator sees it (BlockCache::TopBlocks).
-struct BlockView {
-  BlockKey key;
-  BlockKey parent;
-  uint64_t size = 0;
-  bool in_host = false;
-  bool on_nvme = false;
-  uint32_t uses = 0;
-  uint32_t leases = 0;
-  uint32_t children = 0;
-};
-
-// CacheCounters, TierSnapshot, NvmeSnapshot, DeviceWear: storage/cache_stats.h.
-
-struct CacheSnapshot {
-  uint32_t namespaces = 0;
-  uint64_t blocks = 0;
-  uint64_t bytes = 0;
-  uint32_t active_leases = 0;
-  uint64_t stranded_blocks = 0;
-  uint64_t stranded_bytes = 0;
-  CacheCounters counters;
-  TierSnapshot host;
-  NvmeSnapshot nvme;
-  std::string eviction_policy;          // "value" or "lru"
-  uint64_t eviction_history_bytes = 0;  // the policy's own memory (its reuse history)
-};
-
-// GroupSnapshot: see storage/cache_stats.h.
-
-struct NamespaceSnapshot {
-  NamespaceId id;
-  NamespaceSpec spec;
-  uint64_t block_bytes = 0;
-  uint64_t blocks = 0;  // a hybrid's: over its groups
-  uint64_t bytes = 0;
-  std::vector<GroupSnapshot> groups;  // a hybrid's, in spec order
-};
+// BlockView, CacheSnapshot, NamespaceSnapshot, CacheCounters, TierSnapshot,
+// NvmeSnapshot, DeviceWear, GroupSnapshot: storage/cache_stats.h.
 
 class BlockCache {
  public:
@@ -200,6 +164,16 @@ class BlockCache {
   absl::StatusOr<LookupResult> Lookup(const NamespaceId& ns, absl::Span<const BlockKey> keys,
                                       bool take_lease, absl::Duration lease_ttl,
                                       CutChooser* chooser = nullptr);
+  // Lookup of a namespace that `tenant` owns (CheckTenant, under the same
+  // lock), if the cache's lock is free now, without waiting for it: nullopt
+  // (nothing done) while another call holds it. For callers on threads that
+  // must not wait (the gRPC server's own).
+  absl::StatusOr<std::optional<LookupResult>> TryLookup(const NamespaceId& ns,
+                                                        absl::string_view tenant,
+                                                        absl::Span<const BlockKey> keys,
+                                                        bool take_lease, absl::Duration lease_ttl,
+                                                        CutChooser* chooser = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Starts an all-or-nothing batch of block writes. NOT_FOUND for an unknown
   // namespace. A batch of a hybrid namespace may carry blocks of all its
@@ -343,6 +317,14 @@ class BlockCache {
   void MoverLoop();
 
   absl::Status CheckKeyCount(size_t n) const;
+  // Lookup's argument checks, and its work under the lock (with a caller:
+  // CheckTenant's check first).
+  absl::Status CheckLookup(size_t keys, bool take_lease, absl::Duration lease_ttl) const;
+  absl::StatusOr<LookupResult> LookupLocked(const NamespaceId& ns,
+                                            std::optional<absl::string_view> caller,
+                                            absl::Span<const BlockKey> keys, bool take_lease,
+                                            absl::Duration lease_ttl, CutChooser* chooser)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLeaseLocked(std::string id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A host slot for `size` bytes (expiring leases first, then evicting

@@ -1,5 +1,5 @@
-// The counters BlockCache keeps and the per-tier views it reports
-// (BlockCache::Snapshot, BlockCache::Wear). Plain values; the pieces of the
+// The counters BlockCache keeps and the views it reports
+// (BlockCache::Snapshot, Namespaces, TopBlocks, Wear). Plain values; the pieces of the
 // cache (host tier, read path, NVMe tier, mover) update one CacheCounters
 // that BlockCache owns, under its mutex.
 #ifndef KVTIER_STORAGE_CACHE_STATS_H_
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "storage/block_key.h"
 #include "storage/namespace_spec.h"
 #include "storage/nvme/nvme_store.h"
 #include "storage/nvme/smart_log.h"
@@ -92,6 +93,41 @@ struct DeviceWear {
   WearOptions options;  // with the capacity actually used
   WearReport report;
   SmartHealth smart;
+};
+
+// One cached block, as an operator sees it (BlockCache::TopBlocks).
+struct BlockView {
+  BlockKey key;
+  BlockKey parent;
+  uint64_t size = 0;
+  bool in_host = false;
+  bool on_nvme = false;
+  uint32_t uses = 0;
+  uint32_t leases = 0;
+  uint32_t children = 0;
+};
+
+struct CacheSnapshot {
+  uint32_t namespaces = 0;
+  uint64_t blocks = 0;
+  uint64_t bytes = 0;
+  uint32_t active_leases = 0;
+  uint64_t stranded_blocks = 0;
+  uint64_t stranded_bytes = 0;
+  CacheCounters counters;
+  TierSnapshot host;
+  NvmeSnapshot nvme;
+  std::string eviction_policy;          // "value" or "lru"
+  uint64_t eviction_history_bytes = 0;  // the policy's own memory (its reuse history)
+};
+
+struct NamespaceSnapshot {
+  NamespaceId id;
+  NamespaceSpec spec;
+  uint64_t block_bytes = 0;
+  uint64_t blocks = 0;  // a hybrid's: over its groups
+  uint64_t bytes = 0;
+  std::vector<GroupSnapshot> groups;  // a hybrid's, in spec order
 };
 
 }  // namespace kvtier
