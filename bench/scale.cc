@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -286,11 +287,13 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);  // the replay's progress bar
   std::filesystem::create_directories(opt.dir);
+  // The heap's pages matter at 10^7 blocks (TLB reach): say which it has.
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
   std::printf(
       "scale: chains of %llu blocks, %llu Lookups per decade, one thread; sizeof(BlockRecord) = "
-      "%zu\n",
+      "%zu; GLIBC_TUNABLES=%s\n",
       static_cast<unsigned long long>(opt.chain), static_cast<unsigned long long>(opt.lookups),
-      sizeof(BlockRecord));
+      sizeof(BlockRecord), tunables != nullptr ? tunables : "(unset)");
   std::printf("%10s | %8s %8s %8s %8s | %9s %8s %8s | %9s %8s %8s\n", "blocks", "p50 us", "p99 us",
               "bare p50", "bare p99", "B/block", "bare B", "RSS MiB", "recover s", "(read s)",
               "raw s");
