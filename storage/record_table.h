@@ -83,11 +83,17 @@ class RecordTable {
   }
   BlockRecord* FindInSide(const BlockKey& key) const;
 
+  // A tag is already a seeded hash of its key: the tables use it as it is
+  // (in tests with tag_bits < 64, only its low bits vary; correct, slower).
+  struct TagHash {
+    size_t operator()(uint64_t tag) const { return tag; }
+  };
+
   uint64_t seed_;
   uint64_t tag_mask_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<BlockRecord>> by_tag_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<BlockRecord>, TagHash> by_tag_;
   // The records whose tag's slot another record holds.
-  absl::flat_hash_map<uint64_t, std::vector<std::unique_ptr<BlockRecord>>> side_;
+  absl::flat_hash_map<uint64_t, std::vector<std::unique_ptr<BlockRecord>>, TagHash> side_;
   size_t side_size_ = 0;
 };
 
