@@ -65,13 +65,18 @@ KvCacheService::KvCacheService(Deps deps)
   KVTIER_UNARY_ON_EXECUTOR(KvCacheService, Method, *deps_.executor, limits_)
 KVTIER_UNARY(OpenNamespace)
 // A Lookup is short work under the cache's lock. Without a cluster tier
-// (whose Fill waits on the chain's owner) and without a retention priority
-// (set under a second lock), it runs on gRPC's thread when the lock is free
-// now, which saves the hand-over to a pool thread; else on the executor.
+// (whose Fill waits on the chain's owner), without a retention priority
+// (set under a second lock) and with at most kMaxInlineKeys keys, it runs
+// on gRPC's thread when the lock is free now and the planner need not
+// re-judge NVMe admission, which saves the hand-over to a pool thread;
+// else on the executor.
 grpc::ServerUnaryReactor* KvCacheService::Lookup(Ctx* context, const v1::LookupRequest* request,
                                                  v1::LookupResponse* response) {
   auto work = [=, this] { return DoLookup(context, request, response); };
-  if (deps_.cluster_tier != nullptr || request->has_retention_priority()) {
+  // A long Lookup (many keys) is not short work: on the executor.
+  constexpr int kMaxInlineKeys = 1024;
+  if (deps_.cluster_tier != nullptr || request->has_retention_priority() ||
+      request->keys_size() > kMaxInlineKeys) {
     return RunUnary(context, *deps_.executor, limits_.Of("Lookup"), std::move(work));
   }
   return RunUnaryInlineFirst(
@@ -170,7 +175,7 @@ grpc::Status KvCacheService::DoLookup(Ctx* context, const v1::LookupRequest* req
     if (!set.ok())
       spdlog::warn("Lookup retention_priority not applied: {}", set.status().ToString());
   }
-  return AnswerLookup(*request, req->ns, *r, hybrid_plan.get(), response);
+  return AnswerLookup(*request, req->ns, *r, hybrid_plan.get(), /*may_wait=*/true, response);
 }
 
 std::optional<grpc::Status> KvCacheService::TryLookupInline(Ctx* context,
@@ -180,8 +185,11 @@ std::optional<grpc::Status> KvCacheService::TryLookupInline(Ctx* context,
   absl::StatusOr<NamespaceKeys> req =
       NamespaceKeysFromProto(request->namespace_id(), request->keys());
   if (!req.ok()) return Finish("Lookup", req.status());
+  // NVMe admission to re-judge (which may wait for the cache's lock): on the
+  // executor. Else the planner only reads.
+  if (!deps_.planner->AdmissionCurrent(req->ns)) return std::nullopt;
   std::unique_ptr<HybridCutPlanner> hybrid_plan =
-      deps_.planner->PlanHybrid(req->ns, request->prompt_tokens());
+      deps_.planner->PlanHybrid(req->ns, request->prompt_tokens(), /*may_wait=*/false);
   // The tenant is checked under the Lookup's own lock (DoLookup checks it
   // before).
   absl::StatusOr<std::optional<LookupResult>> r =
@@ -189,12 +197,12 @@ std::optional<grpc::Status> KvCacheService::TryLookupInline(Ctx* context,
                              absl::Milliseconds(request->lease_ttl_ms()), hybrid_plan.get());
   if (!r.ok()) return Finish("Lookup", r.status());
   if (!r->has_value()) return std::nullopt;
-  return AnswerLookup(*request, req->ns, **r, hybrid_plan.get(), response);
+  return AnswerLookup(*request, req->ns, **r, hybrid_plan.get(), /*may_wait=*/false, response);
 }
 
 grpc::Status KvCacheService::AnswerLookup(const v1::LookupRequest& request, const NamespaceId& ns,
                                           const LookupResult& r, HybridCutPlanner* hybrid_plan,
-                                          v1::LookupResponse* response) {
+                                          bool may_wait, v1::LookupResponse* response) {
   response->set_matched(r.matched);
   auto add_info = [](const MatchedBlock& b, v1::BlockInfo* info) {
     info->set_key(std::string(b.key.bytes()));
@@ -219,7 +227,7 @@ grpc::Status KvCacheService::AnswerLookup(const v1::LookupRequest& request, cons
     plan = hybrid_plan->plan();
   } else {
     // Nothing matched of a hybrid (its plan: recompute), or no groups.
-    plan = deps_.planner->Plan(ns, r.blocks, request.prompt_tokens());
+    plan = deps_.planner->Plan(ns, r.blocks, request.prompt_tokens(), may_wait);
   }
   if (plan.has_value()) {
     v1::FetchPlan* p = response->mutable_plan();

@@ -123,9 +123,10 @@ class KvCacheService final : public v1::KvCache::CallbackService {
   // cache's lock is busy.
   std::optional<grpc::Status> TryLookupInline(Ctx* context, const v1::LookupRequest* request,
                                               v1::LookupResponse* response);
-  // A done Lookup's response: its blocks, groups, plan and lease.
+  // A done Lookup's response: its blocks, groups, plan and lease
+  // (`may_wait`: LookupPlanner::Plan's).
   grpc::Status AnswerLookup(const v1::LookupRequest& request, const NamespaceId& ns,
-                            const LookupResult& r, HybridCutPlanner* hybrid_plan,
+                            const LookupResult& r, HybridCutPlanner* hybrid_plan, bool may_wait,
                             v1::LookupResponse* response);
   grpc::Status DoRelease(Ctx* context, const v1::ReleaseRequest* request,
                          v1::ReleaseResponse* response);

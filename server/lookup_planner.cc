@@ -213,40 +213,58 @@ void LookupPlanner::UpdateRetentionValue(const NamespaceId& ns, const NamespaceS
 }
 
 void LookupPlanner::UpdateAdmission(const NamespaceId& ns, const costmodel::Deployment* d) {
-  // Evaluate outside the lock; apply under it.
+  // Evaluate outside the lock; decide under it; tell the cache outside it
+  // (mu_ is never held across a cache call, so a thread that may not wait,
+  // an inline Lookup, only ever waits for mu_ while short work holds it).
   const TransferEstimate nvme = cache_->nvme_meter().Estimate();
   std::optional<costmodel::TierValue> value;
   if (d != nullptr && cache_->nvme_enabled() && nvme.bytes_per_s > 0) {
     value = costmodel::EvaluateTier(*d, NvmeLink(), options_.admission_tokens);
   }
-  MutexLock lock(&mu_);
-  auto it = entries_.find(ns);
-  if (it == entries_.end()) return;
-  it->second.judged_nvme_bytes_per_s = nvme.bytes_per_s;
-  it->second.judged_nvme_latency_s = nvme.latency_s;
-  NamespacePlanning& p = it->second.planning;
-  bool admit = p.nvme_admitted;
-  if (!value.has_value()) {
-    admit = true;  // nothing to judge by: the mover's other filters decide
-  } else {
-    p.nvme_value_seconds_per_token = value->value_seconds_per_token;
-    // Hysteresis: off at a non-positive value, on again only with a margin,
-    // so a bandwidth hovering at break-even does not flap.
-    if (p.nvme_admitted && value->value_seconds_per_token <= 0) admit = false;
-    if (!p.nvme_admitted &&
-        value->value_seconds_per_token > kAdmitMargin * value->recompute_seconds_per_token) {
-      admit = true;
+  bool admit = false;
+  double value_now = 0;
+  std::string model;
+  {
+    MutexLock lock(&mu_);
+    auto it = entries_.find(ns);
+    if (it == entries_.end()) return;
+    it->second.judged_nvme_bytes_per_s = nvme.bytes_per_s;
+    it->second.judged_nvme_latency_s = nvme.latency_s;
+    NamespacePlanning& p = it->second.planning;
+    admit = p.nvme_admitted;
+    if (!value.has_value()) {
+      admit = true;  // nothing to judge by: the mover's other filters decide
+    } else {
+      p.nvme_value_seconds_per_token = value->value_seconds_per_token;
+      // Hysteresis: off at a non-positive value, on again only with a margin,
+      // so a bandwidth hovering at break-even does not flap.
+      if (p.nvme_admitted && value->value_seconds_per_token <= 0) admit = false;
+      if (!p.nvme_admitted &&
+          value->value_seconds_per_token > kAdmitMargin * value->recompute_seconds_per_token) {
+        admit = true;
+      }
     }
+    if (admit == p.nvme_admitted) return;
+    p.nvme_admitted = admit;
+    value_now = p.nvme_value_seconds_per_token;
+    model = p.cost_model;
   }
-  if (admit == p.nvme_admitted) return;
-  if (absl::Status s = cache_->SetNvmeAdmission(ns, admit); !s.ok()) return;
-  p.nvme_admitted = admit;
+  if (!cache_->SetNvmeAdmission(ns, admit).ok()) {
+    // Closed meanwhile: undo, unless re-judged since.
+    MutexLock lock(&mu_);
+    auto it = entries_.find(ns);
+    if (it != entries_.end() && it->second.planning.nvme_admitted == admit) {
+      it->second.planning.nvme_admitted = !admit;
+    }
+    return;
+  }
   spdlog::info("namespace {}: NVMe admission {} (tier value {:.3g} s/token for {})", ns.ToHex(),
-               admit ? "on" : "off", p.nvme_value_seconds_per_token, p.cost_model);
+               admit ? "on" : "off", value_now, model);
 }
 
 std::shared_ptr<const costmodel::Deployment> LookupPlanner::DeploymentOf(const NamespaceId& ns,
-                                                                         bool hybrid_only) {
+                                                                         bool hybrid_only,
+                                                                         bool rejudge) {
   std::shared_ptr<const costmodel::Deployment> deployment;
   double judged_bytes_per_s = 0, judged_latency_s = 0;
   {
@@ -259,23 +277,39 @@ std::shared_ptr<const costmodel::Deployment> LookupPlanner::DeploymentOf(const N
   }
   if (deployment == nullptr) return nullptr;  // no model: no meter read either
   const TransferEstimate nvme_now = cache_->nvme_meter().Estimate();
-  if (judged_bytes_per_s != nvme_now.bytes_per_s || judged_latency_s != nvme_now.latency_s) {
+  if (rejudge &&
+      (judged_bytes_per_s != nvme_now.bytes_per_s || judged_latency_s != nvme_now.latency_s)) {
     UpdateAdmission(ns, deployment.get());
   }
   return deployment;
 }
 
+bool LookupPlanner::AdmissionCurrent(const NamespaceId& ns) {
+  double judged_bytes_per_s = 0, judged_latency_s = 0;
+  {
+    MutexLock lock(&mu_);
+    auto it = entries_.find(ns);
+    if (it == entries_.end() || it->second.deployment == nullptr) return true;
+    judged_bytes_per_s = it->second.judged_nvme_bytes_per_s;
+    judged_latency_s = it->second.judged_nvme_latency_s;
+  }
+  const TransferEstimate nvme_now = cache_->nvme_meter().Estimate();
+  return judged_bytes_per_s == nvme_now.bytes_per_s && judged_latency_s == nvme_now.latency_s;
+}
+
 std::unique_ptr<HybridCutPlanner> LookupPlanner::PlanHybrid(const NamespaceId& ns,
-                                                            uint32_t prompt_tokens) {
-  std::shared_ptr<const costmodel::Deployment> d = DeploymentOf(ns, /*hybrid_only=*/true);
+                                                            uint32_t prompt_tokens, bool may_wait) {
+  std::shared_ptr<const costmodel::Deployment> d =
+      DeploymentOf(ns, /*hybrid_only=*/true, /*rejudge=*/may_wait);
   if (d == nullptr) return nullptr;
   return std::make_unique<HybridCutPlanner>(std::move(d), HostLink(), NvmeLink(), prompt_tokens);
 }
 
 std::optional<costmodel::CutPlan> LookupPlanner::Plan(const NamespaceId& ns,
                                                       absl::Span<const MatchedBlock> matched,
-                                                      uint32_t prompt_tokens) {
-  std::shared_ptr<const costmodel::Deployment> deployment = DeploymentOf(ns, false);
+                                                      uint32_t prompt_tokens, bool may_wait) {
+  std::shared_ptr<const costmodel::Deployment> deployment =
+      DeploymentOf(ns, /*hybrid_only=*/false, /*rejudge=*/may_wait);
   if (deployment == nullptr) return std::nullopt;
   const costmodel::Deployment& d = *deployment;
   const costmodel::TierLink host = HostLink(), nvme = NvmeLink();

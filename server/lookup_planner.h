@@ -121,9 +121,16 @@ class LookupPlanner {
 
   // The plan for a Lookup's match, or nullopt when the namespace has no
   // model or the planner is disabled. prompt_tokens 0 = matched tokens.
+  // Plan and PlanHybrid re-judge NVMe admission first when the measured
+  // NVMe link changed, which may wait for the cache's lock; with
+  // `may_wait` false they do not (AdmissionCurrent says when that skips
+  // nothing) and wait only for short locks that are never held across one.
   std::optional<costmodel::CutPlan> Plan(const NamespaceId& ns,
                                          absl::Span<const MatchedBlock> matched,
-                                         uint32_t prompt_tokens) ABSL_LOCKS_EXCLUDED(mu_);
+                                         uint32_t prompt_tokens, bool may_wait = true)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // False when a plan for `ns` would re-judge NVMe admission now.
+  bool AdmissionCurrent(const NamespaceId& ns) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The cluster tier's question: does fetching `blocks` blocks (`bytes`)
   // that follow the first `first_block` over a peer link of
@@ -136,8 +143,8 @@ class LookupPlanner {
   // For a hybrid namespace with a model: the chooser to pass to its Lookup,
   // priced with the tiers as measured now; else null. Once the Lookup ran,
   // Record counts its plan among the decisions (if Choose made one).
-  std::unique_ptr<HybridCutPlanner> PlanHybrid(const NamespaceId& ns, uint32_t prompt_tokens)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  std::unique_ptr<HybridCutPlanner> PlanHybrid(const NamespaceId& ns, uint32_t prompt_tokens,
+                                               bool may_wait = true) ABSL_LOCKS_EXCLUDED(mu_);
   void Record(const HybridCutPlanner& planned, size_t matched) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::optional<NamespacePlanning> Namespace(const NamespaceId& ns) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -159,9 +166,10 @@ class LookupPlanner {
   void Count(const costmodel::CutPlan& plan, size_t matched, uint32_t block_tokens)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The namespace's deployment (null without one), NVMe admission re-judged
-  // first when the measured NVMe link changed. With `hybrid_only`, null for
-  // a namespace without groups.
-  std::shared_ptr<const costmodel::Deployment> DeploymentOf(const NamespaceId& ns, bool hybrid_only)
+  // first (if `rejudge`) when the measured NVMe link changed. With
+  // `hybrid_only`, null for a namespace without groups.
+  std::shared_ptr<const costmodel::Deployment> DeploymentOf(const NamespaceId& ns, bool hybrid_only,
+                                                            bool rejudge = true)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   LookupPlanner(const PlannerOptions& options, std::optional<costmodel::GpuSpec> gpu,
@@ -170,7 +178,7 @@ class LookupPlanner {
   costmodel::TierLink HostLink() const;
   costmodel::TierLink NvmeLink() const;
   // Re-evaluates NVMe admission (d null: no model); tells the cache when it
-  // changes.
+  // changes, outside mu_ (which is never held across a cache call).
   // Prices a hit on the namespace's blocks for the eviction policy.
   void UpdateRetentionValue(const NamespaceId& ns, const NamespaceSpec& spec,
                             const costmodel::Deployment* d) ABSL_LOCKS_EXCLUDED(mu_);

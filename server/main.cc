@@ -121,7 +121,7 @@ int Run(int argc, char** argv) {
   const kvtier::CacheSnapshot snap = (*daemon)->cache().Snapshot();
   spdlog::info("host tier: {} bytes, {}", snap.host.capacity_bytes,
                (*daemon)->cache().host_huge_pages() ? "transparent huge pages advised"
-               : config.host_huge_pages ? "base pages (the kernel refused huge page advice)"
+               : config.host_huge_pages ? "base pages (transparent huge pages off or refused)"
                                         : "base pages (host_tier.huge_pages=false)");
   if (snap.nvme.enabled) {
     spdlog::info("nvme tier: {} bytes in {} ({}), {} blocks recovered",

@@ -4,12 +4,21 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace kvtier {
 namespace {
+
+// Whether the kernel's transparent huge pages are on ("always" or "madvise").
+bool TransparentHugePagesOn() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  return std::getline(f, modes) && modes.find("[never]") == std::string::npos;
+}
 
 void* MapAnonymous(uint64_t bytes) {
   return mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -45,7 +54,8 @@ absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t bytes, Pag
   const uint64_t tail = (bytes + kPage - 1) / kPage * kPage;
   if (slack - head > 0) munmap(data + tail, slack - head);
   // EINVAL where the kernel has no transparent huge pages: base pages then.
-  const bool advised = madvise(data, bytes, MADV_HUGEPAGE) == 0;
+  // The advice also "succeeds" with them switched off (enabled = never).
+  const bool advised = madvise(data, bytes, MADV_HUGEPAGE) == 0 && TransparentHugePagesOn();
   return std::unique_ptr<HostArena>(new HostArena(data, bytes, advised));
 }
 

@@ -10,7 +10,8 @@
 // less, and an O_DIRECT read or write of it reaches the disk in few large
 // requests (a 4 KiB-page buffer is one DMA segment per page, and a device
 // takes a bounded number of segments per request). Where the kernel refuses
-// the advice the arena keeps base pages and says so (huge_pages_advised()).
+// the advice, or has transparent huge pages switched off, the arena keeps
+// base pages and says so (huge_pages_advised()).
 //
 // Thread-safety: the mapping itself is immutable; callers coordinate access
 // to its bytes (the host tier hands each slot to one owner at a time).
@@ -39,7 +40,8 @@ class HostArena {
 
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
-  // True when the kernel took the MADV_HUGEPAGE advice for the whole arena.
+  // True when the kernel took the MADV_HUGEPAGE advice for the whole arena
+  // and has transparent huge pages on.
   bool huge_pages_advised() const { return huge_pages_advised_; }
 
  private:

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -57,8 +56,11 @@ uint64_t MappedBytes() {
   return total;
 }
 
+// Whether the kernel has transparent huge pages, switched on.
 bool KernelHasTransparentHugePages() {
-  return std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  return std::getline(f, modes) && modes.find("[never]") == std::string::npos;
 }
 
 TEST(HostArenaTest, HugeArenaIsAlignedAdvisedAndWholeUsable) {
