@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "testing/sanitizers.h"
+
 namespace kvtier {
 namespace {
 
@@ -22,13 +24,9 @@ long MinorFaults() {
 // (its trim threshold follows the largest buffer, not the burst) and the
 // next round faults its 4096 pages in again: about 200000 faults in all.
 TEST(HeapTuningTest, ABurstOfCallBuffersIsFaultedInOnceNotEveryRound) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "a sanitizer's allocator replaces glibc's malloc here";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  GTEST_SKIP() << "a sanitizer's allocator replaces glibc's malloc here";
-#endif
-#endif
+  if (::kvtier::testing::kSanitized) {
+    GTEST_SKIP() << "a sanitizer's allocator replaces glibc's malloc here";
+  }
   ASSERT_TRUE(TuneHeapForMessages().ok());
   constexpr size_t kBytes = 1 << 20;
   constexpr int kLive = 16;
