@@ -43,7 +43,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -119,16 +118,6 @@ double Fio(const FioJob& job) {
     return -1;
   }
   return j["jobs"][0]["job_runtime"].get<double>() / 1e3;
-}
-
-// The kernel's transparent huge page mode, e.g. "madvise", or "none".
-std::string TransparentHugePages() {
-  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  std::getline(f, modes);
-  const size_t open = modes.find('['), close = modes.find(']');
-  if (open == std::string::npos || close == std::string::npos || close < open) return "none";
-  return modes.substr(open + 1, close - open - 1);
 }
 
 struct StoreRun {
@@ -279,7 +268,7 @@ int main(int argc, char** argv) {
       "QD 32, io_uring, O_DIRECT, fdatasync every %zu blocks, fresh fallocated files, "
       "buffers %s (transparent huge pages: %s), %llu MiB per size, median of %d\n",
       dir.c_str(), batch, huge ? "advised for huge pages" : "in base pages",
-      TransparentHugePages().c_str(), static_cast<unsigned long long>(mib), reps);
+      HostArena::TransparentHugePageMode().c_str(), static_cast<unsigned long long>(mib), reps);
   std::printf("%-8s %8s %9s %9s %7s | %9s %9s %7s\n", "block", "stride", "write", "fio", "w/fio",
               "read", "fio", "r/fio");
   auto median = [](std::vector<double> v) {

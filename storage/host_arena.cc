@@ -13,19 +13,21 @@
 namespace kvtier {
 namespace {
 
-// Whether the kernel's transparent huge pages are on ("always" or "madvise").
-bool TransparentHugePagesOn() {
-  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  return std::getline(f, modes) && modes.find("[never]") == std::string::npos;
-}
-
 void* MapAnonymous(uint64_t bytes) {
   return mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
               -1, 0);
 }
 
 }  // namespace
+
+std::string HostArena::TransparentHugePageMode() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(f, modes);
+  const size_t open = modes.find('['), close = modes.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "none";
+  return modes.substr(open + 1, close - open - 1);
+}
 
 absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t bytes, Pages pages) {
   if (bytes == 0) return absl::InvalidArgumentError("host arena size must be > 0");
@@ -55,7 +57,9 @@ absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t bytes, Pag
   if (slack - head > 0) munmap(data + tail, slack - head);
   // EINVAL where the kernel has no transparent huge pages: base pages then.
   // The advice also "succeeds" with them switched off (enabled = never).
-  const bool advised = madvise(data, bytes, MADV_HUGEPAGE) == 0 && TransparentHugePagesOn();
+  const std::string mode = TransparentHugePageMode();
+  const bool advised =
+      madvise(data, bytes, MADV_HUGEPAGE) == 0 && (mode == "always" || mode == "madvise");
   return std::unique_ptr<HostArena>(new HostArena(data, bytes, advised));
 }
 

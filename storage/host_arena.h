@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 
@@ -40,8 +41,11 @@ class HostArena {
 
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
+  // The kernel's transparent huge page mode ("always", "madvise", "never"),
+  // or "none" without them.
+  static std::string TransparentHugePageMode();
   // True when the kernel took the MADV_HUGEPAGE advice for the whole arena
-  // and has transparent huge pages on.
+  // and has transparent huge pages on ("always" or "madvise").
   bool huge_pages_advised() const { return huge_pages_advised_; }
 
  private:

@@ -63,9 +63,8 @@ uint64_t MappedBytes() {
 
 // Whether the kernel has transparent huge pages, switched on.
 bool KernelHasTransparentHugePages() {
-  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  return std::getline(f, modes) && modes.find("[never]") == std::string::npos;
+  const std::string mode = HostArena::TransparentHugePageMode();
+  return mode == "always" || mode == "madvise";
 }
 
 TEST(HostArenaTest, HugeArenaIsAlignedAdvisedAndWholeUsable) {
