@@ -57,6 +57,7 @@ KvCacheService::KvCacheService(Deps deps)
     spdlog::critical("KvCacheService needs its two CallExecutors");
     std::abort();
   }
+  SetMessageAllocatorFor_Lookup(&lookup_messages_);
 }
 
 // The unary methods: each body, Do<Method>, runs on the executor

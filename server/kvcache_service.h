@@ -28,6 +28,7 @@
 #include "datapath/gpu_tier.h"
 #include "datapath/memory_region.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
+#include "server/async/arena_messages.h"
 #include "server/async/call_executor.h"
 #include "server/async/queued_writer.h"
 #include "server/auth.h"
@@ -163,6 +164,9 @@ class KvCacheService final : public v1::KvCache::CallbackService {
   // (transform, cache, planner), so one never sees the other half done.
   Mutex open_close_mu_;
   const CallLimits limits_;
+  // Lookup's request and response, on an arena per call (the hot unary
+  // method: a string per key asked, a BlockInfo per key answered).
+  ArenaMessages<v1::LookupRequest, v1::LookupResponse> lookup_messages_;
 };
 
 }  // namespace kvtier
