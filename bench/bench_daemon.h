@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
@@ -18,10 +19,12 @@ namespace kvtier::bench {
 
 // A daemon on `listen` with a host tier of `host_bytes`, no tier probe and
 // no NVMe tier; null (after printing why) if it cannot start. The process's
-// heap is tuned as kvtierd's main() tunes it (server/heap_tuning.h); the
-// benchmark's in-process clients share that.
+// heap is tuned and abseil's deadlock detector is off, as kvtierd's main()
+// does (server/heap_tuning.h, server/main.cc); the benchmark's in-process
+// clients share that.
 inline std::unique_ptr<Daemon> StartDaemon(const std::string& listen, uint64_t host_bytes) {
   TuneHeapForMessages().IgnoreError();
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   DaemonConfig c = DefaultConfig(8ull << 30);
   c.listen = listen;
   c.metrics_listen = "off";
