@@ -205,10 +205,13 @@ grpc::Status KvCacheService::AnswerLookup(const v1::LookupRequest& request, cons
                                           const LookupResult& r, HybridCutPlanner* hybrid_plan,
                                           bool may_wait, v1::LookupResponse* response) {
   response->set_matched(r.matched);
-  auto add_info = [](const MatchedBlock& b, v1::BlockInfo* info) {
+  auto tier = [](const MatchedBlock& b) {
+    return b.on_host ? v1::TIER_KIND_HOST : v1::TIER_KIND_NVME;
+  };
+  auto add_info = [&](const MatchedBlock& b, v1::BlockInfo* info) {
     info->set_key(std::string(b.key.bytes()));
     info->set_size_bytes(b.size);
-    info->set_tier(b.on_host ? v1::TIER_KIND_HOST : v1::TIER_KIND_NVME);
+    info->set_tier(tier(b));
     info->set_persisted(b.persisted);
   };
   auto add_loads = [&](const std::vector<GroupLoad>& loads,
@@ -220,7 +223,20 @@ grpc::Status KvCacheService::AnswerLookup(const v1::LookupRequest& request, cons
       for (const MatchedBlock& b : load.blocks) add_info(b, g->add_blocks());
     }
   };
-  for (const MatchedBlock& b : r.blocks) add_info(b, response->add_blocks());
+  if (!request.compact_reply()) {
+    for (const MatchedBlock& b : r.blocks) add_info(b, response->add_blocks());
+  } else if (!r.blocks.empty()) {
+    v1::CompactBlocks* c = response->mutable_compact_blocks();
+    const int n = static_cast<int>(r.blocks.size());
+    c->mutable_size_bytes()->Reserve(n);
+    c->mutable_tier()->Reserve(n);
+    c->mutable_persisted()->Reserve(n);
+    for (const MatchedBlock& b : r.blocks) {
+      c->add_size_bytes(b.size);
+      c->add_tier(tier(b));
+      c->add_persisted(b.persisted);
+    }
+  }
   add_loads(r.groups, response->mutable_groups());
   std::optional<costmodel::CutPlan> plan;
   if (hybrid_plan != nullptr && hybrid_plan->plan().has_value()) {

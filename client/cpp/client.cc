@@ -219,8 +219,8 @@ absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o)
 absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
                                             absl::Span<const std::string> keys,
                                             const LookupOptions& o) {
-  // Request and response on one arena: a Lookup of many keys parses one
-  // BlockInfo per matched block.
+  // Request and response on one arena; the reply compact (packed arrays,
+  // not a BlockInfo per matched block).
   google::protobuf::Arena arena;
   auto& req = *google::protobuf::Arena::CreateMessage<v1::LookupRequest>(&arena);
   req.set_namespace_id(ns);
@@ -229,12 +229,19 @@ absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
   req.set_lease_ttl_ms(o.lease_ttl_ms);
   if (o.retention_priority.has_value()) req.set_retention_priority(*o.retention_priority);
   req.set_prompt_tokens(o.prompt_tokens);
+  req.set_compact_reply(true);
   auto& resp = *google::protobuf::Arena::CreateMessage<v1::LookupResponse>(&arena);
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
   RETURN_IF_ERROR(FromGrpc(impl_->stub_->Lookup(&ctx, req, &resp)));
   LookupResult r;
   r.matched = resp.matched();
+  // A daemon that predates compact_reply answers in `blocks`.
+  const v1::CompactBlocks& compact = resp.compact_blocks();
+  for (int i = 0; i < compact.tier_size(); ++i) {
+    r.tiers.push_back(TierName(compact.tier(i)));
+    r.persisted.push_back(i < compact.persisted_size() && compact.persisted(i));
+  }
   for (const v1::BlockInfo& b : resp.blocks()) {
     r.tiers.push_back(TierName(b.tier()));
     r.persisted.push_back(b.persisted());

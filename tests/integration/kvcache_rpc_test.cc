@@ -292,6 +292,40 @@ TEST_F(KvCacheRpcTest, LookupLeaseReleaseAndDelete) {
   EXPECT_EQ(Matched(ns_, {"a", "b", "c"}), 1u);
 }
 
+// compact_reply answers what `blocks` says of each matched block (less its
+// key) in packed arrays, and leaves `blocks` empty.
+TEST_F(KvCacheRpcTest, CompactLookupAnswersWhatAFullOneDoes) {
+  v1::LookupRequest req;
+  req.set_namespace_id(ns_);
+  for (const char* k : {"a", "b", "c", "d"}) req.add_keys(k);
+  v1::LookupResponse full;
+  ASSERT_TRUE(Lookup(req, &full).ok());
+  ASSERT_EQ(full.blocks_size(), 3);
+  req.set_compact_reply(true);
+  v1::LookupResponse compact;
+  ASSERT_TRUE(Lookup(req, &compact).ok());
+  EXPECT_EQ(compact.matched(), full.matched());
+  EXPECT_EQ(compact.blocks_size(), 0);
+  const v1::CompactBlocks& c = compact.compact_blocks();
+  ASSERT_EQ(c.size_bytes_size(), 3);
+  ASSERT_EQ(c.tier_size(), 3);
+  ASSERT_EQ(c.persisted_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(c.size_bytes(i), full.blocks(i).size_bytes()) << i;
+    EXPECT_EQ(c.tier(i), full.blocks(i).tier()) << i;
+    EXPECT_EQ(c.persisted(i), full.blocks(i).persisted()) << i;
+  }
+  EXPECT_EQ(c.size_bytes(1), 64 * kKiB);
+  EXPECT_EQ(c.tier(1), v1::TIER_KIND_HOST);
+
+  // Nothing matched: no arrays.
+  req.set_keys(0, "not-cached");
+  v1::LookupResponse none;
+  ASSERT_TRUE(Lookup(req, &none).ok());
+  EXPECT_EQ(none.matched(), 0u);
+  EXPECT_FALSE(none.has_compact_blocks());
+}
+
 TEST_F(KvCacheRpcTest, CorruptedBlockIsNeverServed) {
   auto id = NamespaceId::FromHex(ns_);
   ASSERT_TRUE(id.ok());

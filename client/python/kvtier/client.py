@@ -310,10 +310,15 @@ class Client:
         conversation ended (they are then reclaimed first)."""
         req = kvcache_pb2.LookupRequest(
             namespace_id=namespace_id, keys=list(keys), take_lease=take_lease,
-            lease_ttl_ms=lease_ttl_ms, prompt_tokens=prompt_tokens)
+            lease_ttl_ms=lease_ttl_ms, prompt_tokens=prompt_tokens, compact_reply=True)
         if retention_priority is not None:
             req.retention_priority = retention_priority
         r = self._call(self._stub.Lookup, req)
+        # Packed arrays (compact_reply); a daemon that predates them answers
+        # in `blocks`.
+        tiers = [_TIERS.get(t, "unknown") for t in r.compact_blocks.tier]
+        tiers += [_TIERS.get(b.tier, "unknown") for b in r.blocks]
+        persisted = list(r.compact_blocks.persisted) + [b.persisted for b in r.blocks]
         has_plan = r.HasField("plan")
 
         def loads(groups: Sequence[kvcache_pb2.GroupLoad]) -> List[GroupLoad]:
@@ -321,9 +326,9 @@ class Client:
                               [_TIERS.get(b.tier, "unknown") for b in g.blocks],
                               [b.persisted for b in g.blocks])
                     for g in groups]
-        return LookupResult(r.matched, [_TIERS.get(b.tier, "unknown") for b in r.blocks],
+        return LookupResult(r.matched, tiers,
                             r.lease_id, r.plan.fetch_blocks if has_plan else None,
-                            r.plan if has_plan else None, [b.persisted for b in r.blocks],
+                            r.plan if has_plan else None, persisted,
                             loads(r.groups), loads(r.plan.groups))
 
     def release(self, lease_id: str) -> int:
