@@ -30,7 +30,36 @@ class _RecordingStub:
                                                  created=True)
 
 
+class _LookupStub:
+    """Stands in for KvCacheStub: answers each Lookup with `reply`."""
+
+    def __init__(self, reply):
+        self.reply = reply
+        self.requests = []
+
+    def Lookup(self, request, timeout=None):
+        self.requests.append(request)
+        return self.reply
+
+
 class ClientPackageTest(unittest.TestCase):
+    def test_lookup_reads_the_compact_reply_and_an_old_daemons_full_one(self):
+        host, nvme = types_pb2.TIER_KIND_HOST, types_pb2.TIER_KIND_NVME
+        compact = kvcache_pb2.LookupResponse(matched=3, compact_blocks=kvcache_pb2.CompactBlocks(
+            size_bytes=[4096, 4096, 100], tier=[host, nvme, nvme], persisted=[False, True, True]))
+        full = kvcache_pb2.LookupResponse(matched=3, blocks=[
+            kvcache_pb2.BlockInfo(key=b"a", size_bytes=4096, tier=host, persisted=False),
+            kvcache_pb2.BlockInfo(key=b"b", size_bytes=4096, tier=nvme, persisted=True),
+            kvcache_pb2.BlockInfo(key=b"c", size_bytes=100, tier=nvme, persisted=True)])
+        for reply in (compact, full):
+            with Client("127.0.0.1:1") as c:
+                c._stub = _LookupStub(reply)
+                r = c.lookup("ab" * 16, [b"a", b"b", b"c", b"d"])
+                self.assertTrue(c._stub.requests[0].compact_reply)
+            self.assertEqual(r.matched, 3)
+            self.assertEqual(r.tiers, ["host", "nvme", "nvme"])
+            self.assertEqual(r.persisted, [False, True, True])
+
     def test_with_block_closes_the_channel(self):
         with Client("127.0.0.1:1", timeout=0.2) as c:
             self.assertIsInstance(c, Client)

@@ -1,18 +1,24 @@
 // ArenaMessages: a gRPC MessageAllocator for a unary callback method that
 // puts its request and response on one protobuf Arena per call, whose first
-// block lies inside the call's holder. gRPC's default allocator news both
-// messages on the heap, so a Lookup of 128 keys costs hundreds of mallocs
-// and frees (a string per requested key, a BlockInfo and its key per
-// answered one), and the frees run on another thread than the mallocs (gRPC
-// calls OnDone on its executor). With the arena the call costs one malloc
-// and one free while it fits in kFirstBlockBytes; a larger call grows the
-// arena by further blocks, as any arena does.
+// block lies inside the call's holder. gRPC's default holder keeps both
+// messages as heap-allocating protobuf objects, so a Lookup of 128 keys
+// costs hundreds of mallocs and frees (a string object per requested key, a
+// BlockInfo and its key per answered one), and the frees run on another
+// thread than the mallocs (gRPC calls OnDone on its executor). With the
+// arena those objects come from the holder's block. What still reaches the
+// heap: the holder itself (one malloc), the characters of strings longer
+// than 15 bytes (protobuf 3.21 keeps only the string object on the arena),
+// and, as for any arena, further blocks when the call outgrows
+// kFirstBlockBytes or when a second thread (the executor, for a Lookup
+// that could not finish inline) allocates on it (protobuf gives each thread
+// blocks of its own).
 //
 // Register it with the generated SetMessageAllocatorFor_<Method>; it must
 // outlive the server (a member of the service does). Handlers may treat
-// the messages as any others; they must not hand pieces of them to heap
-// messages (set_allocated_* from the heap, Swap with a heap message), which
-// kvtier's handlers never do.
+// the messages as any others, except the unsafe_arena_* calls
+// (unsafe_arena_set_allocated_*, unsafe_arena_release_*, UnsafeArenaSwap)
+// and keeping pointers into them past the call, which kvtier's handlers
+// never do.
 //
 // Thread-safety: AllocateMessages is thread-safe (it keeps no state); a
 // holder belongs to its call.
@@ -30,8 +36,9 @@ namespace kvtier {
 template <typename Request, typename Response>
 class ArenaMessages final : public grpc::MessageAllocator<Request, Response> {
  public:
-  // Sized for a Lookup of a few hundred keys of 32 bytes and its answer.
-  static constexpr size_t kFirstBlockBytes = 16 * 1024;
+  // Holds a Lookup of 128 keys of 32 bytes and its full answer (about 20
+  // KiB; arena_messages_test checks it).
+  static constexpr size_t kFirstBlockBytes = 32 * 1024;
 
   grpc::MessageHolder<Request, Response>* AllocateMessages() override { return new Holder(); }
 
@@ -55,7 +62,8 @@ class ArenaMessages final : public grpc::MessageAllocator<Request, Response> {
       return options;
     }
 
-    // Declared before the arena, which lives in it (and is destroyed first).
+    // The arena's first block; declared before the arena, which is
+    // destroyed first.
     alignas(std::max_align_t) char first_block_[kFirstBlockBytes];
     google::protobuf::Arena arena_;
   };

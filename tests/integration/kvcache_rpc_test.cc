@@ -295,12 +295,15 @@ TEST_F(KvCacheRpcTest, LookupLeaseReleaseAndDelete) {
 // compact_reply answers what `blocks` says of each matched block (less its
 // key) in packed arrays, and leaves `blocks` empty.
 TEST_F(KvCacheRpcTest, CompactLookupAnswersWhatAFullOneDoes) {
+  // A last block of its own size, so an array out of order shows.
+  ASSERT_TRUE(PutChain(ns_, {"e"}, "b", 10000).ok());
   v1::LookupRequest req;
   req.set_namespace_id(ns_);
-  for (const char* k : {"a", "b", "c", "d"}) req.add_keys(k);
+  for (const char* k : {"a", "b", "e", "d"}) req.add_keys(k);
   v1::LookupResponse full;
   ASSERT_TRUE(Lookup(req, &full).ok());
   ASSERT_EQ(full.blocks_size(), 3);
+  EXPECT_EQ(full.blocks(2).size_bytes(), 10000u);
   req.set_compact_reply(true);
   v1::LookupResponse compact;
   ASSERT_TRUE(Lookup(req, &compact).ok());
@@ -316,6 +319,7 @@ TEST_F(KvCacheRpcTest, CompactLookupAnswersWhatAFullOneDoes) {
     EXPECT_EQ(c.persisted(i), full.blocks(i).persisted()) << i;
   }
   EXPECT_EQ(c.size_bytes(1), 64 * kKiB);
+  EXPECT_EQ(c.size_bytes(2), 10000u);
   EXPECT_EQ(c.tier(1), v1::TIER_KIND_HOST);
 
   // Nothing matched: no arrays.
