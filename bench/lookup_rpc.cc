@@ -78,6 +78,23 @@ std::string Key(int i) {
   return key;
 }
 
+// Warms each of `kinds` up (2000 calls), then runs ten rounds of
+// `per_round` calls of each in turn, so a slow spell of this shared
+// machine lands on all of them; returns each kind's latencies, sorted.
+std::vector<std::vector<double>> Interleaved(int per_round,
+                                             const std::vector<std::function<bool()>>& kinds) {
+  for (const auto& fn : kinds) Time(2000, fn);
+  std::vector<std::vector<double>> out(kinds.size());
+  for (int round = 0; round < 10; ++round) {
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      const std::vector<double> t = Time(per_round, kinds[i]);
+      out[i].insert(out[i].end(), t.begin(), t.end());
+    }
+  }
+  for (std::vector<double>& v : out) std::sort(v.begin(), v.end());
+  return out;
+}
+
 double Pct(const std::vector<double>& v, double p) {
   return v[static_cast<size_t>(p * (v.size() - 1))];
 }
@@ -210,27 +227,10 @@ int main(int argc, char** argv) {
   };
   auto look_full = [&] { return callback_lookup(lookup); };
   auto look_compact = [&] { return callback_lookup(compact); };
-  Time(2000, empty);  // warm up every path
-  Time(2000, noop);
-  Time(2000, look);
-  Time(2000, look_full);
-  Time(2000, look_compact);
-  // Ten rounds, the five kinds in turn, so a slow spell of this shared
-  // machine lands on all of them.
-  std::vector<double> e, z, k, a, c;
   const int per_round = std::max(1, calls / 10);
-  for (int round = 0; round < 10; ++round) {
-    const int n = per_round;
-    for (auto [out, fn] : {std::pair<std::vector<double>*, std::function<bool()>>{&e, empty},
-                           {&z, noop},
-                           {&k, look},
-                           {&a, look_full},
-                           {&c, look_compact}}) {
-      const std::vector<double> t = Time(n, fn);
-      out->insert(out->end(), t.begin(), t.end());
-    }
-  }
-  for (std::vector<double>* v : {&e, &z, &k, &a, &c}) std::sort(v->begin(), v->end());
+  const std::vector<std::vector<double>> rpc =
+      Interleaved(per_round, {empty, noop, look, look_full, look_compact});
+  const std::vector<double>&e = rpc[0], &z = rpc[1], &k = rpc[2], &a = rpc[3], &c = rpc[4];
   std::printf("lookup_rpc: %d sequential calls each, same channel, loopback TCP\n", 10 * per_round);
   std::printf("  empty RPC (Health/Check, callback stub):  p50 %7.1f us  p99 %7.1f us\n",
               Pct(e, 0.5), Pct(e, 0.99));
@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
   std::printf("  ratio compact Lookup/no-op, blocking:     p50 %.2f      p99 %.2f\n",
               Pct(k, 0.5) / Pct(z, 0.5), Pct(k, 0.99) / Pct(z, 0.99));
 
-  // The server's message work, heap and arena in turn, ten rounds.
+  // The server's message work, heap and arena in turn.
   const std::string wire = lookup.SerializeAsString();
   ArenaMessages<v1::LookupRequest, v1::LookupResponse> arena_messages;
   alignas(HeapMessages) unsigned char heap_slot[sizeof(HeapMessages)];
@@ -258,17 +258,8 @@ int main(int argc, char** argv) {
   auto on_arena = [&] {
     return MessageWork(wire, [&] { return arena_messages.AllocateMessages(); });
   };
-  Time(2000, on_heap);
-  Time(2000, on_arena);
-  std::vector<double> h, r;
-  for (int round = 0; round < 10; ++round) {
-    for (auto [out, fn] :
-         {std::pair<std::vector<double>*, std::function<bool()>>{&h, on_heap}, {&r, on_arena}}) {
-      const std::vector<double> t = Time(per_round, fn);
-      out->insert(out->end(), t.begin(), t.end());
-    }
-  }
-  for (std::vector<double>* v : {&h, &r}) std::sort(v->begin(), v->end());
+  const std::vector<std::vector<double>> work = Interleaved(per_round, {on_heap, on_arena});
+  const std::vector<double>&h = work[0], &r = work[1];
   std::printf("server message work for one Lookup (parse, answer %d keys, serialize, free)\n",
               keys);
   std::printf("  heap messages (gRPC's default):           p50 %7.1f us  p99 %7.1f us\n",
