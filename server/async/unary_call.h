@@ -5,6 +5,14 @@
 // callback), so `work` may use them freely. RunUnaryInlineFirst: the same,
 // for a call that can often finish on gRPC's thread without waiting.
 //
+// A unary call is finished through its context's library-owned reactor
+// (CallbackServerContext::DefaultReactor), which gRPC documents for a Finish
+// from inside the handler or from any thread after it. Its reactions are
+// empty, so gRPC runs them inline; a reactor of kvtier's own would have its
+// OnDone handed to gRPC's executor thread, one more thread wake-up per call
+// (perf: one futex wait in grpc_core::Executor per Lookup, none per
+// Health/Check, before this).
+//
 // RefusedCall: a streaming call answered at once with an error (gRPC needs
 // a reactor to finish any call).
 #ifndef KVTIER_SERVER_ASYNC_UNARY_CALL_H_
@@ -20,25 +28,10 @@
 
 namespace kvtier {
 
-// A unary call's reactor: answers once, deletes itself when gRPC is done.
-class UnaryCall final : public grpc::ServerUnaryReactor {
- public:
-  void Answer(grpc::Status status) {
-    HandOff(this);
-    Finish(std::move(status));
-  }
-
- private:
-  void OnDone() override {
-    TakeOver(this);
-    delete this;
-  }
-};
-
 // Queues `work` for `call`, which holds its place in the limit (`ticket`).
 template <typename Work>
-void SubmitUnary(UnaryCall* call, grpc::CallbackServerContext* context, CallExecutor& executor,
-                 CallLimit::Ticket ticket, Work work) {
+void SubmitUnary(grpc::ServerUnaryReactor* call, grpc::CallbackServerContext* context,
+                 CallExecutor& executor, CallLimit::Ticket ticket, Work work) {
   const bool queued = executor.Submit([call, context, work = std::move(work),
                                        ticket = std::move(ticket)]() mutable {
     // A caller that gave up (deadline, cancel) while the call was queued
@@ -50,19 +43,19 @@ void SubmitUnary(UnaryCall* call, grpc::CallbackServerContext* context, CallExec
     // The place frees before the reply leaves: a caller that sends its
     // next call on the reply never finds its own last one counted.
     ticket.Reset();
-    call->Answer(std::move(status));
+    call->Finish(std::move(status));
   });
-  if (!queued) call->Answer(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  if (!queued) call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
 }
 
 // `work`: grpc::Status() (moved to the worker).
 template <typename Work>
 grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExecutor& executor,
                                    CallLimit& limit, Work work) {
-  auto* call = new UnaryCall();
+  grpc::ServerUnaryReactor* call = context->DefaultReactor();
   absl::StatusOr<CallLimit::Ticket> ticket = limit.Enter();
   if (!ticket.ok()) {
-    call->Answer(ToGrpc(ticket.status()));
+    call->Finish(ToGrpc(ticket.status()));
     return call;
   }
   SubmitUnary(call, context, executor, *std::move(ticket), std::move(work));
@@ -79,16 +72,16 @@ template <typename Attempt, typename Work>
 grpc::ServerUnaryReactor* RunUnaryInlineFirst(grpc::CallbackServerContext* context,
                                               CallExecutor& executor, CallLimit& limit,
                                               Attempt attempt, Work work) {
-  auto* call = new UnaryCall();
+  grpc::ServerUnaryReactor* call = context->DefaultReactor();
   absl::StatusOr<CallLimit::Ticket> ticket = limit.Enter();
   if (!ticket.ok()) {
-    call->Answer(ToGrpc(ticket.status()));
+    call->Finish(ToGrpc(ticket.status()));
     return call;
   }
   std::optional<grpc::Status> done = attempt();
   if (done.has_value()) {
     ticket->Reset();  // as on the executor: the place frees before the reply leaves
-    call->Answer(*std::move(done));
+    call->Finish(*std::move(done));
     return call;
   }
   SubmitUnary(call, context, executor, *std::move(ticket), std::move(work));
