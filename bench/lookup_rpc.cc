@@ -4,8 +4,9 @@
 // kvtierd, calls issued one at a time, in the same run. Prints
 // p50 and p99 of each and their ratios (target: Lookup <= 1.2x). The
 // target's ratio issues both calls through callback stubs, the same client
-// path, for both forms of the reply: compact (packed arrays, what kvtier's
-// clients ask for) and full (a BlockInfo per block). A compact Lookup
+// path, for both forms of the call: compact (the keys packed in one field,
+// the reply in packed arrays: what kvtier's clients send and ask for) and
+// full (a bytes field per key, a BlockInfo per block). A compact Lookup
 // through the blocking stub (as the C++ client calls it) is printed beside
 // a no-op KvCache RPC through that stub. Last, the server's
 // message work for the same Lookup outside gRPC (parse the request, answer
@@ -200,14 +201,17 @@ int main(int argc, char** argv) {
            grpc::StatusCode::INVALID_ARGUMENT;
   };
   v1::LookupRequest compact = lookup;
+  compact.clear_keys();
+  for (const std::string& key : lookup.keys()) compact.mutable_packed_keys()->append(key);
+  compact.set_packed_key_bytes(32);
   compact.set_compact_reply(true);
   // Every key answered, in the form asked for.
   auto answered = [&](const v1::LookupRequest& req, const v1::LookupResponse& resp) {
     const int n = req.compact_reply() ? resp.compact_blocks().tier_size() : resp.blocks_size();
     return resp.matched() == static_cast<uint32_t>(keys) && n == keys;
   };
-  // A compact Lookup with the response on an arena, as kvtier's C++ client
-  // issues and parses it.
+  // A compact Lookup (packed keys, packed reply) with the response on an
+  // arena, as kvtier's C++ client issues and parses it.
   auto look = [&] {
     grpc::ClientContext ctx;
     google::protobuf::Arena arena;

@@ -75,9 +75,9 @@ grpc::ServerUnaryReactor* KvCacheService::Lookup(Ctx* context, const v1::LookupR
                                                  v1::LookupResponse* response) {
   auto work = [=, this] { return DoLookup(context, request, response); };
   // A long Lookup (many keys) is not short work: on the executor.
-  constexpr int kMaxInlineKeys = 1024;
+  constexpr size_t kMaxInlineKeys = 1024;
   if (deps_.cluster_tier != nullptr || request->has_retention_priority() ||
-      request->keys_size() > kMaxInlineKeys) {
+      LookupKeyCount(*request) > kMaxInlineKeys) {
     return RunUnary(context, *deps_.executor, limits_.Of("Lookup"), std::move(work));
   }
   return RunUnaryInlineFirst(
@@ -141,8 +141,7 @@ grpc::Status KvCacheService::DoOpenNamespace(Ctx* context, const v1::OpenNamespa
 grpc::Status KvCacheService::DoLookup(Ctx* context, const v1::LookupRequest* request,
                                       v1::LookupResponse* response) {
   KVTIER_ADMIT("Lookup", who);
-  absl::StatusOr<NamespaceKeys> req =
-      NamespaceKeysFromProto(request->namespace_id(), request->keys());
+  absl::StatusOr<NamespaceKeys> req = LookupKeysFromProto(*request);
   if (!req.ok()) return Finish("Lookup", req.status());
   if (absl::Status s = deps_.cache->CheckTenant(req->ns, who->tenant); !s.ok()) {
     return Finish("Lookup", s);
@@ -183,8 +182,7 @@ std::optional<grpc::Status> KvCacheService::TryLookupInline(Ctx* context,
                                                             const v1::LookupRequest* request,
                                                             v1::LookupResponse* response) {
   KVTIER_ADMIT("Lookup", who);
-  absl::StatusOr<NamespaceKeys> req =
-      NamespaceKeysFromProto(request->namespace_id(), request->keys());
+  absl::StatusOr<NamespaceKeys> req = LookupKeysFromProto(*request);
   if (!req.ok()) return Finish("Lookup", req.status());
   // NVMe admission to re-judge (which may wait for the cache's lock): on the
   // executor. Else the planner only reads.

@@ -127,6 +127,39 @@ absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
   return NamespaceKeys{ns, std::move(parsed)};
 }
 
+absl::StatusOr<NamespaceKeys> LookupKeysFromProto(const v1::LookupRequest& request) {
+  if (request.packed_keys().empty() && request.packed_key_bytes() == 0) {
+    return NamespaceKeysFromProto(request.namespace_id(), request.keys());
+  }
+  if (request.keys_size() > 0) {
+    return absl::InvalidArgumentError("set keys or packed_keys, not both");
+  }
+  const uint32_t width = request.packed_key_bytes();
+  if (width == 0 || width > BlockKey::kMaxBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("packed_key_bytes is ", width, "; keys are 1..",
+                                                   BlockKey::kMaxBytes, " bytes"));
+  }
+  const absl::string_view packed = request.packed_keys();
+  if (packed.size() % width != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("packed_keys holds ", packed.size(),
+                                                   " bytes, not a whole number of ", width,
+                                                   "-byte keys"));
+  }
+  ASSIGN_OR_RETURN(NamespaceId ns, NamespaceIdFromProto(request.namespace_id()));
+  NamespaceKeys out{ns, {}};
+  out.keys.reserve(packed.size() / width);
+  for (size_t at = 0; at < packed.size(); at += width) {
+    ASSIGN_OR_RETURN(BlockKey key, BlockKey::Create(packed.substr(at, width)));
+    out.keys.push_back(key);
+  }
+  return out;
+}
+
+size_t LookupKeyCount(const v1::LookupRequest& request) {
+  const uint32_t width = request.packed_key_bytes();
+  return request.keys_size() + (width == 0 ? 0 : request.packed_keys().size() / width);
+}
+
 absl::StatusOr<std::optional<uint8_t>> RetentionFromProto(bool has, uint32_t value) {
   if (!has) return std::nullopt;
   if (value > kMaxRetention) {

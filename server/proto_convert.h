@@ -48,6 +48,12 @@ struct NamespaceKeys {
 };
 absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
     const std::string& namespace_id, const google::protobuf::RepeatedPtrField<std::string>& keys);
+// A Lookup's namespace and keys, from `keys` or from `packed_keys`
+// (LookupRequest's comment says which requests are refused).
+absl::StatusOr<NamespaceKeys> LookupKeysFromProto(const v1::LookupRequest& request);
+// How many keys a Lookup asks for, read as LookupKeysFromProto would (a
+// packed length that is not a whole number of keys counts the whole ones).
+size_t LookupKeyCount(const v1::LookupRequest& request);
 // Empty bytes give an empty BlockKey (no parent).
 absl::StatusOr<BlockKey> OptionalKeyFromProto(absl::string_view bytes, const char* field);
 // A request's optional retention_priority: nullopt when unset;

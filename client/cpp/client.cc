@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <utility>
@@ -138,6 +139,10 @@ class Client::Impl {
 
   std::unique_ptr<v1::KvCache::Stub> stub_;
   const ClientOptions options_;
+  // Set once the daemon refused a packed Lookup and took the same one with
+  // `keys` (it predates LookupRequest.packed_keys): later Lookups send
+  // `keys`.
+  std::atomic<bool> daemon_reads_no_packed_keys_{false};
 };
 
 Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -216,24 +221,63 @@ absl::StatusOr<OpenedNamespace> Client::OpenNamespace(const NamespaceOptions& o)
   return out;
 }
 
+namespace {
+
+// The width of `keys` when every one has the same, of 1..BlockKey's 32
+// bytes (the daemon checks the rest); 0 otherwise, or without keys.
+size_t PackedKeyWidth(absl::Span<const std::string> keys) {
+  if (keys.empty() || keys[0].empty() || keys[0].size() > 32) return 0;
+  for (const std::string& k : keys) {
+    if (k.size() != keys[0].size()) return 0;
+  }
+  return keys[0].size();
+}
+
+}  // namespace
+
 absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
                                             absl::Span<const std::string> keys,
                                             const LookupOptions& o) {
-  // Request and response on one arena; the reply compact (packed arrays,
+  // Request and response on one arena; keys of one width packed in one
+  // field (LookupRequest.packed_keys); the reply compact (packed arrays,
   // not a BlockInfo per matched block).
   google::protobuf::Arena arena;
   auto& req = *google::protobuf::Arena::CreateMessage<v1::LookupRequest>(&arena);
   req.set_namespace_id(ns);
-  for (const std::string& k : keys) req.add_keys(k);
+  const size_t width = PackedKeyWidth(keys);
+  if (width > 0 && !impl_->daemon_reads_no_packed_keys_.load(std::memory_order_relaxed)) {
+    std::string* packed = req.mutable_packed_keys();
+    packed->reserve(width * keys.size());
+    for (const std::string& k : keys) packed->append(k);
+    req.set_packed_key_bytes(static_cast<uint32_t>(width));
+  } else {
+    for (const std::string& k : keys) req.add_keys(k);
+  }
   req.set_take_lease(o.take_lease);
   req.set_lease_ttl_ms(o.lease_ttl_ms);
   if (o.retention_priority.has_value()) req.set_retention_priority(*o.retention_priority);
   req.set_prompt_tokens(o.prompt_tokens);
   req.set_compact_reply(true);
   auto& resp = *google::protobuf::Arena::CreateMessage<v1::LookupResponse>(&arena);
-  grpc::ClientContext ctx;
-  impl_->Prepare(&ctx);
-  RETURN_IF_ERROR(FromGrpc(impl_->stub_->Lookup(&ctx, req, &resp)));
+  auto call = [&] {
+    grpc::ClientContext ctx;
+    impl_->Prepare(&ctx);
+    return FromGrpc(impl_->stub_->Lookup(&ctx, req, &resp));
+  };
+  absl::Status status = call();
+  if (absl::IsInvalidArgument(status) && req.packed_key_bytes() > 0) {
+    // A daemon that predates packed keys reads none and refuses the call
+    // (it changed nothing): ask again with `keys`. When that succeeds, it
+    // was such a daemon: send it `keys` from now on. A request refused both
+    // ways is refused for its own fault.
+    req.clear_packed_keys();
+    req.clear_packed_key_bytes();
+    for (const std::string& k : keys) req.add_keys(k);
+    resp.Clear();
+    status = call();
+    if (status.ok()) impl_->daemon_reads_no_packed_keys_.store(true, std::memory_order_relaxed);
+  }
+  RETURN_IF_ERROR(status);
   LookupResult r;
   r.matched = resp.matched();
   // A daemon that predates compact_reply answers in `blocks`.

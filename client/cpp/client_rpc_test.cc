@@ -2,19 +2,23 @@
 // through the library (open, save through shared memory, look up with a
 // lease, load, release), the message path, and error codes.
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kvtier/chained_hash.h"
 #include "kvtier/client.h"
 #include "kvtier/shared_region.h"
+#include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
 #include "testing/test_daemon_config.h"
@@ -222,5 +226,98 @@ TEST_F(ClientRpcTest, GetChunksStreamsEachBlockInOrderAndCancels) {
             absl::StatusCode::kNotFound);
 }
 
+// A daemon that predates LookupRequest.packed_keys: it reads `keys` only,
+// refuses a Lookup without them (INVALID_ARGUMENT, as kvtierd did), and
+// matches every key it reads; or, with refuse_all, refuses every Lookup.
+class OldDaemon final : public kvtier::v1::KvCache::Service {
+ public:
+  explicit OldDaemon(bool refuse_all = false) : refuse_all_(refuse_all) {}
+  grpc::Status Lookup(grpc::ServerContext*, const kvtier::v1::LookupRequest* req,
+                      kvtier::v1::LookupResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_.push_back(*req);
+    if (refuse_all_ || req->keys_size() == 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request has 0 keys; must be 1..8");
+    }
+    resp->set_matched(static_cast<uint32_t>(req->keys_size()));
+    return grpc::Status::OK;
+  }
+  std::vector<kvtier::v1::LookupRequest> requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+
+ private:
+  const bool refuse_all_;
+  std::mutex mu_;
+  std::vector<kvtier::v1::LookupRequest> requests_;
+};
+
+// Serves `service` on a port of its own until destroyed.
+class FakeDaemon {
+ public:
+  explicit FakeDaemon(grpc::Service* service) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(service);
+    server_ = builder.BuildAndStart();
+  }
+  ~FakeDaemon() {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  bool started() const { return server_ != nullptr; }
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+TEST_F(ClientRpcTest, LookupSendsPackedKeysAndRepeatsThemToADaemonThatCannotReadThem) {
+  // The real daemon reads packed keys: one call, all keys read.
+  absl::StatusOr<OpenedNamespace> ns = client_->OpenNamespace(Options());
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  const std::vector<std::string> keys = {std::string(32, 'a'), std::string(32, 'b')};
+  absl::StatusOr<LookupResult> miss = client_->Lookup(ns->id, keys);
+  ASSERT_TRUE(miss.ok()) << miss.status();
+  EXPECT_EQ(miss->matched, 0u);
+
+  OldDaemon old;
+  FakeDaemon fake(&old);
+  ASSERT_TRUE(fake.started());
+  auto client = Client::Connect(fake.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  // It refuses packed keys: the client asks again with `keys`...
+  absl::StatusOr<LookupResult> hit = (*client)->Lookup(std::string(32, '0'), keys);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_EQ(hit->matched, 2u);
+  std::vector<kvtier::v1::LookupRequest> sent = old.requests();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].packed_keys(), keys[0] + keys[1]);
+  EXPECT_EQ(sent[0].packed_key_bytes(), 32u);
+  EXPECT_EQ(sent[0].keys_size(), 0);
+  ASSERT_EQ(sent[1].keys_size(), 2);
+  EXPECT_EQ(sent[1].keys(1), keys[1]);
+  EXPECT_TRUE(sent[1].packed_keys().empty());
+  // ...and sends `keys` from then on.
+  ASSERT_TRUE((*client)->Lookup(std::string(32, '0'), keys).ok());
+  sent = old.requests();
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[2].keys_size(), 2);
+
+  // A request refused both ways is refused for its own fault: the caller
+  // gets the error, and the next Lookup is packed again.
+  OldDaemon refusing(/*refuse_all=*/true);
+  FakeDaemon strict(&refusing);
+  ASSERT_TRUE(strict.started());
+  auto client2 = Client::Connect(strict.address());
+  ASSERT_TRUE(client2.ok()) << client2.status();
+  EXPECT_EQ((*client2)->Lookup(std::string(32, '0'), keys).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refusing.requests().size(), 2u);
+  EXPECT_FALSE((*client2)->Lookup(std::string(32, '0'), keys).ok());
+  ASSERT_EQ(refusing.requests().size(), 4u);
+  EXPECT_EQ(refusing.requests()[2].packed_key_bytes(), 32u);
+}
 }  // namespace
 }  // namespace kvtier::client

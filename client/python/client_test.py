@@ -37,8 +37,44 @@ class _LookupStub:
         self.reply = reply
         self.requests = []
 
+    def record(self, request):
+        # A copy, as gRPC sends the bytes of the request at the call.
+        sent = type(request)()
+        sent.CopyFrom(request)
+        self.requests.append(sent)
+
     def Lookup(self, request, timeout=None):
-        self.requests.append(request)
+        self.record(request)
+        return self.reply
+
+
+class _Refusal(grpc.RpcError):
+    """A failed call as gRPC raises it."""
+
+    def __init__(self, code, details):
+        super().__init__(details)
+        self._code, self._details = code, details
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+
+class _OldDaemonStub(_LookupStub):
+    """A daemon that predates packed keys: a Lookup without `keys` has no
+    keys, and is refused; or, with refuse_all, one that refuses every
+    Lookup."""
+
+    def __init__(self, reply, refuse_all=False):
+        super().__init__(reply)
+        self.refuse_all = refuse_all
+
+    def Lookup(self, request, timeout=None):
+        self.record(request)
+        if self.refuse_all or not request.keys:
+            raise _Refusal(grpc.StatusCode.INVALID_ARGUMENT, "request has 0 keys; must be 1..65536")
         return self.reply
 
 
@@ -59,6 +95,44 @@ class ClientPackageTest(unittest.TestCase):
             self.assertEqual(r.matched, 3)
             self.assertEqual(r.tiers, ["host", "nvme", "nvme"])
             self.assertEqual(r.persisted, [False, True, True])
+
+    def test_lookup_sends_keys_of_one_width_packed_and_repeats_them_to_an_old_daemon(self):
+        keys = [b"aa", b"bb", b"cc"]
+        reply = kvcache_pb2.LookupResponse(matched=1)
+        with Client("127.0.0.1:1") as c:
+            c._stub = _LookupStub(reply)
+            self.assertEqual(c.lookup("ab" * 16, keys).matched, 1)
+            (sent,) = c._stub.requests
+            self.assertEqual(sent.packed_keys, b"aabbcc")
+            self.assertEqual(sent.packed_key_bytes, 2)
+            self.assertEqual(list(sent.keys), [])
+            # Keys of different widths cannot be packed.
+            c.lookup("ab" * 16, [b"a", b"bb"])
+            self.assertEqual(list(c._stub.requests[1].keys), [b"a", b"bb"])
+            self.assertEqual(c._stub.requests[1].packed_keys, b"")
+        # A daemon that predates packed keys refuses them: the client asks
+        # again with `keys`, and sends them so from then on.
+        with Client("127.0.0.1:1") as c:
+            c._stub = _OldDaemonStub(reply)
+            self.assertEqual(c.lookup("ab" * 16, keys).matched, 1)
+            first, again = c._stub.requests
+            self.assertEqual(first.packed_keys, b"aabbcc")
+            self.assertEqual(list(again.keys), keys)
+            self.assertEqual((again.packed_keys, again.packed_key_bytes), (b"", 0))
+            c.lookup("ab" * 16, keys)
+            self.assertEqual(len(c._stub.requests), 3)
+            self.assertEqual(list(c._stub.requests[2].keys), keys)
+        # A request refused both ways is refused for its own fault: the
+        # error is the caller's, and the next Lookup is packed again.
+        with Client("127.0.0.1:1") as c:
+            c._stub = _OldDaemonStub(reply, refuse_all=True)
+            with self.assertRaises(KvtierError) as e:
+                c.lookup("ab" * 16, keys)
+            self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertEqual(len(c._stub.requests), 2)
+            with self.assertRaises(KvtierError):
+                c.lookup("ab" * 16, keys)
+            self.assertEqual(c._stub.requests[2].packed_keys, b"aabbcc")
 
     def test_with_block_closes_the_channel(self):
         with Client("127.0.0.1:1", timeout=0.2) as c:

@@ -45,6 +45,8 @@ keys = [b"k0", b"k1", b"k2", b"k3"]
 seeds = {
     "open": (0, open_req),
     "lookup": (1, kvcache_pb2.LookupRequest(namespace_id=ns, keys=keys + [b"k9"], take_lease=True)),
+    "lookup_packed": (1, kvcache_pb2.LookupRequest(namespace_id=ns, packed_keys=b"".join(keys),
+                                                   packed_key_bytes=2, compact_reply=True)),
     "release": (2, kvcache_pb2.ReleaseRequest(lease_id="0" * 32)),
     "delete": (3, kvcache_pb2.DeleteRequest(namespace_id=ns, keys=[b"k3"])),
     "register": (4, kvcache_pb2.RegisterMemoryRequest(region=kvcache_pb2.MemoryRegion(

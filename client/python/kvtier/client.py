@@ -177,6 +177,17 @@ class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInter
         return continuation(self._details(details), requests)
 
 
+def _packed_key_width(keys: Sequence[bytes]) -> int:
+    """The width of `keys` when every one has the same, of 1..32 bytes
+    (the daemon checks the rest); 0 otherwise, or without keys."""
+    if not keys:
+        return 0
+    width = len(keys[0])
+    if not 1 <= width <= 32 or any(len(k) != width for k in keys):
+        return 0
+    return width
+
+
 class Client:
     """A connection to kvtierd; close() (or leaving a `with Client(...) as c:`
     block) closes the channel.
@@ -225,6 +236,9 @@ class Client:
         if token:
             self._channel = grpc.intercept_channel(self._channel, _BearerToken(token))
         self._stub = kvcache_pb2_grpc.KvCacheStub(self._channel)
+        # Set once the daemon refused a packed Lookup and took the same one
+        # with `keys` (it predates LookupRequest.packed_keys).
+        self._daemon_reads_no_packed_keys = False
         self._timeout = timeout
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
 
@@ -309,11 +323,35 @@ class Client:
         matched blocks: high for a shared system prompt, 0 once the
         conversation ended (they are then reclaimed first)."""
         req = kvcache_pb2.LookupRequest(
-            namespace_id=namespace_id, keys=list(keys), take_lease=take_lease,
+            namespace_id=namespace_id, take_lease=take_lease,
             lease_ttl_ms=lease_ttl_ms, prompt_tokens=prompt_tokens, compact_reply=True)
         if retention_priority is not None:
             req.retention_priority = retention_priority
-        r = self._call(self._stub.Lookup, req)
+        # Keys of one width go packed in one field (packed_keys): one bytes
+        # value to build and parse instead of one per key.
+        keys = list(keys)
+        width = _packed_key_width(keys)
+        if width and not self._daemon_reads_no_packed_keys:
+            req.packed_keys = b"".join(keys)
+            req.packed_key_bytes = width
+        else:
+            req.keys.extend(keys)
+        r = None
+        try:
+            r = self._call(self._stub.Lookup, req)
+        except KvtierError as e:
+            if not req.packed_key_bytes or e.code != grpc.StatusCode.INVALID_ARGUMENT:
+                raise
+        if r is None:
+            # A daemon that predates packed keys reads none and refuses the
+            # call (it changed nothing): ask again with `keys`. When that
+            # succeeds, it was such a daemon: send it `keys` from now on. A
+            # request refused both ways is refused for its own fault.
+            req.ClearField("packed_keys")
+            req.ClearField("packed_key_bytes")
+            req.keys.extend(keys)
+            r = self._call(self._stub.Lookup, req)
+            self._daemon_reads_no_packed_keys = True
         # Packed arrays (compact_reply); a daemon that predates them answers
         # in `blocks`.
         tiers = [_TIERS.get(t, "unknown") for t in r.compact_blocks.tier]
