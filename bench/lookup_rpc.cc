@@ -7,8 +7,9 @@
 // path, for both forms of the call: compact (the keys packed in one field,
 // the reply in packed arrays: what kvtier's clients send and ask for) and
 // full (a bytes field per key, a BlockInfo per block). A compact Lookup
-// through the blocking stub (as the C++ client calls it) is printed beside
-// a no-op KvCache RPC through that stub. Last, the server's
+// through the blocking stub is printed beside a no-op KvCache RPC through
+// that stub, and kvtier::Client::Lookup (the C++ client, which waits for a
+// callback-stub call) beside the empty RPC. Last, the server's
 // message work for the same Lookup outside gRPC (parse the request, answer
 // every key, serialize, free) with gRPC's default messages (on the heap,
 // the baseline) and with the ArenaMessages the daemon registers for Lookup.
@@ -32,6 +33,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "bench/bench_daemon.h"
+#include "kvtier/client.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/async/arena_messages.h"
 #include "spdlog/spdlog.h"
@@ -231,10 +233,20 @@ int main(int argc, char** argv) {
   };
   auto look_full = [&] { return callback_lookup(lookup); };
   auto look_compact = [&] { return callback_lookup(compact); };
+  // The C++ client's Lookup, as an engine calls it.
+  auto client = kvtier::client::Client::Connect(daemon->listen_address());
+  if (!client.ok()) return 1;
+  const std::vector<std::string> key_list(lookup.keys().begin(), lookup.keys().end());
+  auto look_client = [&] {
+    absl::StatusOr<kvtier::client::LookupResult> r = (*client)->Lookup(ns, key_list);
+    return r.ok() && r->matched == static_cast<uint32_t>(keys) &&
+           r->tiers.size() == static_cast<size_t>(keys);
+  };
   const int per_round = std::max(1, calls / 10);
   const std::vector<std::vector<double>> rpc =
-      Interleaved(per_round, {empty, noop, look, look_full, look_compact});
-  const std::vector<double>&e = rpc[0], &z = rpc[1], &k = rpc[2], &a = rpc[3], &c = rpc[4];
+      Interleaved(per_round, {empty, noop, look, look_full, look_compact, look_client});
+  const std::vector<double>&e = rpc[0], &z = rpc[1], &k = rpc[2], &a = rpc[3], &c = rpc[4],
+        &l = rpc[5];
   std::printf("lookup_rpc: %d sequential calls each, same channel, loopback TCP\n", 10 * per_round);
   std::printf("  empty RPC (Health/Check, callback stub):  p50 %7.1f us  p99 %7.1f us\n",
               Pct(e, 0.5), Pct(e, 0.99));
@@ -246,6 +258,8 @@ int main(int argc, char** argv) {
               Pct(a, 0.5), Pct(a, 0.99));
   std::printf("  compact Lookup of %4d keys (callback):   p50 %7.1f us  p99 %7.1f us\n", keys,
               Pct(c, 0.5), Pct(c, 0.99));
+  std::printf("  kvtier::Client::Lookup of %4d keys:      p50 %7.1f us  p99 %7.1f us\n", keys,
+              Pct(l, 0.5), Pct(l, 0.99));
   std::printf(
       "  ratio compact Lookup/empty, callback:     p50 %.2f      p99 %.2f   (target <= 1.2)\n",
       Pct(c, 0.5) / Pct(e, 0.5), Pct(c, 0.99) / Pct(e, 0.99));
@@ -253,6 +267,8 @@ int main(int argc, char** argv) {
               Pct(a, 0.5) / Pct(e, 0.5), Pct(a, 0.99) / Pct(e, 0.99));
   std::printf("  ratio compact Lookup/no-op, blocking:     p50 %.2f      p99 %.2f\n",
               Pct(k, 0.5) / Pct(z, 0.5), Pct(k, 0.99) / Pct(z, 0.99));
+  std::printf("  ratio kvtier::Client::Lookup/empty:       p50 %.2f      p99 %.2f\n",
+              Pct(l, 0.5) / Pct(e, 0.5), Pct(l, 0.99) / Pct(e, 0.99));
 
   // The server's message work, heap and arena in turn.
   const std::string wire = lookup.SerializeAsString();

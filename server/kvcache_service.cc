@@ -141,7 +141,8 @@ grpc::Status KvCacheService::DoOpenNamespace(Ctx* context, const v1::OpenNamespa
 grpc::Status KvCacheService::DoLookup(Ctx* context, const v1::LookupRequest* request,
                                       v1::LookupResponse* response) {
   KVTIER_ADMIT("Lookup", who);
-  absl::StatusOr<NamespaceKeys> req = LookupKeysFromProto(*request);
+  absl::StatusOr<NamespaceKeys> req =
+      LookupKeysFromProto(*request, deps_.cache->options().max_keys_per_request);
   if (!req.ok()) return Finish("Lookup", req.status());
   if (absl::Status s = deps_.cache->CheckTenant(req->ns, who->tenant); !s.ok()) {
     return Finish("Lookup", s);
@@ -182,7 +183,8 @@ std::optional<grpc::Status> KvCacheService::TryLookupInline(Ctx* context,
                                                             const v1::LookupRequest* request,
                                                             v1::LookupResponse* response) {
   KVTIER_ADMIT("Lookup", who);
-  absl::StatusOr<NamespaceKeys> req = LookupKeysFromProto(*request);
+  absl::StatusOr<NamespaceKeys> req =
+      LookupKeysFromProto(*request, deps_.cache->options().max_keys_per_request);
   if (!req.ok()) return Finish("Lookup", req.status());
   // NVMe admission to re-judge (which may wait for the cache's lock): on the
   // executor. Else the planner only reads.

@@ -127,7 +127,8 @@ absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
   return NamespaceKeys{ns, std::move(parsed)};
 }
 
-absl::StatusOr<NamespaceKeys> LookupKeysFromProto(const v1::LookupRequest& request) {
+absl::StatusOr<NamespaceKeys> LookupKeysFromProto(const v1::LookupRequest& request,
+                                                  size_t max_keys) {
   if (request.packed_keys().empty() && request.packed_key_bytes() == 0) {
     return NamespaceKeysFromProto(request.namespace_id(), request.keys());
   }
@@ -144,6 +145,10 @@ absl::StatusOr<NamespaceKeys> LookupKeysFromProto(const v1::LookupRequest& reque
     return absl::InvalidArgumentError(absl::StrCat("packed_keys holds ", packed.size(),
                                                    " bytes, not a whole number of ", width,
                                                    "-byte keys"));
+  }
+  if (packed.size() / width > max_keys) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request has ", packed.size() / width, " keys; at most ", max_keys));
   }
   ASSIGN_OR_RETURN(NamespaceId ns, NamespaceIdFromProto(request.namespace_id()));
   NamespaceKeys out{ns, {}};

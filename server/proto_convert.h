@@ -49,8 +49,11 @@ struct NamespaceKeys {
 absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
     const std::string& namespace_id, const google::protobuf::RepeatedPtrField<std::string>& keys);
 // A Lookup's namespace and keys, from `keys` or from `packed_keys`
-// (LookupRequest's comment says which requests are refused).
-absl::StatusOr<NamespaceKeys> LookupKeysFromProto(const v1::LookupRequest& request);
+// (LookupRequest's comment says which requests are refused). Packed keys
+// beyond `max_keys` are refused before any is parsed (a 16 MiB field of
+// 1-byte keys would otherwise be 16 M BlockKeys).
+absl::StatusOr<NamespaceKeys> LookupKeysFromProto(const v1::LookupRequest& request,
+                                                  size_t max_keys);
 // How many keys a Lookup asks for, read as LookupKeysFromProto would (a
 // packed length that is not a whole number of keys counts the whole ones).
 size_t LookupKeyCount(const v1::LookupRequest& request);

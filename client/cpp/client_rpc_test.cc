@@ -274,13 +274,50 @@ class FakeDaemon {
 };
 
 TEST_F(ClientRpcTest, LookupSendsPackedKeysAndRepeatsThemToADaemonThatCannotReadThem) {
-  // The real daemon reads packed keys: one call, all keys read.
   absl::StatusOr<OpenedNamespace> ns = client_->OpenNamespace(Options());
   ASSERT_TRUE(ns.ok()) << ns.status();
   const std::vector<std::string> keys = {std::string(32, 'a'), std::string(32, 'b')};
-  absl::StatusOr<LookupResult> miss = client_->Lookup(ns->id, keys);
-  ASSERT_TRUE(miss.ok()) << miss.status();
-  EXPECT_EQ(miss->matched, 0u);
+  const std::vector<std::string> data = {std::string(kBlock, 'x'), std::string(kBlock, 'y')};
+  ASSERT_TRUE(client_->Put(ns->id, keys, data).ok());
+  absl::StatusOr<LookupResult> both = client_->Lookup(ns->id, keys);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->matched, 2u);
+
+  // The daemon reads packed keys as it reads `keys`: on gRPC's thread, and
+  // on the executor (more than 1024 keys).
+  auto stub = kvtier::v1::KvCache::NewStub(
+      grpc::CreateChannel(daemon_->listen_address(), grpc::InsecureChannelCredentials()));
+  auto lookup = [&](const std::string& packed, uint32_t width, bool lease,
+                    kvtier::v1::LookupResponse* resp) {
+    kvtier::v1::LookupRequest req;
+    req.set_namespace_id(ns->id);
+    req.set_packed_keys(packed);
+    req.set_packed_key_bytes(width);
+    req.set_take_lease(lease);
+    req.set_compact_reply(true);
+    grpc::ClientContext ctx;
+    return stub->Lookup(&ctx, req, resp);
+  };
+  std::string packed = keys[0] + keys[1];
+  kvtier::v1::LookupResponse resp;
+  ASSERT_TRUE(lookup(packed, 32, false, &resp).ok());
+  EXPECT_EQ(resp.matched(), 2u);
+  EXPECT_EQ(resp.compact_blocks().size_bytes_size(), 2);
+  for (int i = 0; i < 1100; ++i)
+    packed += absl::StrCat("missing-", i, std::string(32, '.')).substr(0, 32);
+  resp.Clear();
+  ASSERT_TRUE(lookup(packed, 32, false, &resp).ok());
+  EXPECT_EQ(resp.matched(), 2u);
+  // Malformed: refused, and no lease is taken.
+  const uint32_t leases = daemon_->cache().Snapshot().active_leases;
+  for (uint32_t width : {0u, 33u, 31u}) {
+    EXPECT_EQ(lookup(keys[0] + keys[1], width, true, &resp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT)
+        << width;
+  }
+  EXPECT_EQ(daemon_->cache().Snapshot().active_leases, leases);
+  ASSERT_TRUE(lookup(keys[0] + keys[1], 32, true, &resp).ok());
+  EXPECT_EQ(daemon_->cache().Snapshot().active_leases, leases + 1);
 
   OldDaemon old;
   FakeDaemon fake(&old);

@@ -4,7 +4,8 @@
 // messages as heap-allocating protobuf objects, so a Lookup of 128 keys
 // costs hundreds of mallocs and frees (a string object per requested key, a
 // BlockInfo and its key per answered one), and the frees run on another
-// thread than the mallocs (gRPC calls OnDone on its executor). With the
+// thread than the mallocs (gRPC frees them once the call is done, on
+// whichever of its threads finishes it). With the
 // arena those objects come from the holder's block. What still reaches the
 // heap: the holder itself (one malloc), the characters of strings longer
 // than 15 bytes (protobuf 3.21 keeps only the string object on the arena),

@@ -2,10 +2,14 @@
 // Debian's gRPC is not built with TSan, so TSan cannot see how gRPC hands a
 // call from the thread that starts an operation (StartRead, StartWrite,
 // Finish, on a kvtier worker) to the thread that runs its reaction
-// (OnReadDone, OnWriteDone, OnDone, on one of gRPC's). Each reactor marks
-// both ends on its own address: HandOff right before it gives gRPC an
-// operation, TakeOver first thing in each reaction. Outside TSan builds both
-// are empty and free.
+// (OnReadDone, OnWriteDone, OnDone, on one of gRPC's). Each reactor of
+// kvtier's own (the streaming calls') marks both ends on its own address:
+// HandOff right before it gives gRPC an operation, TakeOver first thing in
+// each reaction. A unary call has no reactor of kvtier's: it is finished
+// through gRPC's library-owned one (server/async/unary_call.h), whose
+// reactions are empty, and what runs after its Finish (the messages'
+// teardown) is gRPC's header code (tests/tsan.supp). Outside TSan builds
+// both are empty and free.
 #ifndef KVTIER_SERVER_ASYNC_TSAN_HANDOFF_H_
 #define KVTIER_SERVER_ASYNC_TSAN_HANDOFF_H_
 

@@ -11,6 +11,7 @@ import concurrent.futures
 import mmap
 import os
 import tempfile
+import time
 import weakref
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -253,9 +254,10 @@ class Client:
                  exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         self.close()
 
-    def _call(self, method: Callable[..., Any], request: Any) -> Any:
+    def _call(self, method: Callable[..., Any], request: Any,
+              timeout: Optional[float] = None) -> Any:
         try:
-            return method(request, timeout=self._timeout)
+            return method(request, timeout=self._timeout if timeout is None else timeout)
         except grpc.RpcError as e:
             raise KvtierError(e.code(), e.details()) from None
 
@@ -337,6 +339,7 @@ class Client:
         else:
             req.keys.extend(keys)
         r = None
+        deadline = time.monotonic() + self._timeout  # for both tries
         try:
             r = self._call(self._stub.Lookup, req)
         except KvtierError as e:
@@ -350,7 +353,7 @@ class Client:
             req.ClearField("packed_keys")
             req.ClearField("packed_key_bytes")
             req.keys.extend(keys)
-            r = self._call(self._stub.Lookup, req)
+            r = self._call(self._stub.Lookup, req, max(0.0, deadline - time.monotonic()))
             self._daemon_reads_no_packed_keys = True
         # Packed arrays (compact_reply); a daemon that predates them answers
         # in `blocks`.
