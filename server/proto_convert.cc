@@ -148,7 +148,7 @@ absl::StatusOr<NamespaceKeys> LookupKeysFromProto(const v1::LookupRequest& reque
   }
   if (packed.size() / width > max_keys) {
     return absl::InvalidArgumentError(
-        absl::StrCat("request has ", packed.size() / width, " keys; at most ", max_keys));
+        absl::StrCat("request has ", packed.size() / width, " keys; must be 1..", max_keys));
   }
   ASSIGN_OR_RETURN(NamespaceId ns, NamespaceIdFromProto(request.namespace_id()));
   NamespaceKeys out{ns, {}};

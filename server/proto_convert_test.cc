@@ -63,7 +63,7 @@ TEST(LookupKeysFromProtoTest, MalformedPackedKeysAreRefusedWithTheReason) {
   refused(Packed(std::string(33, 'k'), 33), "packed_key_bytes is 33");
   refused(Packed("aabbc", 2), "5 bytes, not a whole number of 2-byte keys");
   // More keys than a request may hold: refused before any is parsed.
-  refused(Packed("abcde", 1), "request has 5 keys; at most 4");
+  refused(Packed("abcde", 1), "request has 5 keys; must be 1..4");
   EXPECT_EQ(LookupKeysFromProto(Packed("abcd", 1), kMax)->keys.size(), 4u);
   v1::LookupRequest bad_ns = Packed("aabb", 2);
   bad_ns.set_namespace_id("not-hex");

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -308,12 +309,17 @@ TEST_F(ClientRpcTest, LookupSendsPackedKeysAndRepeatsThemToADaemonThatCannotRead
   resp.Clear();
   ASSERT_TRUE(lookup(packed, 32, false, &resp).ok());
   EXPECT_EQ(resp.matched(), 2u);
-  // Malformed: refused, and no lease is taken.
+  // Malformed: refused, and no lease is taken. A torn length at the
+  // right width, or too many keys, would otherwise match both blocks.
   const uint32_t leases = daemon_->cache().Snapshot().active_leases;
-  for (uint32_t width : {0u, 33u, 31u}) {
-    EXPECT_EQ(lookup(keys[0] + keys[1], width, true, &resp).error_code(),
-              grpc::StatusCode::INVALID_ARGUMENT)
-        << width;
+  const std::string torn = keys[0] + keys[1] + "z";
+  std::string too_many = keys[0] + keys[1];
+  too_many.resize(32 * (daemon_->cache().options().max_keys_per_request + 1ull), 'k');
+  const std::pair<std::string, uint32_t> malformed[] = {
+      {keys[0] + keys[1], 0}, {keys[0] + keys[1], 33}, {torn, 32}, {too_many, 32}};
+  for (const auto& [bytes, width] : malformed) {
+    EXPECT_EQ(lookup(bytes, width, true, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << bytes.size() << " bytes of width " << width;
   }
   EXPECT_EQ(daemon_->cache().Snapshot().active_leases, leases);
   ASSERT_TRUE(lookup(keys[0] + keys[1], 32, true, &resp).ok());

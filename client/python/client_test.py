@@ -36,15 +36,17 @@ class _LookupStub:
     def __init__(self, reply):
         self.reply = reply
         self.requests = []
+        self.timeouts = []
 
-    def record(self, request):
+    def record(self, request, timeout):
         # A copy, as gRPC sends the bytes of the request at the call.
         sent = type(request)()
         sent.CopyFrom(request)
         self.requests.append(sent)
+        self.timeouts.append(timeout)
 
     def Lookup(self, request, timeout=None):
-        self.record(request)
+        self.record(request, timeout)
         return self.reply
 
 
@@ -72,7 +74,7 @@ class _OldDaemonStub(_LookupStub):
         self.refuse_all = refuse_all
 
     def Lookup(self, request, timeout=None):
-        self.record(request)
+        self.record(request, timeout)
         if self.refuse_all or not request.keys:
             raise _Refusal(grpc.StatusCode.INVALID_ARGUMENT, "request has 0 keys; must be 1..65536")
         return self.reply
@@ -117,6 +119,9 @@ class ClientPackageTest(unittest.TestCase):
             self.assertEqual(c.lookup("ab" * 16, keys).matched, 1)
             first, again = c._stub.requests
             self.assertEqual(first.packed_keys, b"aabbcc")
+            # The second try runs within the first one's deadline.
+            self.assertEqual(c._stub.timeouts[0], 30.0)
+            self.assertLess(c._stub.timeouts[1], 30.0)
             self.assertEqual(list(again.keys), keys)
             self.assertEqual((again.packed_keys, again.packed_key_bytes), (b"", 0))
             c.lookup("ab" * 16, keys)

@@ -10,7 +10,10 @@
 //
 // Thread-safety: a Client may be used from many threads at once. SaveAsync
 // and LoadAsync run the call on their own thread; the region must stay
-// registered and mapped until the future is ready.
+// registered and mapped until the future is ready. Lookup and Release wait
+// for gRPC's callback threads to complete them: do not call them from one
+// (from a gRPC callback or reactor of the engine's own), where they could
+// wait for themselves until their deadline.
 #ifndef KVTIER_INCLUDE_KVTIER_CLIENT_H_
 #define KVTIER_INCLUDE_KVTIER_CLIENT_H_
 

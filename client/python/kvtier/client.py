@@ -256,6 +256,7 @@ class Client:
 
     def _call(self, method: Callable[..., Any], request: Any,
               timeout: Optional[float] = None) -> Any:
+        """`timeout`: seconds; None for the client's own."""
         try:
             return method(request, timeout=self._timeout if timeout is None else timeout)
         except grpc.RpcError as e:
@@ -339,7 +340,8 @@ class Client:
         else:
             req.keys.extend(keys)
         r = None
-        deadline = time.monotonic() + self._timeout  # for both tries
+        # One deadline for both tries (None: no deadline).
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
         try:
             r = self._call(self._stub.Lookup, req)
         except KvtierError as e:
@@ -353,7 +355,8 @@ class Client:
             req.ClearField("packed_keys")
             req.ClearField("packed_key_bytes")
             req.keys.extend(keys)
-            r = self._call(self._stub.Lookup, req, max(0.0, deadline - time.monotonic()))
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            r = self._call(self._stub.Lookup, req, left)
             self._daemon_reads_no_packed_keys = True
         # Packed arrays (compact_reply); a daemon that predates them answers
         # in `blocks`.
