@@ -1,6 +1,7 @@
 #include "storage/slab_allocator.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 
@@ -58,13 +59,30 @@ SlabAllocator::SlabAllocator(uint64_t slab_bytes, size_t num_slabs)
 void SlabAllocator::FormatSlab(Slab& slab, uint32_t size_class) {
   const uint32_t slots = static_cast<uint32_t>(slab_bytes_ / class_bytes_[size_class]);
   slab.size_class = static_cast<int32_t>(size_class);
-  // Lowest slot last, so Allocate hands out a fresh slab in address order.
-  slab.free_slots.resize(slots);
-  slab.free_pos.resize(slots);
-  for (uint32_t p = 0; p < slots; ++p) {
-    slab.free_slots[p] = slots - 1 - p;
-    slab.free_pos[slots - 1 - p] = p;
-  }
+  slab.slots = slots;
+  slab.in_use = 0;
+  slab.first_open_word = 0;
+  // Bits past the last slot stay clear: while in_use < slots, a search from
+  // the lowest word finds a real free slot before them.
+  slab.taken.assign((slots + 63) / 64, 0);
+}
+
+bool SlabAllocator::Take(Slab& slab, uint32_t index) {
+  const uint64_t bit = uint64_t{1} << (index % 64);
+  uint64_t& word = slab.taken[index / 64];
+  if ((word & bit) != 0) return false;
+  word |= bit;
+  ++slab.in_use;
+  return true;
+}
+
+void SlabAllocator::ReleaseSlab(uint32_t slab_index) {
+  Slab& slab = slabs_[slab_index];
+  partial_slabs_[slab.size_class].erase(slab_index);
+  slab.size_class = -1;
+  slab.slots = 0;
+  std::vector<uint64_t>().swap(slab.taken);  // a free slab holds no memory
+  free_slabs_.push_back(slab_index);
 }
 
 absl::StatusOr<uint32_t> SlabAllocator::ClassFor(uint64_t bytes) const {
@@ -90,10 +108,13 @@ std::optional<SlabAllocator::Slot> SlabAllocator::Allocate(uint32_t size_class) 
     return std::nullopt;
   }
   Slab& slab = slabs_[slab_index];
-  const uint32_t slot = slab.free_slots.back();
-  slab.free_slots.pop_back();
-  slab.free_pos[slot] = kAllocated;
-  if (slab.free_slots.empty()) partial.erase(slab_index);
+  // A partial slab has a free slot at or after first_open_word.
+  uint32_t w = slab.first_open_word;
+  while (slab.taken[w] == ~uint64_t{0}) ++w;
+  slab.first_open_word = w;
+  const uint32_t slot = w * 64 + static_cast<uint32_t>(std::countr_one(slab.taken[w]));
+  Take(slab, slot);
+  if (slab.in_use == slab.slots) partial.erase(slab_index);
   used_bytes_ += class_bytes_[size_class];
   return Slot{slab_index * slab_bytes_ + slot * class_bytes_[size_class], size_class};
 }
@@ -122,19 +143,13 @@ absl::Status SlabAllocator::AllocateAt(const Slot& slot) {
     return absl::FailedPreconditionError(absl::StrCat("slab ", slab_index, " holds class ",
                                                       slab.size_class, ", not ", slot.size_class));
   }
-  const uint32_t pos = slab.free_pos[index];
-  if (pos == kAllocated) {
+  if (!Take(slab, index)) {
     return absl::FailedPreconditionError(
         absl::StrCat("slot at offset ", slot.offset, " is already allocated"));
   }
-  const uint32_t last = slab.free_slots.back();
-  slab.free_slots[pos] = last;
-  slab.free_pos[last] = pos;
-  slab.free_slots.pop_back();
-  slab.free_pos[index] = kAllocated;
   used_bytes_ += cls_bytes;
   // A slab formatted before with a free slot left is already partial.
-  if (slab.free_slots.empty()) {
+  if (slab.in_use == slab.slots) {
     partial_slabs_[slot.size_class].erase(slab_index);
   } else if (formatted_now) {
     partial_slabs_[slot.size_class].insert(slab_index);
@@ -153,22 +168,20 @@ void SlabAllocator::Free(const Slot& slot) {
   const uint64_t cls_bytes = class_bytes_[slot.size_class];
   const uint64_t in_slab = slot.offset % slab_bytes_;
   const uint32_t index = static_cast<uint32_t>(in_slab / cls_bytes);
+  const uint64_t bit = uint64_t{1} << (index % 64);
   if (slab.size_class != static_cast<int32_t>(slot.size_class) || in_slab % cls_bytes != 0 ||
-      index >= slab.free_pos.size() || slab.free_pos[index] != kAllocated) {
+      index >= slab.slots || (slab.taken[index / 64] & bit) == 0) {
     std::fprintf(stderr, "SlabAllocator::Free: slot at offset %llu (class %u) is not allocated\n",
                  static_cast<unsigned long long>(slot.offset), slot.size_class);
     std::abort();
   }
-  slab.free_pos[index] = static_cast<uint32_t>(slab.free_slots.size());
-  slab.free_slots.push_back(index);
+  slab.taken[index / 64] &= ~bit;
+  slab.first_open_word = std::min(slab.first_open_word, index / 64);
+  --slab.in_use;
   used_bytes_ -= cls_bytes;
-  if (slab.free_slots.size() == slab.free_pos.size()) {
-    partial_slabs_[slot.size_class].erase(slab_index);
-    slab.size_class = -1;
-    slab.free_slots.clear();
-    slab.free_pos.clear();
-    free_slabs_.push_back(slab_index);
-  } else if (slab.free_slots.size() == 1) {  // it was full: partial again
+  if (slab.in_use == 0) {
+    ReleaseSlab(slab_index);
+  } else if (slab.in_use == slab.slots - 1) {  // it was full: partial again
     partial_slabs_[slot.size_class].insert(slab_index);
   }
 }

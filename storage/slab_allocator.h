@@ -63,8 +63,7 @@ class SlabAllocator {
   uint32_t SlabOf(uint64_t offset) const { return static_cast<uint32_t>(offset / slab_bytes_); }
   // Allocated slots in one slab (0 for a slab in the free pool).
   uint32_t SlotsInUse(uint32_t slab) const {
-    const Slab& s = slabs_[slab];
-    return static_cast<uint32_t>(s.free_pos.size() - s.free_slots.size());
+    return slabs_[slab].in_use;
   }
 
   uint64_t capacity() const { return slab_bytes_ * slabs_.size(); }
@@ -75,17 +74,22 @@ class SlabAllocator {
 
  private:
   static_assert(sizeof(Slot) == 8, "a slot packs into 8 bytes");
-  // Per slot of a slab in use: its position in free_slots, or kAllocated.
-  // Claiming a given slot (AllocateAt, once per block at recovery) is then
-  // O(1): it swaps with the last free slot instead of searching for it.
-  static constexpr uint32_t kAllocated = 0xffffffffu;
+  // A slab in use keeps one bit per slot (set: allocated), an eighth of a
+  // byte per block where a free list costs 4-8 bytes; Allocate hands out the
+  // lowest free slot, searching from the first word that may hold one.
   struct Slab {
     int32_t size_class = -1;  // -1: in the free pool
-    std::vector<uint32_t> free_slots;
-    std::vector<uint32_t> free_pos;  // indexed by slot
+    uint32_t slots = 0;       // of its class
+    uint32_t in_use = 0;
+    uint32_t first_open_word = 0;  // no word before it has a free slot
+    std::vector<uint64_t> taken;
   };
   // Makes a free-pool slab hold `size_class`, every slot free.
   void FormatSlab(Slab& slab, uint32_t size_class);
+  // Marks slot `index` of a slab in use allocated: false if it already was.
+  bool Take(Slab& slab, uint32_t index);
+  // Returns a slab with no slot allocated to the free pool.
+  void ReleaseSlab(uint32_t slab_index);
 
   SlabAllocator(uint64_t slab_bytes, size_t num_slabs);
 

@@ -115,41 +115,52 @@ TEST(SlabAllocatorTest, AllocateAtRebuildsTheSameState) {
 }
 
 // Claims in any order, allocations and frees, interleaved at random, against
-// a model of which slots are taken: Allocate never hands out a taken slot,
-// AllocateAt refuses exactly the taken ones, and the counts agree.
+// a model of which slots are taken: Allocate never hands out a taken slot and
+// hands out the lowest free one, AllocateAt refuses exactly the taken ones,
+// and the counts agree. Slabs of 16 slots (one bitmap word, part used), 85
+// (a word and a part) and 256 (four whole words).
 TEST(SlabAllocatorTest, ClaimsAllocationsAndFreesInAnyOrderKeepTheSlotsExact) {
-  constexpr uint64_t kSlot = 64 * kKiB, kSlab = 1 * kMiB;  // 16 slots per slab
-  auto a = *SlabAllocator::Create(4 * kSlab, kSlab);
-  const uint32_t cls = *a->ClassFor(kSlot);
-  std::set<uint64_t> taken;
-  std::mt19937_64 rng(7);
-  for (int step = 0; step < 20000; ++step) {
-    const uint64_t offset = rng() % (4 * kSlab / kSlot) * kSlot;
-    switch (rng() % 3) {
-      case 0: {  // claim a given slot
-        const absl::Status s = a->AllocateAt({offset, cls});
-        EXPECT_EQ(s.ok(), !taken.count(offset)) << step << " " << s;
-        if (s.ok()) taken.insert(offset);
-        break;
-      }
-      case 1: {  // any free slot
-        std::optional<SlabAllocator::Slot> s = a->Allocate(cls);
-        ASSERT_EQ(s.has_value(), taken.size() < 64u) << step;
-        if (s) {
-          EXPECT_TRUE(taken.insert(s->offset).second) << step;
+  constexpr uint64_t kSlab = 1 * kMiB;
+  for (const uint64_t slot_bytes : {64 * kKiB, 12 * kKiB, 4 * kKiB}) {
+    SCOPED_TRACE(slot_bytes);
+    auto a = *SlabAllocator::Create(4 * kSlab, kSlab);
+    const uint32_t cls = *a->ClassFor(slot_bytes);
+    ASSERT_EQ(a->ClassBytes(cls), slot_bytes);
+    const uint64_t per_slab = kSlab / slot_bytes;
+    std::set<uint64_t> taken;
+    std::mt19937_64 rng(7);
+    for (int step = 0; step < 20000; ++step) {
+      const uint64_t offset = (rng() % 4) * kSlab + (rng() % per_slab) * slot_bytes;
+      switch (rng() % 3) {
+        case 0: {  // claim a given slot
+          const absl::Status s = a->AllocateAt({offset, cls});
+          EXPECT_EQ(s.ok(), !taken.count(offset)) << step << " " << s;
+          if (s.ok()) taken.insert(offset);
+          break;
         }
-        break;
-      }
-      default:
-        if (taken.count(offset)) {
-          a->Free({offset, cls});
-          taken.erase(offset);
+        case 1: {  // any free slot: the lowest of the slab it comes from
+          std::optional<SlabAllocator::Slot> s = a->Allocate(cls);
+          ASSERT_EQ(s.has_value(), taken.size() < 4 * per_slab) << step;
+          if (s) {
+            EXPECT_TRUE(taken.insert(s->offset).second) << step;
+            const uint64_t slab_start = s->offset / kSlab * kSlab;
+            for (uint64_t o = slab_start; o < s->offset; o += slot_bytes) {
+              ASSERT_TRUE(taken.count(o)) << step << ": " << s->offset << " before free " << o;
+            }
+          }
+          break;
         }
+        default:
+          if (taken.count(offset)) {
+            a->Free({offset, cls});
+            taken.erase(offset);
+          }
+      }
+      ASSERT_EQ(a->used_bytes(), taken.size() * slot_bytes) << step;
     }
-    ASSERT_EQ(a->used_bytes(), taken.size() * kSlot) << step;
+    for (uint64_t o : taken) a->Free({o, cls});
+    EXPECT_EQ(a->free_slabs(), 4u);
   }
-  for (uint64_t o : taken) a->Free({o, cls});
-  EXPECT_EQ(a->free_slabs(), 4u);
 }
 
 TEST(SlabAllocatorDeathTest, DoubleFreeAborts) {
