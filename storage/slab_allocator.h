@@ -62,9 +62,7 @@ class SlabAllocator {
   size_t num_slabs() const { return slabs_.size(); }
   uint32_t SlabOf(uint64_t offset) const { return static_cast<uint32_t>(offset / slab_bytes_); }
   // Allocated slots in one slab (0 for a slab in the free pool).
-  uint32_t SlotsInUse(uint32_t slab) const {
-    return slabs_[slab].in_use;
-  }
+  uint32_t SlotsInUse(uint32_t slab) const { return slabs_[slab].in_use; }
 
   uint64_t capacity() const { return slab_bytes_ * slabs_.size(); }
   uint64_t slab_bytes() const { return slab_bytes_; }
