@@ -4,7 +4,9 @@
 # loopback port (Debian's redis-server; installed if missing), runs
 # redis-benchmark, then build/bench/put_get_rpc, and prints ops/s and the
 # ratio kvtier/redis per operation and size. Redis SET/GET use one key (no
-# -r), so every GET returns a value of the full size.
+# -r), so every GET returns a value of the full size and every SET reuses
+# memory Redis already holds; kvtier's PUT row is likewise its Put into
+# resident arena slots, and PUT1 its first fill (see bench/put_get_rpc.cc).
 #   bench/put_get_vs_redis.sh [BUILD_DIR] [CLIENTS] [OPS]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,14 +34,16 @@ python3 - "$WORK/results.csv" "$CLIENTS" <<'PY'
 import csv, sys
 rows = {}
 for who, op, size, rate in csv.reader(open(sys.argv[1])):
-    op = {"SET": "PUT", "GET": "GET", "PUT": "PUT", "NOOP": "NOOP"}[op.upper()]
+    op = {"SET": "PUT", "GET": "GET", "PUT": "PUT", "PUT_FIRST_FILL": "PUT1", "NOOP": "NOOP"}[op.upper()]
     rows[(who, op, int(size))] = float(rate)
 floor = rows.get(("kvtier", "NOOP", 0))
 print(f"put_get_vs_redis: {sys.argv[2]} clients, loopback TCP, ops/s")
 print(f"empty KvCache RPC, same clients (gRPC's floor here): {floor:.0f} calls/s")
+print("PUT1: kvtier's Put into arena memory no block used before (page faults); PUT: the same")
+print("Puts again after a Delete, into resident slots, as Redis's SET of one key reuses memory")
 print(f"{'size':>8} {'op':>4} {'redis':>10} {'kvtier':>10} {'ratio':>7} {'/empty RPC':>11}")
 for (who, op, size) in sorted(k for k in rows if k[0] == "kvtier" and k[1] != "NOOP"):
-    r = rows.get(("redis", op, size))
+    r = rows.get(("redis", "PUT" if op == "PUT1" else op, size))
     k = rows[(who, op, size)]
     print(f"{size:>8} {op:>4} {r:>10.0f} {k:>10.0f} {k / r:>7.2f} {k / floor:>11.2f}" if r else f"{size} {op} no redis figure")
 PY
