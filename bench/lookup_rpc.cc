@@ -21,11 +21,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -33,6 +31,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "bench/bench_daemon.h"
+#include "client/cpp/await_call.h"
 #include "kvtier/client.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/async/arena_messages.h"
@@ -53,25 +52,6 @@ std::vector<double> Time(int n, F&& call) {
     us.push_back(std::chrono::duration<double, std::micro>(WallClock::now() - t0).count());
   }
   return us;
-}
-
-// Starts a callback-stub call (`start` gets its completion callback) and
-// waits for it to complete; returns its status.
-template <typename Start>
-grpc::Status AwaitCall(Start&& start) {
-  grpc::Status status;
-  bool done = false;
-  std::mutex mu;
-  std::condition_variable cv;
-  start([&](grpc::Status s) {
-    std::lock_guard<std::mutex> lock(mu);
-    status = std::move(s);
-    done = true;
-    cv.notify_one();
-  });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  return status;
 }
 
 // A key of 32 bytes, as engines' block hashes are.

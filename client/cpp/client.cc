@@ -7,14 +7,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/grpc_status.h"
 #include "base/status_macros.h"
+#include "client/cpp/await_call.h"
 #include "client/cpp/channel.h"
 #include "kvtier/v1/kvcache.grpc.pb.h"
 
@@ -61,33 +60,6 @@ class Client::Impl {
   // The deadline of a call that starts now.
   std::chrono::system_clock::time_point Deadline() const {
     return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.timeout);
-  }
-
-  // A unary call through the stub's callback API, waited for here: `start`
-  // gets the completion callback, e.g. stub_->async()->Lookup(&ctx, &req,
-  // &resp, done). For the calls an engine makes per request (Lookup,
-  // Release): on this project's 2-core VMs a 128-key Lookup took about
-  // 35 us less this way than through the blocking stub, whose calling
-  // thread polls a completion queue of its own (bench/lookup_rpc prints
-  // both). Not from one of gRPC's callback threads (client.h). std::mutex,
-  // not absl's, whose uninstrumented build ThreadSanitizer cannot see (the
-  // callback itself runs under gRPC's header code, which tests/tsan.supp
-  // exempts).
-  template <typename Start>
-  static grpc::Status Await(Start&& start) {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    grpc::Status status;
-    start([&](grpc::Status s) {
-      std::lock_guard<std::mutex> lock(mu);
-      status = std::move(s);
-      done = true;
-      cv.notify_one();
-    });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
-    return status;
   }
 
   // RegisterMemory, with owner_pid < 0 meaning this process.
@@ -294,7 +266,7 @@ absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
   auto call = [&] {
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline);
-    return FromGrpc(Impl::Await(
+    return FromGrpc(AwaitCall(
         [&](auto done) { impl_->stub_->async()->Lookup(&ctx, &req, &resp, std::move(done)); }));
   };
   absl::Status status = call();
@@ -351,7 +323,7 @@ absl::StatusOr<uint32_t> Client::Release(const std::string& lease_id) {
   v1::ReleaseResponse resp;
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
-  RETURN_IF_ERROR(FromGrpc(Impl::Await(
+  RETURN_IF_ERROR(FromGrpc(AwaitCall(
       [&](auto done) { impl_->stub_->async()->Release(&ctx, &req, &resp, std::move(done)); })));
   return resp.blocks_released();
 }
