@@ -21,14 +21,16 @@ namespace kvtier::bench {
 // no NVMe tier; null (after printing why) if it cannot start. The process's
 // heap is tuned and abseil's deadlock detector is off, as kvtierd's main()
 // does (server/heap_tuning.h, server/main.cc); the benchmark's in-process
-// clients share that.
-inline std::unique_ptr<Daemon> StartDaemon(const std::string& listen, uint64_t host_bytes) {
+// clients share that. `prefault`: host_tier.prefault.
+inline std::unique_ptr<Daemon> StartDaemon(const std::string& listen, uint64_t host_bytes,
+                                           bool prefault = false) {
   TuneHeapForMessages().IgnoreError();
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   DaemonConfig c = DefaultConfig(8ull << 30);
   c.listen = listen;
   c.metrics_listen = "off";
   c.host_tier_bytes = host_bytes;
+  c.host_prefault = prefault;
   c.costmodel_probe_tiers = false;
   absl::StatusOr<std::unique_ptr<Daemon>> d = Daemon::Start(c);
   if (!d.ok()) {

@@ -10,9 +10,12 @@
 // redis-benchmark doing SET/GET of the same sizes at the same concurrency.
 // Its floor, in the same run: the same clients calling the service's
 // cheapest RPC (UnregisterMemory without an id, refused at once), which is
-// what gRPC and the server's dispatch cost before any byte moves.
+// what gRPC and the server's dispatch cost before any byte moves. With
+// --prefault the daemon faults in its arena at start (host_tier.prefault):
+// the first fill then runs as the second.
 //
 //   build/bench/put_get_rpc [--clients 8] [--ops 2000] [--sizes 4096,65536,262144] [--csv]
+//                           [--prefault]
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -35,10 +38,11 @@
 int main(int argc, char** argv) {
   using namespace kvtier;
   int clients = 8, ops = 2000;
-  bool csv = false;
+  bool csv = false, prefault = false;
   std::vector<uint64_t> sizes = {4096, 65536, 262144};
   CLI::App app{"The gRPC byte path: Put then Get of fresh blocks"};
   app.add_flag("--csv", csv, "print CSV rows");
+  app.add_flag("--prefault", prefault, "fault in the daemon's host arena at start");
   app.add_option("--clients", clients, "client threads")->check(CLI::PositiveNumber);
   app.add_option("--ops", ops, "Put+Get pairs per client")->check(CLI::PositiveNumber);
   app.add_option("--sizes", sizes, "block sizes in bytes, comma-separated")
@@ -46,7 +50,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
-  std::unique_ptr<Daemon> daemon = bench::StartDaemon("127.0.0.1:0", 2ull << 30);
+  std::unique_ptr<Daemon> daemon = bench::StartDaemon("127.0.0.1:0", 2ull << 30, prefault);
   if (daemon == nullptr) return 1;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);

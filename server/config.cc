@@ -106,6 +106,7 @@ const std::vector<KeySpec>& Keys() {
       Field("host_tier.bytes", &DaemonConfig::host_tier_bytes, ParseBytes),
       Field("host_tier.slab_bytes", &DaemonConfig::host_slab_bytes, ParseBytes),
       Field("host_tier.huge_pages", &DaemonConfig::host_huge_pages, ParseBool),
+      Field("host_tier.prefault", &DaemonConfig::host_prefault, ParseBool),
       Field("cache.eviction_policy", &DaemonConfig::eviction_policy, ParseString),
       Field("limits.max_block_bytes", &DaemonConfig::max_block_bytes, ParseBytes),
       Field("limits.max_namespaces", &DaemonConfig::max_namespaces, ParseU32),

@@ -6,7 +6,7 @@
 // YAML layout (every key optional):
 //   server:    listen, max_message_bytes, get_chunk_bytes, shutdown_grace_ms,
 //              max_connection_idle_ms, call_threads
-//   host_tier: bytes, slab_bytes, huge_pages
+//   host_tier: bytes, slab_bytes, huge_pages, prefault
 //   limits:    max_block_bytes, max_namespaces, max_keys_per_request, max_leases,
 //              max_calls_per_method
 //   leases:    default_ttl_ms, max_ttl_ms
@@ -52,6 +52,7 @@ struct DaemonConfig {
   uint64_t host_tier_bytes = 0;  // set by DefaultConfig from RAM
   uint64_t host_slab_bytes = uint64_t{64} << 20;
   bool host_huge_pages = true;
+  bool host_prefault = false;  // fault in the whole arena at start
   // Which blocks the tiers reclaim first: "value" or "lru" (BlockCacheOptions).
   std::string eviction_policy = "value";
 

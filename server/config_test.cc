@@ -115,6 +115,17 @@ TEST(ConfigTest, HostArenaHugePagesAreOnByDefaultAndCanBeTurnedOff) {
   EXPECT_FALSE(c.host_huge_pages);  // a bad value changes nothing
 }
 
+TEST(ConfigTest, HostArenaPrefaultIsOffByDefaultAndCanBeTurnedOn) {
+  DaemonConfig c = DefaultConfig(16 * kGiB);
+  EXPECT_FALSE(c.host_prefault);
+  ASSERT_TRUE(ApplyYaml("host_tier:\n  prefault: true\n", &c).ok());
+  EXPECT_TRUE(c.host_prefault);
+  const absl::Status s = ApplyYaml("host_tier:\n  prefault: 2\n", &c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("host_tier.prefault"), std::string::npos) << s;
+  EXPECT_TRUE(c.host_prefault);  // a bad value changes nothing
+}
+
 // Regression (tests/fuzz/config_fuzz found it): a value with carriage
 // returns applied, then printed as YAML that read back differently. Control
 // characters are refused, naming the key; other odd but printable values

@@ -108,6 +108,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   options.host_bytes = config.host_tier_bytes;
   options.slab_bytes = config.host_slab_bytes;
   options.huge_pages = config.host_huge_pages;
+  options.prefault_host = config.host_prefault;
   options.eviction_policy = config.eviction_policy;
   options.max_block_bytes = config.max_block_bytes;
   options.max_namespaces = config.max_namespaces;

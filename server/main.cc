@@ -125,10 +125,12 @@ int Run(int argc, char** argv) {
   }
   spdlog::info("gpu: {}", (*daemon)->gpus().detail);
   const kvtier::CacheSnapshot snap = (*daemon)->cache().Snapshot();
-  spdlog::info("host tier: {} bytes, {}", snap.host.capacity_bytes,
+  spdlog::info("host tier: {} bytes, {}, {}", snap.host.capacity_bytes,
                (*daemon)->cache().host_huge_pages() ? "transparent huge pages advised"
                : config.host_huge_pages ? "base pages (transparent huge pages off or refused)"
-                                        : "base pages (host_tier.huge_pages=false)");
+                                        : "base pages (host_tier.huge_pages=false)",
+               config.host_prefault ? "faulted in at start (host_tier.prefault)"
+                                    : "faulted in as blocks land");
   if (snap.nvme.enabled) {
     spdlog::info("nvme tier: {} bytes in {} ({}), {} blocks recovered",
                  snap.nvme.tier.capacity_bytes, config.nvme_dirs, snap.nvme.io_engine,

@@ -37,10 +37,12 @@ absl::StatusOr<std::unique_ptr<BlockCache>> BlockCache::Create(const BlockCacheO
                    EvictionPolicyByName(options.eviction_policy));
   ASSIGN_OR_RETURN(std::unique_ptr<SlabAllocator> allocator,
                    SlabAllocator::Create(options.host_bytes, options.slab_bytes));
-  ASSIGN_OR_RETURN(std::unique_ptr<HostArena> arena,
-                   HostArena::Create(allocator->capacity(), options.huge_pages
-                                                                ? HostArena::Pages::kTransparentHuge
-                                                                : HostArena::Pages::kBase));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<HostArena> arena,
+      HostArena::Create(
+          allocator->capacity(),
+          options.huge_pages ? HostArena::Pages::kTransparentHuge : HostArena::Pages::kBase,
+          options.prefault_host ? HostArena::Commit::kAtCreate : HostArena::Commit::kOnFirstTouch));
   std::unique_ptr<BlockCache> cache(
       new BlockCache(options, clock, std::move(arena), std::move(allocator), std::move(policy)));
   BlockCache* c = cache.get();

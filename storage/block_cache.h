@@ -90,6 +90,9 @@ struct BlockCacheOptions {
   uint64_t slab_bytes = uint64_t{64} << 20;
   // Advise transparent huge pages for the host arena (storage/host_arena.h).
   bool huge_pages = true;
+  // Fault in the whole host arena at Create instead of page by page as
+  // blocks first land (HostArena::Commit::kAtCreate).
+  bool prefault_host = false;
   uint64_t max_block_bytes = uint64_t{64} << 20;
   uint32_t max_namespaces = 1024;
   uint32_t max_keys_per_request = 65536;

@@ -3,12 +3,14 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvtier {
 namespace {
@@ -18,7 +20,39 @@ void* MapAnonymous(uint64_t bytes) {
               -1, 0);
 }
 
+// Faults in every page of [data, data + bytes) for writing. The kernel does
+// it in one call where it knows MADV_POPULATE_WRITE (Linux 5.14); older ones
+// refuse the advice (EINVAL) and get a write to each page instead.
+absl::Status Populate(uint8_t* data, uint64_t bytes) {
+  // Refused up front where it cannot fit: faulting in more than the kernel
+  // has would wake its OOM killer rather than fail the call.
+  const uint64_t available = HostArena::AvailableMemoryBytes();
+  if (bytes > available) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot fault in a ", bytes,
+                                                     "-byte host arena: the kernel has ", available,
+                                                     " bytes available (MemAvailable)"));
+  }
+  if (madvise(data, bytes, MADV_POPULATE_WRITE) == 0) return absl::OkStatus();
+  if (errno != EINVAL) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("could not fault in the ", bytes, "-byte host arena: ", std::strerror(errno)));
+  }
+  volatile uint8_t* page = data;
+  for (uint64_t off = 0; off < bytes; off += 4096) page[off] = 0;
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+uint64_t HostArena::AvailableMemoryBytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    unsigned long long kib = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) return kib * 1024;
+  }
+  return UINT64_MAX;  // not told: let the kernel answer
+}
 
 std::string HostArena::TransparentHugePageMode() {
   std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
@@ -29,7 +63,8 @@ std::string HostArena::TransparentHugePageMode() {
   return modes.substr(open + 1, close - open - 1);
 }
 
-absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t bytes, Pages pages) {
+absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t bytes, Pages pages,
+                                                             Commit commit) {
   if (bytes == 0) return absl::InvalidArgumentError("host arena size must be > 0");
   const bool huge = pages == Pages::kTransparentHuge;
   // A huge-page arena maps a huge page more than it needs and unmaps the
@@ -45,8 +80,20 @@ absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t bytes, Pag
         absl::StrCat("mmap of a ", bytes, "-byte host arena failed: ", std::strerror(errno)));
   }
   auto* base = static_cast<uint8_t*>(p);
-  if (!huge) return std::unique_ptr<HostArena>(new HostArena(base, bytes, false));
+  std::unique_ptr<HostArena> arena;
+  if (!huge) {
+    arena.reset(new HostArena(base, bytes, false));
+  } else {
+    arena = AlignToHugePage(base, bytes);
+  }
+  // After the huge-page advice, so the kernel faults in huge pages where it can.
+  if (commit == Commit::kAtCreate) RETURN_IF_ERROR(Populate(arena->data_, bytes));
+  return arena;
+}
 
+std::unique_ptr<HostArena> HostArena::AlignToHugePage(uint8_t* base, uint64_t bytes) {
+  const uint64_t slack = kHugePageBytes;
+  constexpr uint64_t kPage = 4096;
   const auto at = reinterpret_cast<uintptr_t>(base);
   const uint64_t head = (kHugePageBytes - at % kHugePageBytes) % kHugePageBytes;
   uint8_t* data = base + head;

@@ -1,10 +1,13 @@
 #include "storage/host_arena.h"
 
+#include <sys/mman.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "testing/sanitizers.h"
@@ -111,6 +114,41 @@ TEST(HostArenaTest, BaseArenaIsNotAdvised) {
   const std::string flags = VmFlagsOf((*arena)->data());
   ASSERT_NE(flags, "");
   EXPECT_EQ(flags.find(" hg "), std::string::npos) << flags;
+}
+
+// Pages of the arena in memory now, by mincore.
+uint64_t ResidentPages(const HostArena& arena) {
+  const uint64_t pages = (arena.size() + 4095) / 4096;
+  std::vector<unsigned char> in(pages);
+  if (mincore(arena.data(), arena.size(), in.data()) != 0) return UINT64_MAX;
+  uint64_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+TEST(HostArenaTest, CommitAtCreateFaultsInEveryPageAndFirstTouchNone) {
+  constexpr uint64_t kBytes = 6 * kMiB + 4096;
+  for (const auto pages : {HostArena::Pages::kBase, HostArena::Pages::kTransparentHuge}) {
+    auto lazy = HostArena::Create(kBytes, pages, HostArena::Commit::kOnFirstTouch);
+    ASSERT_TRUE(lazy.ok()) << lazy.status();
+    EXPECT_EQ(ResidentPages(**lazy), 0u);
+    (*lazy)->data()[kBytes - 1] = 1;  // the measure sees a touched page
+    EXPECT_GE(ResidentPages(**lazy), 1u);
+
+    auto eager = HostArena::Create(kBytes, pages, HostArena::Commit::kAtCreate);
+    ASSERT_TRUE(eager.ok()) << eager.status();
+    EXPECT_EQ(ResidentPages(**eager), kBytes / 4096);
+    EXPECT_EQ((*eager)->data()[kBytes - 1], 0);  // zeroed, as a lazy page reads
+  }
+}
+
+TEST(HostArenaTest, CommitAtCreateRefusesMoreThanTheKernelHas) {
+  const uint64_t available = HostArena::AvailableMemoryBytes();
+  ASSERT_NE(available, UINT64_MAX) << "no MemAvailable in /proc/meminfo";
+  const uint64_t bytes = (available * 2 + 4095) / 4096 * 4096;
+  auto arena = HostArena::Create(bytes, HostArena::Pages::kBase, HostArena::Commit::kAtCreate);
+  ASSERT_EQ(arena.status().code(), absl::StatusCode::kResourceExhausted) << arena.status();
+  EXPECT_NE(arena.status().message().find("MemAvailable"), std::string::npos) << arena.status();
 }
 
 TEST(HostArenaTest, RejectsEmptyAndImpossibleSizes) {
