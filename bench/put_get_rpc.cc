@@ -3,7 +3,8 @@
 // in-process kvtierd on loopback TCP. Prints Put and Get operations per
 // second and MB/s per value size. The first Put of each size fills host
 // arena memory no block has used yet, so the kernel faults in and zeroes
-// each page then ("Put, first fill"); the blocks are then deleted and Put
+// each page then ("Put, first fill"; it also takes the server's warm-up,
+// but the faults are most of it: see --prefault); the blocks are then deleted and Put
 // again into the same, now resident, slots ("Put"), as in a daemon past its
 // first fill (and as redis-benchmark's SET overwrites one key in memory its
 // allocator already holds). bench/put_get_vs_redis.sh runs it beside
@@ -40,11 +41,12 @@ int main(int argc, char** argv) {
   int clients = 8, ops = 2000;
   bool csv = false, prefault = false;
   std::vector<uint64_t> sizes = {4096, 65536, 262144};
-  CLI::App app{"The gRPC byte path: Put then Get of fresh blocks"};
+  CLI::App app{"The gRPC byte path: Put (first fill, then resident) and Get of blocks"};
   app.add_flag("--csv", csv, "print CSV rows");
   app.add_flag("--prefault", prefault, "fault in the daemon's host arena at start");
   app.add_option("--clients", clients, "client threads")->check(CLI::PositiveNumber);
-  app.add_option("--ops", ops, "Put+Get pairs per client")->check(CLI::PositiveNumber);
+  app.add_option("--ops", ops, "blocks per size, shared by the clients (each Put twice, then Get)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--sizes", sizes, "block sizes in bytes, comma-separated")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);

@@ -45,5 +45,8 @@ print(f"{'size':>8} {'op':>4} {'redis':>10} {'kvtier':>10} {'ratio':>7} {'/empty
 for (who, op, size) in sorted(k for k in rows if k[0] == "kvtier" and k[1] != "NOOP"):
     r = rows.get(("redis", "PUT" if op == "PUT1" else op, size))
     k = rows[(who, op, size)]
-    print(f"{size:>8} {op:>4} {r:>10.0f} {k:>10.0f} {k / r:>7.2f} {k / floor:>11.2f}" if r else f"{size} {op} no redis figure")
+    if op == "PUT1":  # no Redis row measures a first fill: no ratio to it
+        print(f"{size:>8} {op:>4} {'-':>10} {k:>10.0f} {'-':>7} {k / floor:>11.2f}")
+    else:
+        print(f"{size:>8} {op:>4} {r:>10.0f} {k:>10.0f} {k / r:>7.2f} {k / floor:>11.2f}" if r else f"{size} {op} no redis figure")
 PY

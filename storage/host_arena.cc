@@ -3,13 +3,13 @@
 #include <sys/mman.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/available_memory.h"
 #include "base/status_macros.h"
 
 namespace kvtier {
@@ -20,18 +20,14 @@ void* MapAnonymous(uint64_t bytes) {
               -1, 0);
 }
 
+#ifndef MADV_POPULATE_WRITE  // glibc before 2.35 does not name it
+#define MADV_POPULATE_WRITE 23
+#endif
+
 // Faults in every page of [data, data + bytes) for writing. The kernel does
 // it in one call where it knows MADV_POPULATE_WRITE (Linux 5.14); older ones
 // refuse the advice (EINVAL) and get a write to each page instead.
 absl::Status Populate(uint8_t* data, uint64_t bytes) {
-  // Refused up front where it cannot fit: faulting in more than the kernel
-  // has would wake its OOM killer rather than fail the call.
-  const uint64_t available = HostArena::AvailableMemoryBytes();
-  if (bytes > available) {
-    return absl::ResourceExhaustedError(absl::StrCat("cannot fault in a ", bytes,
-                                                     "-byte host arena: the kernel has ", available,
-                                                     " bytes available (MemAvailable)"));
-  }
   if (madvise(data, bytes, MADV_POPULATE_WRITE) == 0) return absl::OkStatus();
   if (errno != EINVAL) {
     return absl::ResourceExhaustedError(
@@ -43,16 +39,6 @@ absl::Status Populate(uint8_t* data, uint64_t bytes) {
 }
 
 }  // namespace
-
-uint64_t HostArena::AvailableMemoryBytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    unsigned long long kib = 0;
-    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) return kib * 1024;
-  }
-  return UINT64_MAX;  // not told: let the kernel answer
-}
 
 std::string HostArena::TransparentHugePageMode() {
   std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
@@ -73,6 +59,15 @@ absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t bytes, Pag
   constexpr uint64_t kPage = 4096;
   if (bytes > UINT64_MAX - slack - kPage) {
     return absl::InvalidArgumentError(absl::StrCat("host arena size ", bytes, " is too large"));
+  }
+  // Refused before anything is mapped where it cannot fit: faulting in more
+  // than there is would wake the OOM killer rather than fail a call.
+  if (commit == Commit::kAtCreate) {
+    if (const uint64_t available = AvailableMemoryBytes(); bytes > available) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot fault in a ", bytes, "-byte host arena (host_tier.prefault): ", available,
+          " bytes are available (the least of MemAvailable and the memory cgroup's headroom)"));
+    }
   }
   void* p = MapAnonymous(bytes + slack);
   if (p == MAP_FAILED) {

@@ -1,7 +1,7 @@
 // HostArena: one contiguous anonymous memory mapping that backs the host
-// tier. Pages are committed on first touch (MAP_NORESERVE), so a large arena
-// costs nothing until blocks fill it. Later the CUDA backend pins it once with
-// cudaHostRegister.
+// tier. By default (Commit::kOnFirstTouch) pages are committed on first touch
+// (MAP_NORESERVE), so a large arena costs nothing until blocks fill it. Later the CUDA backend pins
+// it once with cudaHostRegister.
 //
 // With Pages::kTransparentHuge (the daemon's default) the mapping starts on a
 // 2 MiB boundary and is advised MADV_HUGEPAGE, so the kernel may back it
@@ -41,8 +41,9 @@ class HostArena {
   static constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
 
   // RESOURCE_EXHAUSTED if the mapping fails, or if kAtCreate cannot fault
-  // it all in (more than AvailableMemoryBytes(), refused before any page is
-  // touched, or the kernel refuses); INVALID_ARGUMENT for 0 bytes.
+  // it all in (more than base/available_memory.h's AvailableMemoryBytes(),
+  // refused before mapping anything, or the kernel refuses); INVALID_ARGUMENT
+  // for 0 bytes.
   static absl::StatusOr<std::unique_ptr<HostArena>> Create(uint64_t bytes,
                                                            Pages pages = Pages::kBase,
                                                            Commit commit = Commit::kOnFirstTouch);
@@ -55,9 +56,6 @@ class HostArena {
   // The kernel's transparent huge page mode ("always", "madvise", "never"),
   // or "none" without them.
   static std::string TransparentHugePageMode();
-  // The kernel's estimate of the memory it can give without swapping
-  // (MemAvailable in /proc/meminfo); UINT64_MAX where it does not say.
-  static uint64_t AvailableMemoryBytes();
   // True when the kernel took the MADV_HUGEPAGE advice for the whole arena
   // and has transparent huge pages on ("always" or "madvise").
   bool huge_pages_advised() const { return huge_pages_advised_; }

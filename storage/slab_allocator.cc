@@ -110,7 +110,12 @@ std::optional<SlabAllocator::Slot> SlabAllocator::Allocate(uint32_t size_class) 
   Slab& slab = slabs_[slab_index];
   // A partial slab has a free slot at or after first_open_word.
   uint32_t w = slab.first_open_word;
-  while (slab.taken[w] == ~uint64_t{0}) ++w;
+  while (w < slab.taken.size() && slab.taken[w] == ~uint64_t{0}) ++w;
+  if (w == slab.taken.size()) {
+    std::fprintf(stderr, "SlabAllocator: slab %u is filed as partial but has no free slot\n",
+                 slab_index);
+    std::abort();
+  }
   slab.first_open_word = w;
   const uint32_t slot = w * 64 + static_cast<uint32_t>(std::countr_one(slab.taken[w]));
   Take(slab, slot);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <optional>
 #include <random>
 #include <set>
@@ -130,7 +131,8 @@ TEST(SlabAllocatorTest, ClaimsAllocationsAndFreesInAnyOrderKeepTheSlotsExact) {
     std::set<uint64_t> taken;
     std::mt19937_64 rng(7);
     for (int step = 0; step < 20000; ++step) {
-      const uint64_t offset = (rng() % 4) * kSlab + (rng() % per_slab) * slot_bytes;
+      const uint64_t slab = rng() % 4;
+      const uint64_t offset = slab * kSlab + (rng() % per_slab) * slot_bytes;
       switch (rng() % 3) {
         case 0: {  // claim a given slot
           const absl::Status s = a->AllocateAt({offset, cls});
@@ -157,6 +159,12 @@ TEST(SlabAllocatorTest, ClaimsAllocationsAndFreesInAnyOrderKeepTheSlotsExact) {
           }
       }
       ASSERT_EQ(a->used_bytes(), taken.size() * slot_bytes) << step;
+      // Per slab, the allocated slots (what HostTier reclaims whole slabs by).
+      for (uint32_t s = 0; s < 4; ++s) {
+        const auto in_slab =
+            std::distance(taken.lower_bound(s * kSlab), taken.lower_bound((s + 1) * kSlab));
+        ASSERT_EQ(a->SlotsInUse(s), static_cast<uint32_t>(in_slab)) << step << " slab " << s;
+      }
     }
     for (uint64_t o : taken) a->Free({o, cls});
     EXPECT_EQ(a->free_slabs(), 4u);
@@ -171,6 +179,16 @@ TEST(SlabAllocatorDeathTest, DoubleFreeAborts) {
   (void)keep;
   a->Free(s);
   EXPECT_DEATH(a->Free(s), "not allocated");
+}
+
+// A 1 MiB slab of 12 KiB slots has 85 (1020 KiB): the offset after the last
+// is a slot boundary of the class but no slot, and freeing it is a bug.
+TEST(SlabAllocatorDeathTest, FreeingPastTheLastSlotOfASlabAborts) {
+  auto a = *SlabAllocator::Create(2 * kMiB, 1 * kMiB);
+  const uint32_t cls = *a->ClassFor(12 * kKiB);
+  auto s = *a->Allocate(cls);
+  ASSERT_EQ(s.offset, 0u);
+  EXPECT_DEATH(a->Free({85 * 12 * kKiB, cls}), "is not allocated");
 }
 
 }  // namespace
