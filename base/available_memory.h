@@ -20,15 +20,19 @@ namespace kvtier {
 // UINT64_MAX where neither figure is known.
 uint64_t AvailableMemoryBytes();
 
-// The limit less the usage of the memory cgroup that `proc_self_cgroup` (the
-// text of /proc/self/cgroup) names, read through `read` (a file's contents,
-// or nullopt). Looks for the cgroup's directory under /sys/fs/cgroup (v2:
-// memory.max, memory.current) or /sys/fs/cgroup/memory (v1:
-// memory.limit_in_bytes, memory.usage_in_bytes), by its path and, as a
-// container sees its own cgroup, at the hierarchy's root. UINT64_MAX when
-// unlimited or not found; 0 when usage has reached the limit.
-uint64_t CgroupHeadroom(const std::string& proc_self_cgroup,
-                        const std::function<std::optional<std::string>(const std::string&)>& read);
+// A file's contents, or nullopt.
+using FileReader = std::function<std::optional<std::string>(const std::string&)>;
+
+// What the memory cgroup that `proc_self_cgroup` (the text of
+// /proc/self/cgroup) names, and each of its ancestors, still allows: the
+// least of their limits less their usages, read through `read`. Looks for
+// the cgroup's directory under /sys/fs/cgroup (v2: memory.max,
+// memory.current) or /sys/fs/cgroup/memory (v1: memory.limit_in_bytes,
+// memory.usage_in_bytes), by its path and, as a container sees its own
+// cgroup, at the hierarchy's root; then walks up to that root. UINT64_MAX
+// when none is limited or none is found; 0 when one's usage has reached its
+// limit.
+uint64_t CgroupHeadroom(const std::string& proc_self_cgroup, const FileReader& read);
 
 }  // namespace kvtier
 

@@ -38,6 +38,56 @@ TEST(CgroupHeadroomTest, V2LimitLessUsageByTheCgroupsPathOrAtTheRoot) {
             0u);
 }
 
+// The kernel charges a cgroup's pages to each of its ancestors too: the
+// tightest of them bounds what the process may commit.
+TEST(CgroupHeadroomTest, AncestorsLimitsCountUpToTheHierarchysRoot) {
+  const std::string self = "0::/kvtier.slice/kvtierd.service\n";
+  const std::string slice = "/sys/fs/cgroup/kvtier.slice/";
+  const std::string service = slice + "kvtierd.service/";
+  // An unlimited leaf under a limited parent.
+  EXPECT_EQ(CgroupHeadroom(self, Files({{service + "memory.max", "max\n"},
+                                        {service + "memory.current", "100\n"},
+                                        {slice + "memory.max", "5000\n"},
+                                        {slice + "memory.current", "3000\n"}})),
+            2000u);
+  // A limited leaf under a tighter parent, and under a looser one.
+  EXPECT_EQ(CgroupHeadroom(self, Files({{service + "memory.max", "4000"},
+                                        {service + "memory.current", "100"},
+                                        {slice + "memory.max", "1000"},
+                                        {slice + "memory.current", "500"}})),
+            500u);
+  EXPECT_EQ(CgroupHeadroom(self, Files({{service + "memory.max", "400"},
+                                        {service + "memory.current", "100"},
+                                        {slice + "memory.max", "max"},
+                                        {slice + "memory.current", "500"}})),
+            300u);
+  // A parent with no files of its own (here, the root's) is passed over.
+  EXPECT_EQ(CgroupHeadroom(self, Files({{service + "memory.max", "max"},
+                                        {service + "memory.current", "1"},
+                                        {"/sys/fs/cgroup/memory.max", "64"},
+                                        {"/sys/fs/cgroup/memory.current", "60"}})),
+            4u);
+  // The walk stops at the hierarchy's root: /sys/fs is not a cgroup.
+  EXPECT_EQ(CgroupHeadroom("0::/\n", Files({{"/sys/fs/cgroup/memory.max", "max"},
+                                            {"/sys/fs/cgroup/memory.current", "1"},
+                                            {"/sys/fs/memory.max", "1"},
+                                            {"/sys/fs/memory.current", "1"}})),
+            UINT64_MAX);
+  // v1: the same walk.
+  EXPECT_EQ(
+      CgroupHeadroom(
+          "5:memory:/job/42\n",
+          Files({{"/sys/fs/cgroup/memory/job/42/memory.limit_in_bytes", "9223372036854771712"},
+                 {"/sys/fs/cgroup/memory/job/42/memory.usage_in_bytes", "10"},
+                 {"/sys/fs/cgroup/memory/job/memory.limit_in_bytes", "4096"},
+                 {"/sys/fs/cgroup/memory/job/memory.usage_in_bytes", "1024"}})),
+      3072u);
+  // A path outside the cgroup namespace's root: the root alone is read.
+  EXPECT_EQ(CgroupHeadroom("0::/../../other\n", Files({{"/sys/fs/cgroup/memory.max", "64"},
+                                                       {"/sys/fs/cgroup/memory.current", "4"}})),
+            60u);
+}
+
 TEST(CgroupHeadroomTest, V1MemoryControllerAmongOthers) {
   const std::string self = "4:memory,hugetlb:/job/42\n0::/\n1:cpu:/\n";
   EXPECT_EQ(CgroupHeadroom(
