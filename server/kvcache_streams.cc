@@ -177,7 +177,8 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
   absl::Status Prepare() {
     const Deps& deps = service_->deps_;
     ASSIGN_OR_RETURN(NamespaceKeys req,
-                     NamespaceKeysFromProto(request_->namespace_id(), request_->keys()));
+                     NamespaceKeysFromProto(request_->namespace_id(), request_->keys(),
+                                            deps.cache->options().max_keys_per_request));
     RETURN_IF_ERROR(deps.cache->CheckTenant(req.ns, tenant_));
     chunk_bytes_ = request_->max_chunk_bytes() == 0
                        ? deps.get_chunk_bytes

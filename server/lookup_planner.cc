@@ -262,39 +262,33 @@ void LookupPlanner::UpdateAdmission(const NamespaceId& ns, const costmodel::Depl
                admit ? "on" : "off", value_now, model);
 }
 
+LookupPlanner::Judged LookupPlanner::JudgedOf(const NamespaceId& ns, bool hybrid_only) const {
+  Judged j;
+  double judged_bytes_per_s = 0, judged_latency_s = 0;
+  {
+    MutexLock lock(&mu_);
+    auto it = entries_.find(ns);
+    if (it == entries_.end() || (hybrid_only && !it->second.hybrid)) return j;
+    j.deployment = it->second.deployment;
+    judged_bytes_per_s = it->second.judged_nvme_bytes_per_s;
+    judged_latency_s = it->second.judged_nvme_latency_s;
+  }
+  if (j.deployment == nullptr) return j;  // no model: no meter read either
+  const TransferEstimate nvme_now = cache_->nvme_meter().Estimate();
+  j.stale = judged_bytes_per_s != nvme_now.bytes_per_s || judged_latency_s != nvme_now.latency_s;
+  return j;
+}
+
 std::shared_ptr<const costmodel::Deployment> LookupPlanner::DeploymentOf(const NamespaceId& ns,
                                                                          bool hybrid_only,
                                                                          bool rejudge) {
-  std::shared_ptr<const costmodel::Deployment> deployment;
-  double judged_bytes_per_s = 0, judged_latency_s = 0;
-  {
-    MutexLock lock(&mu_);
-    auto it = entries_.find(ns);
-    if (it == entries_.end() || (hybrid_only && !it->second.hybrid)) return nullptr;
-    deployment = it->second.deployment;
-    judged_bytes_per_s = it->second.judged_nvme_bytes_per_s;
-    judged_latency_s = it->second.judged_nvme_latency_s;
-  }
-  if (deployment == nullptr) return nullptr;  // no model: no meter read either
-  const TransferEstimate nvme_now = cache_->nvme_meter().Estimate();
-  if (rejudge &&
-      (judged_bytes_per_s != nvme_now.bytes_per_s || judged_latency_s != nvme_now.latency_s)) {
-    UpdateAdmission(ns, deployment.get());
-  }
-  return deployment;
+  const Judged j = JudgedOf(ns, hybrid_only);
+  if (rejudge && j.stale) UpdateAdmission(ns, j.deployment.get());
+  return j.deployment;
 }
 
 bool LookupPlanner::AdmissionCurrent(const NamespaceId& ns) {
-  double judged_bytes_per_s = 0, judged_latency_s = 0;
-  {
-    MutexLock lock(&mu_);
-    auto it = entries_.find(ns);
-    if (it == entries_.end() || it->second.deployment == nullptr) return true;
-    judged_bytes_per_s = it->second.judged_nvme_bytes_per_s;
-    judged_latency_s = it->second.judged_nvme_latency_s;
-  }
-  const TransferEstimate nvme_now = cache_->nvme_meter().Estimate();
-  return judged_bytes_per_s == nvme_now.bytes_per_s && judged_latency_s == nvme_now.latency_s;
+  return !JudgedOf(ns, /*hybrid_only=*/false).stale;
 }
 
 std::unique_ptr<HybridCutPlanner> LookupPlanner::PlanHybrid(const NamespaceId& ns,

@@ -162,6 +162,14 @@ class LookupPlanner {
     bool hybrid = false;  // layer groups: planned with PlanHybrid
   };
 
+  // The namespace's deployment (null without an entry or a model, and with
+  // `hybrid_only` for a namespace without groups), and whether the measured
+  // NVMe link changed since admission was last judged (never without one).
+  struct Judged {
+    std::shared_ptr<const costmodel::Deployment> deployment;
+    bool stale = false;
+  };
+  Judged JudgedOf(const NamespaceId& ns, bool hybrid_only) const ABSL_LOCKS_EXCLUDED(mu_);
   // Counts a plan of `matched` blocks among the decisions.
   void Count(const costmodel::CutPlan& plan, size_t matched, uint32_t block_tokens)
       ABSL_LOCKS_EXCLUDED(mu_);

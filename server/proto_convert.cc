@@ -102,6 +102,13 @@ void GroupsToProto(absl::Span<const LayerGroup> groups, v1::NamespaceLayout* out
   }
 }
 
+absl::Status CheckKeyCount(size_t keys, size_t max_keys) {
+  if (keys <= max_keys) return absl::OkStatus();
+  // As the cache words it (BlockCache, for a request of no keys as well).
+  return absl::InvalidArgumentError(
+      absl::StrCat("request has ", keys, " keys; must be 1..", max_keys));
+}
+
 absl::StatusOr<NamespaceId> NamespaceIdFromProto(absl::string_view hex) {
   if (hex.empty()) return absl::InvalidArgumentError("namespace_id is required");
   return NamespaceId::FromHex(hex);
@@ -121,7 +128,9 @@ absl::StatusOr<std::vector<BlockKey>> KeysFromProto(
 }
 
 absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
-    const std::string& namespace_id, const google::protobuf::RepeatedPtrField<std::string>& keys) {
+    const std::string& namespace_id, const google::protobuf::RepeatedPtrField<std::string>& keys,
+    size_t max_keys) {
+  RETURN_IF_ERROR(CheckKeyCount(static_cast<size_t>(keys.size()), max_keys));
   ASSIGN_OR_RETURN(NamespaceId ns, NamespaceIdFromProto(namespace_id));
   ASSIGN_OR_RETURN(std::vector<BlockKey> parsed, KeysFromProto(keys));
   return NamespaceKeys{ns, std::move(parsed)};
@@ -130,7 +139,7 @@ absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
 absl::StatusOr<NamespaceKeys> LookupKeysFromProto(const v1::LookupRequest& request,
                                                   size_t max_keys) {
   if (request.packed_keys().empty() && request.packed_key_bytes() == 0) {
-    return NamespaceKeysFromProto(request.namespace_id(), request.keys());
+    return NamespaceKeysFromProto(request.namespace_id(), request.keys(), max_keys);
   }
   if (request.keys_size() > 0) {
     return absl::InvalidArgumentError("set keys or packed_keys, not both");
@@ -146,10 +155,7 @@ absl::StatusOr<NamespaceKeys> LookupKeysFromProto(const v1::LookupRequest& reque
                                                    " bytes, not a whole number of ", width,
                                                    "-byte keys"));
   }
-  if (packed.size() / width > max_keys) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request has ", packed.size() / width, " keys; must be 1..", max_keys));
-  }
+  RETURN_IF_ERROR(CheckKeyCount(packed.size() / width, max_keys));
   ASSIGN_OR_RETURN(NamespaceId ns, NamespaceIdFromProto(request.namespace_id()));
   NamespaceKeys out{ns, {}};
   out.keys.reserve(packed.size() / width);

@@ -10,6 +10,7 @@
 #include <grpcpp/support/status.h>
 
 #include <optional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,14 @@ struct NamespaceKeys {
   NamespaceId ns;
   std::vector<BlockKey> keys;
 };
+// INVALID_ARGUMENT for more than `max_keys` keys, before any is parsed: a
+// request the cache would refuse for its count does no work first (a
+// cluster tier's Fill from a peer, parsing a million keys).
+absl::Status CheckKeyCount(size_t keys, size_t max_keys);
+// A request's namespace and keys; more than `max_keys` are refused first.
 absl::StatusOr<NamespaceKeys> NamespaceKeysFromProto(
-    const std::string& namespace_id, const google::protobuf::RepeatedPtrField<std::string>& keys);
+    const std::string& namespace_id, const google::protobuf::RepeatedPtrField<std::string>& keys,
+    size_t max_keys = std::numeric_limits<size_t>::max());
 // A Lookup's namespace and keys, from `keys` or from `packed_keys`
 // (LookupRequest's comment says which requests are refused). Packed keys
 // beyond `max_keys` are refused before any is parsed (a 16 MiB field of

@@ -73,5 +73,29 @@ TEST(LookupKeysFromProtoTest, MalformedPackedKeysAreRefusedWithTheReason) {
   EXPECT_EQ(LookupKeyCount(Packed("aabb", 0)), 0u);
 }
 
+// Too many keys are refused before anything is parsed or done (with a
+// cluster tier, Lookup and Get fill from a peer first), in either form.
+TEST(LookupKeysFromProtoTest, TooManyKeysAreRefusedInEitherForm) {
+  v1::LookupRequest repeated;
+  repeated.set_namespace_id(kNs);
+  for (int i = 0; i < 5; ++i) repeated.add_keys(std::string(1, 'k'));
+  auto too_many = [](const v1::LookupRequest& req) {
+    absl::StatusOr<NamespaceKeys> r = LookupKeysFromProto(req, kMax);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("request has 5 keys; must be 1..4"), std::string::npos)
+        << r.status();
+  };
+  too_many(repeated);
+  too_many(Packed("abcde", 1));
+  // Counted before the namespace is read: the count is the first refusal.
+  repeated.set_namespace_id("not-hex");
+  EXPECT_NE(LookupKeysFromProto(repeated, kMax).status().message().find("5 keys"),
+            std::string::npos);
+  absl::StatusOr<NamespaceKeys> get = NamespaceKeysFromProto(kNs, repeated.keys(), 4);
+  EXPECT_EQ(get.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(NamespaceKeysFromProto(kNs, repeated.keys(), 5).ok());
+  ASSERT_TRUE(NamespaceKeysFromProto(kNs, repeated.keys()).ok());  // no limit given
+}
+
 }  // namespace
 }  // namespace kvtier

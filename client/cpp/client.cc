@@ -141,10 +141,22 @@ class Client::Impl {
 
   std::unique_ptr<v1::KvCache::Stub> stub_;
   const ClientOptions options_;
-  // Set once the daemon refused a packed Lookup and took the same one with
-  // `keys` (it predates LookupRequest.packed_keys): later Lookups send
-  // `keys`.
-  std::atomic<bool> daemon_reads_no_packed_keys_{false};
+  // Lookups to send with `keys` before packed keys are tried again: set
+  // when the daemon refused a packed Lookup and took the same one with
+  // `keys` (it predates LookupRequest.packed_keys). A daemon upgraded at the
+  // same address is found within that many Lookups; an old one costs a
+  // second try once per that many.
+  static constexpr uint32_t kKeysLookupsBeforeRetry = 1000;
+  std::atomic<uint32_t> keys_lookups_left_{0};
+  // Whether this Lookup may send packed keys (counting down one sent with
+  // `keys` instead).
+  bool MayPackKeys() {
+    uint32_t left = keys_lookups_left_.load(std::memory_order_relaxed);
+    while (left > 0 && !keys_lookups_left_.compare_exchange_weak(left, left - 1,
+                                                                 std::memory_order_relaxed)) {
+    }
+    return left == 0;
+  }
 };
 
 Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -247,7 +259,7 @@ absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
   auto& req = *google::protobuf::Arena::CreateMessage<v1::LookupRequest>(&arena);
   req.set_namespace_id(ns);
   const size_t width = PackedKeyWidth(keys);
-  if (width > 0 && !impl_->daemon_reads_no_packed_keys_.load(std::memory_order_relaxed)) {
+  if (width > 0 && impl_->MayPackKeys()) {
     std::string* packed = req.mutable_packed_keys();
     packed->reserve(width * keys.size());
     for (const std::string& k : keys) packed->append(k);
@@ -273,14 +285,16 @@ absl::StatusOr<LookupResult> Client::Lookup(const std::string& ns,
   if (absl::IsInvalidArgument(status) && req.packed_key_bytes() > 0) {
     // A daemon that predates packed keys reads none and refuses the call
     // (it changed nothing): ask again with `keys`. When that succeeds, it
-    // was such a daemon: send it `keys` from now on. A request refused both
+    // was such a daemon: send it `keys` for a while. A request refused both
     // ways is refused for its own fault.
     req.clear_packed_keys();
     req.clear_packed_key_bytes();
     for (const std::string& k : keys) req.add_keys(k);
     resp.Clear();
     status = call();
-    if (status.ok()) impl_->daemon_reads_no_packed_keys_.store(true, std::memory_order_relaxed);
+    if (status.ok()) {
+      impl_->keys_lookups_left_.store(Impl::kKeysLookupsBeforeRetry, std::memory_order_relaxed);
+    }
   }
   RETURN_IF_ERROR(status);
   LookupResult r;

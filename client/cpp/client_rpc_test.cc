@@ -342,11 +342,20 @@ TEST_F(ClientRpcTest, LookupSendsPackedKeysAndRepeatsThemToADaemonThatCannotRead
   ASSERT_EQ(sent[1].keys_size(), 2);
   EXPECT_EQ(sent[1].keys(1), keys[1]);
   EXPECT_TRUE(sent[1].packed_keys().empty());
-  // ...and sends `keys` from then on.
+  // ...and sends `keys` for the next 1000 Lookups, then tries packed keys
+  // again (a daemon upgraded at the same address would take them).
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE((*client)->Lookup(std::string(32, '0'), keys).ok());
+  sent = old.requests();
+  ASSERT_EQ(sent.size(), 1002u);
+  for (size_t i = 2; i < sent.size(); ++i) {
+    ASSERT_EQ(sent[i].keys_size(), 2) << i;
+    ASSERT_TRUE(sent[i].packed_keys().empty()) << i;
+  }
   ASSERT_TRUE((*client)->Lookup(std::string(32, '0'), keys).ok());
   sent = old.requests();
-  ASSERT_EQ(sent.size(), 3u);
-  EXPECT_EQ(sent[2].keys_size(), 2);
+  ASSERT_EQ(sent.size(), 1004u);
+  EXPECT_EQ(sent[1002].packed_key_bytes(), 32u);
+  EXPECT_EQ(sent[1003].keys_size(), 2);
 
   // A request refused both ways is refused for its own fault: the caller
   // gets the error, and the next Lookup is packed again.

@@ -48,22 +48,8 @@ void SubmitUnary(grpc::ServerUnaryReactor* call, grpc::CallbackServerContext* co
   if (!queued) call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
 }
 
-// `work`: grpc::Status() (moved to the worker).
-template <typename Work>
-grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExecutor& executor,
-                                   CallLimit& limit, Work work) {
-  grpc::ServerUnaryReactor* call = context->DefaultReactor();
-  absl::StatusOr<CallLimit::Ticket> ticket = limit.Enter();
-  if (!ticket.ok()) {
-    call->Finish(ToGrpc(ticket.status()));
-    return call;
-  }
-  SubmitUnary(call, context, executor, *std::move(ticket), std::move(work));
-  return call;
-}
-
-// As RunUnary, but first tries the call on gRPC's own thread, which must
-// not wait: `attempt`: std::optional<grpc::Status>(), the call's status, or
+// Takes a place in `limit` for the call, then first tries it on gRPC's own
+// thread, which must not wait: `attempt`: std::optional<grpc::Status>(), the call's status, or
 // nullopt when it could not finish without waiting (for a lock another call
 // holds) and did nothing. Then `work` runs on the executor as RunUnary's
 // does, in the same place in the limit. Saves the hand-over to a pool
@@ -86,6 +72,14 @@ grpc::ServerUnaryReactor* RunUnaryInlineFirst(grpc::CallbackServerContext* conte
   }
   SubmitUnary(call, context, executor, *std::move(ticket), std::move(work));
   return call;
+}
+
+// `work`: grpc::Status() (moved to the worker).
+template <typename Work>
+grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExecutor& executor,
+                                   CallLimit& limit, Work work) {
+  return RunUnaryInlineFirst(
+      context, executor, limit, [] { return std::optional<grpc::Status>(); }, std::move(work));
 }
 
 // `Reactor`: grpc::ServerReadReactor<T> or grpc::ServerWriteReactor<T>.
