@@ -9,8 +9,8 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/status.h>
 
-#include <optional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 

@@ -152,8 +152,8 @@ class Client::Impl {
   // `keys` instead).
   bool MayPackKeys() {
     uint32_t left = keys_lookups_left_.load(std::memory_order_relaxed);
-    while (left > 0 && !keys_lookups_left_.compare_exchange_weak(left, left - 1,
-                                                                 std::memory_order_relaxed)) {
+    while (left > 0 &&
+           !keys_lookups_left_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
     }
     return left == 0;
   }
