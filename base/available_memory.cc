@@ -39,7 +39,7 @@ struct Hierarchy {
 
 // The least limit less usage of the cgroup at `dir` and of every ancestor up
 // to `root` (the kernel charges each of them for the process's pages);
-// nullopt when `dir` holds no cgroup with these files.
+// nullopt when `dir` holds no cgroup, or none of them has these files.
 std::optional<uint64_t> HeadroomUpFrom(const std::string& dir, const Hierarchy& h,
                                        const FileReader& read) {
   std::optional<uint64_t> least;
@@ -47,8 +47,10 @@ std::optional<uint64_t> HeadroomUpFrom(const std::string& dir, const Hierarchy& 
     const std::optional<std::string> limit_text = read(at + "/" + h.limit);
     const std::optional<uint64_t> usage = NumberIn(read(at + "/" + h.usage));
     if (!limit_text.has_value() || !usage.has_value()) {
-      if (at == dir) return std::nullopt;  // not this place
-      continue;                            // v2's root cgroup has no limit file
+      // Not this place, unless a cgroup is there without the memory
+      // controller (the kernel charges the nearest ancestor that has it).
+      if (at == dir && !read(dir + "/cgroup.procs").has_value()) return std::nullopt;
+      continue;  // as v2's root cgroup, which has no limit file
     }
     const std::optional<uint64_t> limit = NumberIn(limit_text);
     // "max", or v1's "no limit" (a page-rounded 2^63 - 1): unlimited here.
@@ -71,7 +73,7 @@ uint64_t CgroupHeadroom(const std::string& proc_self_cgroup, const FileReader& r
     if (f.size() != 3 || !absl::StartsWith(f[2], "/")) continue;
     std::string path(absl::StripSuffix(f[2], "/"));
     // Outside this cgroup namespace's root ("/../.."): only the root is known.
-    if (absl::StrContains(path, "/..") || absl::StrContains(path, "//")) path.clear();
+    if (absl::StrContains(path + "/", "/../") || absl::StrContains(path, "//")) path.clear();
     if (f[0] == "0" && f[1].empty()) {
       hierarchies.push_back({"/sys/fs/cgroup", path, "memory.max", "memory.current"});
     } else {

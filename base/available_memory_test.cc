@@ -82,6 +82,18 @@ TEST(CgroupHeadroomTest, AncestorsLimitsCountUpToTheHierarchysRoot) {
                  {"/sys/fs/cgroup/memory/job/memory.limit_in_bytes", "4096"},
                  {"/sys/fs/cgroup/memory/job/memory.usage_in_bytes", "1024"}})),
       3072u);
+  // A cgroup without the memory controller (no memory files of its own) is
+  // charged to its nearest ancestor that has it.
+  EXPECT_EQ(CgroupHeadroom(self, Files({{service + "cgroup.procs", "42\n"},
+                                        {slice + "memory.max", "5000"},
+                                        {slice + "memory.current", "4000"}})),
+            1000u);
+  // A cgroup whose name starts with two dots is a cgroup like any other.
+  EXPECT_EQ(CgroupHeadroom("0::/..hidden\n", Files({{"/sys/fs/cgroup/..hidden/memory.max", "64"},
+                                                    {"/sys/fs/cgroup/..hidden/memory.current", "4"},
+                                                    {"/sys/fs/cgroup/memory.max", "1000"},
+                                                    {"/sys/fs/cgroup/memory.current", "4"}})),
+            60u);
   // A path outside the cgroup namespace's root: the root alone is read.
   EXPECT_EQ(CgroupHeadroom("0::/../../other\n", Files({{"/sys/fs/cgroup/memory.max", "64"},
                                                        {"/sys/fs/cgroup/memory.current", "4"}})),

@@ -104,26 +104,27 @@ TEST(ConfigTest, EvictionPolicyIsValueByDefaultAndLruOnRequest) {
   EXPECT_NE(s.message().find("cache.eviction_policy must be value or lru"), std::string::npos) << s;
 }
 
-TEST(ConfigTest, HostArenaHugePagesAreOnByDefaultAndCanBeTurnedOff) {
+// A boolean key of `section`: its default, the other value applied, and a
+// value that is not a boolean refused naming the key, changing nothing.
+void ExpectBooleanKey(const std::string& section, const std::string& key, bool DaemonConfig::*field,
+                      bool default_value) {
+  SCOPED_TRACE(section + "." + key);
   DaemonConfig c = DefaultConfig(16 * kGiB);
-  EXPECT_TRUE(c.host_huge_pages);
-  ASSERT_TRUE(ApplyYaml("host_tier:\n  huge_pages: false\n", &c).ok());
-  EXPECT_FALSE(c.host_huge_pages);
-  const absl::Status s = ApplyYaml("host_tier:\n  huge_pages: maybe\n", &c);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("host_tier.huge_pages"), std::string::npos) << s;
-  EXPECT_FALSE(c.host_huge_pages);  // a bad value changes nothing
+  EXPECT_EQ(c.*field, default_value);
+  ASSERT_TRUE(
+      ApplyYaml(section + ":\n  " + key + (default_value ? ": false\n" : ": true\n"), &c).ok());
+  EXPECT_EQ(c.*field, !default_value);
+  for (const char* bad : {"maybe", "2"}) {
+    const absl::Status s = ApplyYaml(section + ":\n  " + key + ": " + bad + "\n", &c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(section + "." + key), std::string::npos) << s;
+    EXPECT_EQ(c.*field, !default_value);  // a bad value changes nothing
+  }
 }
 
-TEST(ConfigTest, HostArenaPrefaultIsOffByDefaultAndCanBeTurnedOn) {
-  DaemonConfig c = DefaultConfig(16 * kGiB);
-  EXPECT_FALSE(c.host_prefault);
-  ASSERT_TRUE(ApplyYaml("host_tier:\n  prefault: true\n", &c).ok());
-  EXPECT_TRUE(c.host_prefault);
-  const absl::Status s = ApplyYaml("host_tier:\n  prefault: 2\n", &c);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("host_tier.prefault"), std::string::npos) << s;
-  EXPECT_TRUE(c.host_prefault);  // a bad value changes nothing
+TEST(ConfigTest, HostArenaHugePagesAreOnAndPrefaultOffByDefault) {
+  ExpectBooleanKey("host_tier", "huge_pages", &DaemonConfig::host_huge_pages, true);
+  ExpectBooleanKey("host_tier", "prefault", &DaemonConfig::host_prefault, false);
 }
 
 // Regression (tests/fuzz/config_fuzz found it): a value with carriage

@@ -75,7 +75,7 @@ TEST(LookupKeysFromProtoTest, MalformedPackedKeysAreRefusedWithTheReason) {
 
 // Too many keys are refused before anything is parsed or done (with a
 // cluster tier, Lookup and Get fill from a peer first), in either form.
-TEST(LookupKeysFromProtoTest, TooManyKeysAreRefusedInEitherForm) {
+TEST(KeyCountTest, TooManyKeysAreRefusedBeforeAnyIsParsedInEitherForm) {
   v1::LookupRequest repeated;
   repeated.set_namespace_id(kNs);
   for (int i = 0; i < 5; ++i) repeated.add_keys(std::string(1, 'k'));

@@ -1,7 +1,7 @@
 // HostArena: one contiguous anonymous memory mapping that backs the host
-// tier. By default (Commit::kOnFirstTouch) pages are committed on first touch
-// (MAP_NORESERVE), so a large arena costs nothing until blocks fill it. Later the CUDA backend pins
-// it once with cudaHostRegister.
+// tier. By default (Commit::kOnFirstTouch) pages are committed on first
+// touch (MAP_NORESERVE), so a large arena costs nothing until blocks fill
+// it. Later the CUDA backend pins it once with cudaHostRegister.
 //
 // With Pages::kTransparentHuge (the daemon's default) the mapping starts on a
 // 2 MiB boundary and is advised MADV_HUGEPAGE, so the kernel may back it

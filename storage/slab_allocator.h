@@ -73,8 +73,9 @@ class SlabAllocator {
  private:
   static_assert(sizeof(Slot) == 8, "a slot packs into 8 bytes");
   // A slab in use keeps one bit per slot (set: allocated), an eighth of a
-  // byte per block where a free list and positions cost 8 bytes per slot; Allocate hands out the
-  // lowest free slot, searching from the first word that may hold one.
+  // byte per block where a free list and positions cost 8 bytes per slot;
+  // Allocate hands out the lowest free slot, searching from the first word
+  // that may hold one.
   struct Slab {
     int32_t size_class = -1;  // -1: in the free pool
     uint32_t slots = 0;       // of its class

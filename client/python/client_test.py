@@ -15,6 +15,7 @@ if len(sys.argv) > 1:
 import grpc  # noqa: E402
 
 from kvtier import Client, KvLayoutSpec, KvtierError, NamespaceOptions  # noqa: E402
+from kvtier.client import KEYS_LOOKUPS_BEFORE_RETRY  # noqa: E402
 from kvtier.v1 import kvcache_pb2, types_pb2  # noqa: E402
 
 
@@ -113,7 +114,8 @@ class ClientPackageTest(unittest.TestCase):
             self.assertEqual(list(c._stub.requests[1].keys), [b"a", b"bb"])
             self.assertEqual(c._stub.requests[1].packed_keys, b"")
         # A daemon that predates packed keys refuses them: the client asks
-        # again with `keys`, and sends them so from then on.
+        # again with `keys`, sends them so for the next
+        # KEYS_LOOKUPS_BEFORE_RETRY Lookups, then tries packed keys again.
         with Client("127.0.0.1:1") as c:
             c._stub = _OldDaemonStub(reply)
             self.assertEqual(c.lookup("ab" * 16, keys).matched, 1)
@@ -124,9 +126,15 @@ class ClientPackageTest(unittest.TestCase):
             self.assertLess(c._stub.timeouts[1], 30.0)
             self.assertEqual(list(again.keys), keys)
             self.assertEqual((again.packed_keys, again.packed_key_bytes), (b"", 0))
+            for _ in range(KEYS_LOOKUPS_BEFORE_RETRY):
+                c.lookup("ab" * 16, keys)
+            self.assertEqual(len(c._stub.requests), 2 + KEYS_LOOKUPS_BEFORE_RETRY)
+            for sent in c._stub.requests[2:]:
+                self.assertEqual((list(sent.keys), sent.packed_keys), (keys, b""))
             c.lookup("ab" * 16, keys)
-            self.assertEqual(len(c._stub.requests), 3)
-            self.assertEqual(list(c._stub.requests[2].keys), keys)
+            packed_again, keys_again = c._stub.requests[-2:]
+            self.assertEqual(packed_again.packed_keys, b"aabbcc")
+            self.assertEqual(list(keys_again.keys), keys)
         # A request refused both ways is refused for its own fault: the
         # error is the caller's, and the next Lookup is packed again.
         with Client("127.0.0.1:1") as c:

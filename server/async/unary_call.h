@@ -49,11 +49,12 @@ void SubmitUnary(grpc::ServerUnaryReactor* call, grpc::CallbackServerContext* co
 }
 
 // Takes a place in `limit` for the call, then first tries it on gRPC's own
-// thread, which must not wait: `attempt`: std::optional<grpc::Status>(), the call's status, or
-// nullopt when it could not finish without waiting (for a lock another call
-// holds) and did nothing. Then `work` runs on the executor as RunUnary's
-// does, in the same place in the limit. Saves the hand-over to a pool
-// thread (a wake-up, tens of microseconds on a VM) for short calls.
+// thread, which must not wait: `attempt`: std::optional<grpc::Status>(),
+// the call's status, or nullopt when it could not finish without waiting
+// (for a lock another call holds) and did nothing. Then `work` runs on the
+// executor (SubmitUnary), in the same place in the limit. Saves the
+// hand-over to a pool thread (a wake-up, tens of microseconds on a VM) for
+// short calls.
 template <typename Attempt, typename Work>
 grpc::ServerUnaryReactor* RunUnaryInlineFirst(grpc::CallbackServerContext* context,
                                               CallExecutor& executor, CallLimit& limit,

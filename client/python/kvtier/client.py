@@ -178,6 +178,11 @@ class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInter
         return continuation(self._details(details), requests)
 
 
+# Lookups sent with `keys` to a daemon that could not read packed keys
+# before packed keys are tried again (one refused try per that many).
+KEYS_LOOKUPS_BEFORE_RETRY = 1000
+
+
 def _packed_key_width(keys: Sequence[bytes]) -> int:
     """The width of `keys` when every one has the same, of 1..32 bytes
     (the daemon checks the rest); 0 otherwise, or without keys."""
@@ -237,9 +242,11 @@ class Client:
         if token:
             self._channel = grpc.intercept_channel(self._channel, _BearerToken(token))
         self._stub = kvcache_pb2_grpc.KvCacheStub(self._channel)
-        # Set once the daemon refused a packed Lookup and took the same one
-        # with `keys` (it predates LookupRequest.packed_keys).
-        self._daemon_reads_no_packed_keys = False
+        # Lookups to send with `keys` before packed keys are tried again: set
+        # when the daemon refused a packed Lookup and took the same one with
+        # `keys` (it predates LookupRequest.packed_keys). A daemon upgraded
+        # at the same address is found within that many Lookups.
+        self._keys_lookups_left = 0
         self._timeout = timeout
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
 
@@ -334,7 +341,10 @@ class Client:
         # value to build and parse instead of one per key.
         keys = list(keys)
         width = _packed_key_width(keys)
-        if width and not self._daemon_reads_no_packed_keys:
+        left = self._keys_lookups_left
+        if width and left > 0:
+            self._keys_lookups_left = left - 1  # approximate across threads
+        if width and left == 0:
             req.packed_keys = b"".join(keys)
             req.packed_key_bytes = width
         else:
@@ -350,14 +360,14 @@ class Client:
         if r is None:
             # A daemon that predates packed keys reads none and refuses the
             # call (it changed nothing): ask again with `keys`. When that
-            # succeeds, it was such a daemon: send it `keys` from now on. A
+            # succeeds, it was such a daemon: send it `keys` for a while. A
             # request refused both ways is refused for its own fault.
             req.ClearField("packed_keys")
             req.ClearField("packed_key_bytes")
             req.keys.extend(keys)
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             r = self._call(self._stub.Lookup, req, left)
-            self._daemon_reads_no_packed_keys = True
+            self._keys_lookups_left = KEYS_LOOKUPS_BEFORE_RETRY
         # Packed arrays (compact_reply); a daemon that predates them answers
         # in `blocks`.
         tiers = [_TIERS.get(t, "unknown") for t in r.compact_blocks.tier]
