@@ -2,15 +2,13 @@
 
 #include <sys/mman.h>
 
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "base/available_memory.h"
 #include "gtest/gtest.h"
+#include "testing/process_mappings.h"
 #include "testing/sanitizers.h"
 
 namespace kvtier {
@@ -22,48 +20,10 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 // after the munmap: the mapped-bytes check below runs in make test only.
 using ::kvtier::testing::kSanitized;
 
-// The mapping holding an address, as /proc/self/smaps tells it.
-struct Mapping {
-  uintptr_t lo = 0, hi = 0;
-  std::string flags;  // VmFlags, space-separated with a space at the end; "" if none
-};
-
-Mapping MappingOf(const void* p) {
-  std::ifstream smaps("/proc/self/smaps");
-  const auto at = reinterpret_cast<uintptr_t>(p);
-  std::string line;
-  Mapping m;
-  bool inside = false;
-  while (std::getline(smaps, line)) {
-    unsigned long long lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2) {  // a mapping's first line
-      inside = lo <= at && at < hi;
-      if (inside) m = {lo, hi, ""};
-    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
-      m.flags = line.substr(8) + " ";
-      return m;
-    }
-  }
-  return {};
-}
-
-std::string VmFlagsOf(const void* p) { return MappingOf(p).flags; }
-
-// Bytes of all the process's mappings but the brk heap (which the reads of
-// /proc themselves may grow).
-uint64_t MappedBytes() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  uint64_t total = 0;
-  while (std::getline(maps, line)) {
-    unsigned long long lo = 0, hi = 0;
-    if (line.find("[heap]") == std::string::npos &&
-        std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2) {
-      total += hi - lo;
-    }
-  }
-  return total;
-}
+using ::kvtier::testing::MappedBytes;
+using ::kvtier::testing::Mapping;
+using ::kvtier::testing::MappingOf;
+using ::kvtier::testing::VmFlagsOf;
 
 // Whether the kernel has transparent huge pages, switched on.
 bool KernelHasTransparentHugePages() {

@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "base/huge_page_allocator.h"
 #include "storage/nvme/catalog.h"
 
 namespace kvtier {
@@ -29,7 +30,10 @@ class CatalogReplay {
  public:
   // Every entry of `catalog` (undecodable ones are counted as dropped).
   static absl::StatusOr<CatalogReplay> Read(Catalog& catalog);
-  explicit CatalogReplay(std::vector<CatalogEntry> entries, uint64_t corrupt = 0)
+  // In huge pages where large (base/huge_page_allocator.h): at 10^7 entries,
+  // 1.3 GB read in at once.
+  using Entries = std::vector<CatalogEntry, HugePageAllocator<CatalogEntry>>;
+  explicit CatalogReplay(Entries entries, uint64_t corrupt = 0)
       : entries_(std::move(entries)), corrupt_(corrupt) {}
 
   // Offers each entry to `admit` once, every parent before its children;
@@ -49,7 +53,7 @@ class CatalogReplay {
   absl::flat_hash_map<NamespaceId, size_t> CountsByNamespace() const;
 
  private:
-  std::vector<CatalogEntry> entries_;
+  Entries entries_;
   uint64_t corrupt_ = 0;
 };
 

@@ -33,7 +33,7 @@ struct Outcome {
 Outcome Replay(std::vector<CatalogEntry> entries, uint64_t corrupt,
                const std::vector<std::string>& refuse = {}) {
   Outcome out;
-  CatalogReplay replay(std::move(entries), corrupt);
+  CatalogReplay replay(CatalogReplay::Entries(entries.begin(), entries.end()), corrupt);
   out.result = replay.Run(
       [&](const CatalogEntry& e) {
         for (const std::string& r : refuse) {
@@ -74,7 +74,7 @@ TEST(CatalogReplayTest, ARefusedEntryDropsItsSubtree) {
 
 TEST(CatalogReplayTest, EachEntryIsAnnouncedOnceAndAheadOfItsAdmission) {
   // One chain of 20 blocks, in reverse catalog order.
-  std::vector<CatalogEntry> entries;
+  CatalogReplay::Entries entries;
   for (int i = 19; i >= 0; --i) {
     entries.push_back(Entry(absl::StrCat("b", i), i == 0 ? "" : absl::StrCat("b", i - 1)));
   }
