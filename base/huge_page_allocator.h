@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <new>
 
@@ -36,8 +37,8 @@ class HugePageAllocator {
   T* allocate(size_t n) {
     if (n > SIZE_MAX / sizeof(T)) throw std::bad_array_new_length();
     if (!Mapped(n)) return std::allocator<T>().allocate(n);
-    void* p = mmap(nullptr, MappedBytes(n), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+    void* p =
+        mmap(nullptr, MappedBytes(n), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     madvise(p, MappedBytes(n), MADV_HUGEPAGE);  // advice only: a refusal leaves base pages
     return static_cast<T*>(p);
