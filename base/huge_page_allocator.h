@@ -5,8 +5,10 @@
 // 300,000 page faults, most of its read time on a VM, where glibc's malloc
 // gives huge pages only under GLIBC_TUNABLES=glibc.malloc.hugetlb=1.
 // Where the kernel allows transparent huge pages (`always` or `madvise` in
-// /sys/kernel/mm/transparent_hugepage/enabled) a large allocation is then
-// faulted in 2 MiB at a time; elsewhere the advice changes nothing. Smaller
+// /sys/kernel/mm/transparent_hugepage/enabled) the 2 MiB-aligned parts of a
+// large allocation are then faulted in 2 MiB at a time (mmap aligns only to
+// 4 KiB: the head and tail may keep base pages, a negligible share of the
+// arrays this is for); elsewhere the advice changes nothing. Smaller
 // allocations come from std::allocator.
 //
 // Thread-safety: stateless; as safe as mmap and operator new.
@@ -51,7 +53,11 @@ class HugePageAllocator {
   // Whether an allocation of n elements is a mapping of its own.
   static bool Mapped(size_t n) { return n * sizeof(T) >= kHugePageBytes; }
 
-  friend bool operator==(const HugePageAllocator&, const HugePageAllocator&) { return true; }
+  // Stateless: any two compare equal, whatever their element types.
+  template <typename U>
+  friend bool operator==(const HugePageAllocator&, const HugePageAllocator<U>&) {
+    return true;
+  }
 
  private:
   static size_t MappedBytes(size_t n) {
