@@ -13,10 +13,12 @@
 // cheapest RPC (UnregisterMemory without an id, refused at once), which is
 // what gRPC and the server's dispatch cost before any byte moves. With
 // --prefault the daemon faults in its arena at start (host_tier.prefault):
-// the first fill then runs as the second.
+// the first fill then runs as the second. With --chunk-bytes a Put sends
+// its block in chunks of that many bytes (the last may be shorter), as the
+// clients do for blocks above their chunk size; by default in one chunk.
 //
 //   build/bench/put_get_rpc [--clients 8] [--ops 2000] [--sizes 4096,65536,262144] [--csv]
-//                           [--prefault]
+//                           [--prefault] [--chunk-bytes N]
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -44,6 +46,9 @@ int main(int argc, char** argv) {
   CLI::App app{"The gRPC byte path: Put (first fill, then resident) and Get of blocks"};
   app.add_flag("--csv", csv, "print CSV rows");
   app.add_flag("--prefault", prefault, "fault in the daemon's host arena at start");
+  uint64_t chunk_bytes = 0;  // 0: one chunk per block
+  app.add_option("--chunk-bytes", chunk_bytes, "bytes per Put chunk (default: the whole block)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--clients", clients, "client threads")->check(CLI::PositiveNumber);
   app.add_option("--ops", ops, "blocks per size, shared by the clients (each Put twice, then Get)")
       ->check(CLI::PositiveNumber);
@@ -123,12 +128,17 @@ int main(int argc, char** argv) {
             if (phase < 2) {
               v1::PutResponse resp;
               auto w = kv->Put(&ctx, &resp);
-              v1::PutChunk chunk;
-              chunk.set_namespace_id(ns);
-              chunk.set_key(key);
-              chunk.set_block_bytes(size);
-              chunk.set_data(value);
-              w->Write(chunk);
+              const size_t step = chunk_bytes == 0 ? value.size() : chunk_bytes;
+              for (size_t at = 0; at < value.size(); at += step) {
+                v1::PutChunk chunk;
+                if (at == 0) {
+                  chunk.set_namespace_id(ns);
+                  chunk.set_key(key);
+                  chunk.set_block_bytes(size);
+                }
+                chunk.set_data(value.substr(at, step));
+                w->Write(chunk);
+              }
               w->WritesDone();
               if (!w->Finish().ok()) ++failures;
             } else {

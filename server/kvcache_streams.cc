@@ -1,8 +1,9 @@
 // KvCacheService's two byte streams on gRPC's callback API. Neither holds a
 // worker while the client sends or receives:
 // - Put reads a chunk, hands it to the executor (PutAssembly::Add copies it
-//   into its slot under the cache's lock), and reads the next only then; the
-//   end of the stream commits on the executor too.
+//   into its slot) and reads the next into a second buffer meanwhile; the
+//   end of the stream commits on the executor too, in the same task when it
+//   arrives while a chunk is being stored.
 // - Get reads its blocks (pinned) on the executor, then writes chunk after
 //   chunk from the reactor as the client takes them: a chunk is a copy out
 //   of a pinned block, no lock held. The pins are dropped on the executor,
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/grpc_status.h"
 #include "base/status_macros.h"
+#include "server/async/read_ahead.h"
 #include "server/async/tsan_handoff.h"
 #include "server/async/unary_call.h"
 #include "server/grpc_auth.h"
@@ -40,7 +42,11 @@ const grpc::Status kShuttingDown(grpc::StatusCode::UNAVAILABLE, "server shutting
 
 }  // namespace
 
-// One Put stream. Owned by gRPC; deletes itself in OnDone.
+// One Put stream. Owned by gRPC; deletes itself in OnDone. It reads one
+// chunk ahead (server/async/read_ahead.h): while the executor stores one
+// chunk, the next is read into a second buffer, and an end of the stream
+// that arrives while a chunk is being stored is committed by the same
+// executor task, without another hop.
 class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChunk> {
  public:
   PutCall(KvCacheService* service, Ctx* context, v1::PutResponse* response, std::string tenant,
@@ -52,40 +58,61 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
         watch_(service->WatchIdle(context)),
         put_(std::in_place, service->deps_.cache, service->deps_.transforms, std::move(tenant)) {
     HandOff(this);
-    StartRead(&chunk_);
+    StartRead(&chunks_[ReadAhead::kFirstRead]);
   }
 
  private:
   void OnReadDone(bool ok) override {
     TakeOver(this);
-    if (ok) watch_->Touch();
-    const bool queued = service_->deps_.executor->Submit([this, ok] {
-      if (ok) {
-        absl::Status s = AddChunk();
-        if (s.ok()) {
-          HandOff(this);
-          StartRead(&chunk_);
-          return;
-        }
-        End(s);
-      } else {
-        End(Commit());
-      }
-    });
-    if (!queued) End(absl::UnavailableError(kShuttingDown.error_message()));
+    bool submit = false;
+    {
+      MutexLock lock(&mu_);
+      const ReadAhead::Arrival a = ahead_.Arrived(ok);
+      if (a.ignored) return;  // a read that Finish cut short
+      if (ok) watch_->Touch();
+      StartReadLocked(a.read_into);
+      submit = a.submit_drain;
+    }
+    if (submit && !service_->deps_.executor->Submit([this] { Drain(); })) {
+      End(absl::UnavailableError(kShuttingDown.error_message()));
+    }
   }
   void OnDone() override {
     TakeOver(this);
     delete this;
   }
 
+  // Under mu_, so that End's Finish comes after it or it does not happen.
+  void StartReadLocked(int buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (buffer == ReadAhead::kNoRead) return;
+    HandOff(this);
+    StartRead(&chunks_[buffer]);
+  }
+
+  // On the executor: stores the chunks read, in order, and commits once the
+  // stream has ended; returns when nothing is left yet, or after End.
+  void Drain() {
+    for (;;) {
+      ReadAhead::Step step;
+      {
+        MutexLock lock(&mu_);
+        step = ahead_.Next();
+      }
+      if (step.kind == ReadAhead::Step::kIdle) return;
+      if (step.kind == ReadAhead::Step::kCommit) return End(Commit());
+      if (absl::Status s = AddChunk(chunks_[step.buffer]); !s.ok()) return End(s);
+      MutexLock lock(&mu_);
+      StartReadLocked(ahead_.Stored());
+    }
+  }
+
   // On the executor.
-  absl::Status AddChunk() {
+  absl::Status AddChunk(const v1::PutChunk& chunk) {
     ASSIGN_OR_RETURN(
         std::optional<uint8_t> retention,
-        RetentionFromProto(chunk_.has_retention_priority(), chunk_.retention_priority()));
-    return put_->Add({chunk_.namespace_id(), chunk_.key(), chunk_.parent_key(),
-                      chunk_.block_bytes(), chunk_.data(), chunk_.group(), retention});
+        RetentionFromProto(chunk.has_retention_priority(), chunk.retention_priority()));
+    return put_->Add({chunk.namespace_id(), chunk.key(), chunk.parent_key(), chunk.block_bytes(),
+                      chunk.data(), chunk.group(), retention});
   }
 
   // On the executor, after the client closed its side (or went away).
@@ -106,8 +133,14 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
   }
 
   // Drops what the call holds (an uncommitted batch is abandoned here, off
-  // gRPC's threads when possible), then answers.
+  // gRPC's threads when possible), then answers. Called once: by the drain,
+  // or by a reaction that could submit none. A read still in flight ends
+  // after Finish, and its reaction does nothing.
   void End(const absl::Status& status) {
+    {
+      MutexLock lock(&mu_);
+      ahead_.Finish();
+    }
     put_.reset();
     watch_.reset();
     ticket_.Reset();
@@ -119,11 +152,12 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
   Ctx* const context_;
   v1::PutResponse* const response_;
   CallLimit::Ticket ticket_;
-  std::unique_ptr<StreamIdleReaper::Watch> watch_;
-  // Reused for every chunk: one read in flight at a time, and the executor
-  // is done with it before the next read starts.
-  v1::PutChunk chunk_;
-  std::optional<PutAssembly> put_;  // reset by End, on the executor
+  std::unique_ptr<StreamIdleReaper::Watch> watch_;  // touched under mu_ until End
+  std::optional<PutAssembly> put_;                  // used by the drain only; reset by End
+  // Written by the read ahead_ names, read by the drain it gives them to.
+  v1::PutChunk chunks_[ReadAhead::kBuffers];
+  Mutex mu_;
+  ReadAhead ahead_ ABSL_GUARDED_BY(mu_);
 };
 
 grpc::ServerReadReactor<v1::PutChunk>* KvCacheService::Put(Ctx* context,
