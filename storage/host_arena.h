@@ -30,6 +30,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "base/huge_page_allocator.h"
 
 namespace kvtier {
 
@@ -37,8 +38,8 @@ class HostArena {
  public:
   enum class Pages { kBase, kTransparentHuge };
   enum class Commit { kOnFirstTouch, kAtCreate };
-  // The alignment of a kTransparentHuge arena (x86-64's huge page).
-  static constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
+  // A kTransparentHuge arena is aligned to kHugePageBytes (x86-64's huge
+  // page, base/huge_page_allocator.h).
 
   // RESOURCE_EXHAUSTED if the mapping fails, or if kAtCreate cannot fault
   // it all in (more than base/available_memory.h's AvailableMemoryBytes(),

@@ -37,7 +37,7 @@ TEST(HostArenaTest, HugeArenaIsAlignedAdvisedAndWholeUsable) {
     auto arena = HostArena::Create(bytes, HostArena::Pages::kTransparentHuge);
     ASSERT_TRUE(arena.ok()) << arena.status();
     uint8_t* d = (*arena)->data();
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % HostArena::kHugePageBytes, 0u) << bytes;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % kHugePageBytes, 0u) << bytes;
     EXPECT_EQ((*arena)->size(), bytes);
     // The first and last byte are mapped and writable (the trimmed slack
     // took nothing of the arena).
