@@ -22,6 +22,12 @@ inline std::vector<uint8_t> DeterministicBytes(const std::string& seed, size_t n
   return out;
 }
 
+// DeterministicBytes as a string, as Put and Get carry them.
+inline std::string DeterministicString(const std::string& seed, size_t n) {
+  const std::vector<uint8_t> b = DeterministicBytes(seed, n);
+  return std::string(b.begin(), b.end());
+}
+
 }  // namespace kvtier
 
 #endif  // KVTIER_TESTING_TEST_BYTES_H_

@@ -35,11 +35,6 @@ using client::Client;
 constexpr char kAlphaToken[] = "alpha-token-0123456789";
 constexpr char kBetaToken[] = "beta-token-0123456789";
 
-std::string Bytes(const std::string& tag, size_t n) {
-  const std::vector<uint8_t> b = DeterministicBytes(tag, n);
-  return std::string(b.begin(), b.end());
-}
-
 // 2 * 1 layer * 1 head * 64 dim * 16 tokens * 2 bytes = 4 KiB blocks.
 client::NamespaceOptions Small(const std::string& salt = "s") {
   client::NamespaceOptions o;
@@ -117,7 +112,7 @@ class TenantLimitsTest : public ::testing::Test {
     absl::StatusOr<client::OpenedNamespace> ns = beta_->OpenNamespace(Small("beta"));
     ASSERT_TRUE(ns.ok()) << ns.status();
     const std::vector<std::string> keys = {tag};
-    const std::vector<std::string> data = {Bytes(tag, 4096)};
+    const std::vector<std::string> data = {DeterministicString(tag, 4096)};
     ASSERT_TRUE(beta_->Put(ns->id, keys, data).ok()) << tag;
     absl::StatusOr<client::LookupResult> hit = beta_->Lookup(ns->id, keys);
     ASSERT_TRUE(hit.ok()) << hit.status();
@@ -195,7 +190,7 @@ TEST_F(TenantLimitsTest, HalfOpenPutStreamsDoNotStarveAnotherTenant) {
   // Alpha itself can write again: a whole share's worth of whole blocks.
   const std::vector<std::string> after = Keys("after", 8);
   std::vector<std::string> data;
-  for (const std::string& k : after) data.push_back(Bytes(k, 16u << 20));
+  for (const std::string& k : after) data.push_back(DeterministicString(k, 16u << 20));
   const absl::Status put = alpha_->Put(big->id, after, data);
   EXPECT_TRUE(put.ok()) << put;
   EXPECT_EQ(*alpha_->Get(big->id, {after[7]}), std::vector<std::string>{data[7]});
@@ -214,7 +209,7 @@ TEST_F(TenantLimitsTest, LeaseFloodIsBoundedPerTenant) {
   ASSERT_TRUE(a.ok()) << a.status();
   const std::vector<std::string> keys = Keys("a", 16);
   std::vector<std::string> data;
-  for (const std::string& k : keys) data.push_back(Bytes(k, 4096));
+  for (const std::string& k : keys) data.push_back(DeterministicString(k, 4096));
   ASSERT_TRUE(alpha_->Put(a->id, keys, data).ok());
   client::LookupOptions leased;
   leased.take_lease = true;
@@ -235,7 +230,7 @@ TEST_F(TenantLimitsTest, LeaseFloodIsBoundedPerTenant) {
   // Beta leases as it likes.
   absl::StatusOr<client::OpenedNamespace> b = beta_->OpenNamespace(Small("beta"));
   ASSERT_TRUE(b.ok());
-  ASSERT_TRUE(beta_->Put(b->id, {"b0"}, {Bytes("b0", 4096)}).ok());
+  ASSERT_TRUE(beta_->Put(b->id, {"b0"}, {DeterministicString("b0", 4096)}).ok());
   for (int i = 0; i < 8; ++i) {
     absl::StatusOr<client::LookupResult> l = beta_->Lookup(b->id, {"b0"}, leased);
     ASSERT_TRUE(l.ok()) << l.status();
@@ -264,7 +259,7 @@ TEST_F(TenantLimitsTest, NamespaceFloodIsBoundedAndNamespacesClose) {
   ExpectBetaServed("beta-after-namespace-flood");
 
   // Closing frees the place; the closed namespace serves nothing.
-  ASSERT_TRUE(alpha_->Put(opened[0], {"k"}, {Bytes("k", 4096)}).ok());
+  ASSERT_TRUE(alpha_->Put(opened[0], {"k"}, {DeterministicString("k", 4096)}).ok());
   client::LookupOptions leased;
   leased.take_lease = true;
   ASSERT_TRUE(alpha_->Lookup(opened[0], {"k"}, leased).ok());
@@ -281,14 +276,15 @@ TEST_F(TenantLimitsTest, NamespaceFloodIsBoundedAndNamespacesClose) {
   EXPECT_EQ(beta_->CloseNamespace(opened[1]).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(alpha_->Lookup(opened[1], {"k"}).ok());
   // Re-opening a closed namespace without dropping serves its blocks again.
-  ASSERT_TRUE(alpha_->Put(opened[1], {"kept"}, {Bytes("kept", 4096)}).ok());
+  ASSERT_TRUE(alpha_->Put(opened[1], {"kept"}, {DeterministicString("kept", 4096)}).ok());
   absl::StatusOr<client::CloseNamespaceResult> kept = alpha_->CloseNamespace(opened[1]);
   ASSERT_TRUE(kept.ok());
   EXPECT_EQ(kept->blocks_kept, 1u);
   absl::StatusOr<client::OpenedNamespace> again = alpha_->OpenNamespace(Small("1"));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->id, opened[1]);
-  EXPECT_EQ(*alpha_->Get(opened[1], {"kept"}), std::vector<std::string>{Bytes("kept", 4096)});
+  EXPECT_EQ(*alpha_->Get(opened[1], {"kept"}),
+            std::vector<std::string>{DeterministicString("kept", 4096)});
 }
 
 // Item 5: memory regions. A tenant registering regions until refused stops
@@ -329,7 +325,7 @@ TEST_F(TenantLimitsTest, AnotherTenantsNamespaceReadsAsNotOpen) {
   Start(Config());
   absl::StatusOr<client::OpenedNamespace> a = alpha_->OpenNamespace(Small("alpha"));
   ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(alpha_->Put(a->id, {"k"}, {Bytes("k", 4096)}).ok());
+  ASSERT_TRUE(alpha_->Put(a->id, {"k"}, {DeterministicString("k", 4096)}).ok());
   // What beta would compute for a model nobody serves.
   NamespaceSpec nobody;
   nobody.model_id = "not-served-anywhere";
@@ -350,9 +346,9 @@ TEST_F(TenantLimitsTest, AnotherTenantsNamespaceReadsAsNotOpen) {
     std::vector<std::string> seen;
     for (absl::Status s :
          {beta_->Lookup(ns, {"k"}).status(), beta_->Get(ns, {"k"}).status(),
-          beta_->Put(ns, {"k2"}, {Bytes("k2", 4096)}, "k"), beta_->Delete(ns, {"k"}).status(),
-          beta_->CloseNamespace(ns).status(), beta_->Save(ns, *region, refs, ignore),
-          beta_->Load(ns, *region, refs, ignore),
+          beta_->Put(ns, {"k2"}, {DeterministicString("k2", 4096)}, "k"),
+          beta_->Delete(ns, {"k"}).status(), beta_->CloseNamespace(ns).status(),
+          beta_->Save(ns, *region, refs, ignore), beta_->Load(ns, *region, refs, ignore),
           beta_->Transfer(ns, {"k"}, "127.0.0.1:1", client::TransferDirection::kPush).status()}) {
       // The id itself is in the message; the rest must not differ.
       std::string text(s.message());

@@ -144,8 +144,7 @@ Shape MambaHybrid() {
 }
 
 std::string Bytes(uint32_t group, const std::string& key, uint64_t n) {
-  const std::vector<uint8_t> b = DeterministicBytes(absl::StrCat(group, "/", key), n);
-  return std::string(b.begin(), b.end());
+  return DeterministicString(absl::StrCat(group, "/", key), n);
 }
 
 class HybridEngineRpcTest : public ::testing::TestWithParam<Shape> {

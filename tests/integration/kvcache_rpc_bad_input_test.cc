@@ -85,7 +85,7 @@ TEST_F(KvCacheRpcTest, BadLookup) {
 
 TEST_F(KvCacheRpcTest, BadPut) {
   const std::string unknown(32, 'f');
-  const std::string small = Bytes("x", 1000);
+  const std::string small = DeterministicString("x", 1000);
   // Unknown namespace.
   EXPECT_REJECTED_UNCHANGED(StatusCode::NOT_FOUND,
                             PutChunks({Start(unknown, "x", "", 1000, small)}));
@@ -95,7 +95,7 @@ TEST_F(KvCacheRpcTest, BadPut) {
   EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT,
                             PutChunks({Start(ns_, "x", std::string(40, 'p'), 1000, small)}));
   // A chunk larger than the namespace's block size (64 KiB).
-  const std::string big = Bytes("big", 64 * kKiB + 1);
+  const std::string big = DeterministicString("big", 64 * kKiB + 1);
   EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT,
                             PutChunks({Start(ns_, "x", "a", 1000, ""), Data(big)}));
   // A block declared larger than the block size.
@@ -130,8 +130,9 @@ TEST_F(KvCacheRpcTest, BadPut) {
   EXPECT_REJECTED_UNCHANGED(StatusCode::ALREADY_EXISTS,
                             PutChunks({Start(ns_, "b", "r", 1000, small)}));
   // A message above the daemon's max_message_bytes (2 MiB), refused by gRPC.
-  EXPECT_REJECTED_UNCHANGED(StatusCode::RESOURCE_EXHAUSTED,
-                            PutChunks({Start(ns_, "x", "a", 1000, Bytes("huge", 3 << 20))}));
+  EXPECT_REJECTED_UNCHANGED(
+      StatusCode::RESOURCE_EXHAUSTED,
+      PutChunks({Start(ns_, "x", "a", 1000, DeterministicString("huge", 3 << 20))}));
 }
 
 TEST_F(KvCacheRpcTest, BadGet) {
@@ -185,8 +186,8 @@ TEST_F(KvCacheRpcTest, BadPutOnAFullTierEvictsNothing) {
     // Every 64 KiB slot is taken; the 12 KiB slab holds only "r".
     ASSERT_EQ(tiers.tiers(0).used_bytes(), tiers.tiers(0).capacity_bytes() - (1 << 20) + 12 * kKiB);
   }
-  const std::string small = Bytes("x", 1000);
-  const std::string big = Bytes("big", 64 * kKiB + 1);
+  const std::string small = DeterministicString("x", 1000);
+  const std::string big = DeterministicString("big", 64 * kKiB + 1);
   // Every error visible on a block's first chunk is caught before space is
   // reserved, so nothing is evicted (State() includes the eviction count).
   EXPECT_REJECTED_UNCHANGED(StatusCode::NOT_FOUND,
@@ -215,7 +216,7 @@ TEST_F(KvCacheRpcTest, CancelledPutStoresNothing) {
     grpc::ClientContext ctx;
     v1::PutResponse resp;
     auto writer = kv_->Put(&ctx, &resp);
-    const std::string data = Bytes("whole", 4096);
+    const std::string data = DeterministicString("whole", 4096);
     ASSERT_TRUE(writer->Write(Start(ns_, "whole", "a", data.size(), data)));
     // Let the server take the complete block and wait for more, then cancel:
     // the stream never finished, so nothing may be stored.
@@ -243,8 +244,8 @@ TEST_F(KvCacheRpcTest, GetAndDeleteNeverCrossNamespaces) {
   // Same key in the other namespace holds its own bytes.
   ASSERT_TRUE(PutChain(other, {"a"}, "", 64 * kKiB).ok());
   ASSERT_TRUE(Get(other, {"a"}, &blocks).ok());
-  EXPECT_EQ(blocks[0], Bytes(other + "a", 64 * kKiB));
-  EXPECT_NE(blocks[0], Bytes(ns_ + "a", 64 * kKiB));
+  EXPECT_EQ(blocks[0], DeterministicString(other + "a", 64 * kKiB));
+  EXPECT_NE(blocks[0], DeterministicString(ns_ + "a", 64 * kKiB));
 }
 
 TEST(DaemonStartTest, MalformedConfigIsRejected) {

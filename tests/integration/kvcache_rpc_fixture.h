@@ -18,20 +18,11 @@
 #include "kvtier/v1/kvcache.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
+#include "testing/test_bytes.h"
 
 namespace kvtier {
 
 inline constexpr uint64_t kKiB = 1024;
-
-inline std::string Bytes(const std::string& tag, size_t n) {
-  std::string out(n, '\0');
-  uint64_t x = std::hash<std::string>()(tag) | 1;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    out[i] = static_cast<char>(x >> 56);
-  }
-  return out;
-}
 
 class KvCacheRpcTest : public ::testing::Test {
  protected:
@@ -118,7 +109,7 @@ class KvCacheRpcTest : public ::testing::Test {
                         std::string parent, uint64_t size) {
     std::vector<v1::PutChunk> chunks;
     for (const auto& k : keys) {
-      const std::string data = Bytes(ns + k, size);
+      const std::string data = DeterministicString(ns + k, size);
       chunks.push_back(Start(ns, k, parent, size, data.substr(0, size / 2)));
       chunks.push_back(Data(data.substr(size / 2)));
       parent = k;

@@ -37,17 +37,17 @@ TEST_F(KvCacheRpcTest, PutGetRoundTripAcrossChunks) {
   std::vector<std::string> blocks;
   ASSERT_TRUE(Get(ns_, {"a", "b", "c", "r"}, &blocks).ok());
   ASSERT_EQ(blocks.size(), 4u);
-  EXPECT_EQ(blocks[0], Bytes(ns_ + "a", 64 * kKiB));
-  EXPECT_EQ(blocks[2], Bytes(ns_ + "c", 64 * kKiB));
-  EXPECT_EQ(blocks[3], Bytes(ns_ + "r", 10000));
+  EXPECT_EQ(blocks[0], DeterministicString(ns_ + "a", 64 * kKiB));
+  EXPECT_EQ(blocks[2], DeterministicString(ns_ + "c", 64 * kKiB));
+  EXPECT_EQ(blocks[3], DeterministicString(ns_ + "r", 10000));
   EXPECT_EQ(last_get_chunks_, 3u * 4 + 1);  // 16 KiB chunks by default
   blocks.clear();
   ASSERT_TRUE(Get(ns_, {"b"}, &blocks, 4096).ok());
   EXPECT_EQ(last_get_chunks_, 16u);
-  EXPECT_EQ(blocks[0], Bytes(ns_ + "b", 64 * kKiB));
+  EXPECT_EQ(blocks[0], DeterministicString(ns_ + "b", 64 * kKiB));
   // Re-putting a cached block stores nothing new.
   v1::PutResponse resp;
-  const std::string data = Bytes(ns_ + "b", 64 * kKiB);
+  const std::string data = DeterministicString(ns_ + "b", 64 * kKiB);
   ASSERT_TRUE(PutChunks({Start(ns_, "b", "a", data.size(), data)}, &resp).ok());
   EXPECT_EQ(resp.blocks_stored(), 0u);
   EXPECT_EQ(resp.blocks_already_cached(), 1u);

@@ -18,7 +18,7 @@ TEST_F(PeerTransferRpcTest, ASourceStoppedOrKilledMidTransferLeavesOnlyVerifiedB
   absl::StatusOr<std::string> cns = StartAndOpen(*child, &cc);
   ASSERT_TRUE(cns.ok()) << cns.status();
   ASSERT_EQ(*cns, ns_);
-  const std::vector<std::string> keys = Keys("child", 256);  // 16 MiB
+  const std::vector<std::string> keys = NumberedKeys("child", 256);  // 16 MiB
   PutChain(*cc, keys);
 
   // Stopped (SIGSTOP) before anything: the pull's Hello hits the deadline.
@@ -107,7 +107,7 @@ TEST_F(PeerTransferRpcTest, AReceiverStoppedOrKilledMidPushFailsItCleanly) {
     return cc;
   };
   std::unique_ptr<Client> cc = start_child();
-  const std::vector<std::string> keys = Keys("to-child", 64);
+  const std::vector<std::string> keys = NumberedKeys("to-child", 64);
   PutChain(*pc_, keys);
   auto child_has = [&](size_t n) {
     auto l = cc->Lookup(ns_, keys);
@@ -149,7 +149,7 @@ TEST_F(PeerTransferRpcTest, AReceiverStoppedOrKilledMidPushFailsItCleanly) {
   child_has(64);
 
   // Killed (SIGKILL) mid-push: the push fails cleanly, fast.
-  const std::vector<std::string> more = Keys("to-child-2", 32);
+  const std::vector<std::string> more = NumberedKeys("to-child-2", 32);
   PutChain(*pc_, more);
   faults_->SetPlan({.latency_spike = 1.0, .spike = absl::Seconds(1)});
   {
@@ -181,7 +181,8 @@ TEST_F(PeerTransferRpcTest, AReceiverStoppedOrKilledMidPushFailsItCleanly) {
   EXPECT_EQ(l->matched, 32u);
   auto got = cc->Get(ns_, more);
   ASSERT_TRUE(got.ok()) << got.status();
-  for (size_t i = 0; i < more.size(); ++i) EXPECT_EQ((*got)[i], Bytes(ns_ + more[i], kBlock));
+  for (size_t i = 0; i < more.size(); ++i)
+    EXPECT_EQ((*got)[i], DeterministicString(ns_ + more[i], kBlock));
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "server/config.h"
 #include "server/daemon.h"
 #include "testing/faulty_transport.h"
+#include "testing/test_bytes.h"
 #include "testing/test_daemon_config.h"
 #include "transfer/transport_factory.h"
 
@@ -41,17 +42,7 @@ namespace kvtier {
 
 inline constexpr uint64_t kBlock = 64 * 1024;
 
-inline std::string Bytes(const std::string& tag, size_t n) {
-  std::string out(n, '\0');
-  uint64_t x = std::hash<std::string>()(tag) | 1;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    out[i] = static_cast<char>(x >> 56);
-  }
-  return out;
-}
-
-inline std::vector<std::string> Keys(const std::string& prefix, int n) {
+inline std::vector<std::string> NumberedKeys(const std::string& prefix, int n) {
   std::vector<std::string> k;
   for (int i = 0; i < n; ++i) k.push_back(absl::StrCat(prefix, "-", i));
   return k;
@@ -66,7 +57,7 @@ inline client::NamespaceOptions Spec(uint32_t tokens = 32) {
   return o;
 }
 
-inline DaemonConfig Config(const std::string& role) {
+inline DaemonConfig PeerDaemonConfig(const std::string& role) {
   DaemonConfig c = TestDaemonConfig(64ull << 20, 1ull << 20, 1ull << 20);
   c.costmodel_gpu = "h100-sxm";
   c.gpu_tier = "off";
@@ -161,7 +152,7 @@ class PeerTransferRpcTest : public ::testing::Test {
     *faults = transport.get();
     DaemonSeams seams;
     seams.transport = std::move(transport);
-    auto d = Daemon::Start(Config(role), std::move(seams));
+    auto d = Daemon::Start(PeerDaemonConfig(role), std::move(seams));
     EXPECT_TRUE(d.ok()) << d.status();
     return d.ok() ? *std::move(d) : nullptr;
   }
@@ -182,7 +173,7 @@ class PeerTransferRpcTest : public ::testing::Test {
 
   std::vector<std::string> PutChain(client::Client& c, const std::vector<std::string>& keys) {
     std::vector<std::string> data;
-    for (const std::string& k : keys) data.push_back(Bytes(ns_ + k, kBlock));
+    for (const std::string& k : keys) data.push_back(DeterministicString(ns_ + k, kBlock));
     EXPECT_TRUE(c.Put(ns_, keys, data).ok());
     return data;
   }
@@ -201,7 +192,8 @@ class PeerTransferRpcTest : public ::testing::Test {
     std::vector<std::string> head(keys.begin(), keys.begin() + n);
     auto got = dc_->Get(ns_, head);
     ASSERT_TRUE(got.ok()) << got.status();
-    for (size_t i = 0; i < n; ++i) EXPECT_EQ((*got)[i], Bytes(ns_ + keys[i], kBlock)) << i;
+    for (size_t i = 0; i < n; ++i)
+      EXPECT_EQ((*got)[i], DeterministicString(ns_ + keys[i], kBlock)) << i;
   }
 
   static size_t LeadingOk(const client::TransferResult& r) {

@@ -12,7 +12,7 @@ using client::Client;
 using client::TransferDirection;
 
 TEST_F(PeerTransferRpcTest, PushLandsEveryBlockByteExactOnTheDecodeSide) {
-  const std::vector<std::string> keys = Keys("push", 12);
+  const std::vector<std::string> keys = NumberedKeys("push", 12);
   PutChain(*pc_, std::vector<std::string>(keys.begin(), keys.begin() + 10));
   ExpectDecodeHasExactly(keys, 0);
 
@@ -49,8 +49,8 @@ TEST_F(PeerTransferRpcTest, PushLandsEveryBlockByteExactOnTheDecodeSide) {
                     .ok());
     EXPECT_EQ(loaded, 10);
     for (int i = 0; i < 10; ++i) {
-      EXPECT_EQ(0, std::memcmp((*region)->data() + i * kBlock, Bytes(ns_ + keys[i], kBlock).data(),
-                               kBlock))
+      EXPECT_EQ(0, std::memcmp((*region)->data() + i * kBlock,
+                               DeterministicString(ns_ + keys[i], kBlock).data(), kBlock))
           << i;
     }
     EXPECT_TRUE(dc_->Release(hit->lease_id).ok());
@@ -79,7 +79,7 @@ TEST_F(PeerTransferRpcTest, PushLandsEveryBlockByteExactOnTheDecodeSide) {
 }
 
 TEST_F(PeerTransferRpcTest, PullFetchesTheCachedPrefixOnly) {
-  const std::vector<std::string> keys = Keys("pull", 8);
+  const std::vector<std::string> keys = NumberedKeys("pull", 8);
   PutChain(*pc_, std::vector<std::string>(keys.begin(), keys.begin() + 5));
   auto r = dc_->Transfer(ns_, keys, prefill_->listen_address(), TransferDirection::kPull);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -97,7 +97,7 @@ TEST_F(PeerTransferRpcTest, PullFetchesTheCachedPrefixOnly) {
 }
 
 TEST_F(PeerTransferRpcTest, RolesAndBadInputAreRefusedAndChangeNothing) {
-  const std::vector<std::string> keys = Keys("bad", 3);
+  const std::vector<std::string> keys = NumberedKeys("bad", 3);
   PutChain(*pc_, keys);
   PutChain(*dc_, {"decode-own"});
   // A decode daemon does not send; a prefill daemon does not receive.
@@ -129,7 +129,7 @@ TEST_F(PeerTransferRpcTest, RolesAndBadInputAreRefusedAndChangeNothing) {
   // A namespace the decode side has not opened: every block refused there.
   auto other = pc_->OpenNamespace(Spec(16));
   ASSERT_TRUE(other.ok());
-  ASSERT_TRUE(pc_->Put(other->id, {"o"}, {Bytes("o", 32 * 1024)}).ok());
+  ASSERT_TRUE(pc_->Put(other->id, {"o"}, {DeterministicString("o", 32 * 1024)}).ok());
   r = pc_->Transfer(other->id, {"o"}, decode_->listen_address(), TransferDirection::kPush);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->blocks[0].status.code(), absl::StatusCode::kNotFound) << r->blocks[0].status;
@@ -141,7 +141,7 @@ TEST_F(PeerTransferRpcTest, RolesAndBadInputAreRefusedAndChangeNothing) {
 }
 
 TEST_F(PeerTransferRpcTest, FailedAndTornOperationsNeverLandAndTheLinkRecovers) {
-  const std::vector<std::string> keys = Keys("fault", 10);
+  const std::vector<std::string> keys = NumberedKeys("fault", 10);
   PutChain(*pc_, keys);
   // The link dies after 4 block operations: blocks 0..3 land, 4 fails with
   // the transport's error, the rest are aborted (their parent is missing).
@@ -177,7 +177,7 @@ TEST_F(PeerTransferRpcTest, FailedAndTornOperationsNeverLandAndTheLinkRecovers) 
 // A peer that stages or exports and never finishes: the slots and pins it
 // holds are let go after their ttl.
 TEST_F(PeerTransferRpcTest, AbandonedStagesAndExportsLapse) {
-  const std::vector<std::string> keys = Keys("lapse", 2);
+  const std::vector<std::string> keys = NumberedKeys("lapse", 2);
   PutChain(*pc_, keys);
   auto ns = NamespaceId::FromHex(ns_);
   ASSERT_TRUE(ns.ok());
@@ -211,7 +211,7 @@ TEST_F(PeerTransferRpcTest, AbandonedStagesAndExportsLapse) {
 }
 
 TEST_F(PeerTransferRpcTest, AnUnreachablePeerFailsEveryBlockQuickly) {
-  const std::vector<std::string> keys = Keys("nowhere", 3);
+  const std::vector<std::string> keys = NumberedKeys("nowhere", 3);
   PutChain(*pc_, keys);
   const std::string nowhere = absl::StrCat("127.0.0.1:", FreePort());
   const absl::Time start = absl::Now();
@@ -249,7 +249,7 @@ TEST(AuthenticatedPeerTransferTest, PeersPresentTheirTokenAndTenantsKeepTheirNam
     out << "peer-token-0123456789\n";
   }
   auto start = [&](const std::string& role, const std::string& token_for) {
-    DaemonConfig c = Config(role);
+    DaemonConfig c = PeerDaemonConfig(role);
     c.identities_file = identities;
     if (!token_for.empty()) {
       c.peer_token_file = dir + "/peer.token";
@@ -266,7 +266,7 @@ TEST(AuthenticatedPeerTransferTest, PeersPresentTheirTokenAndTenantsKeepTheirNam
   ASSERT_TRUE(prefill && bare);
   // A token without the list of peers it may go to is a configuration error.
   {
-    DaemonConfig c = Config("prefill");
+    DaemonConfig c = PeerDaemonConfig("prefill");
     c.peer_token_file = dir + "/peer.token";
     EXPECT_EQ(Daemon::Start(c).status().code(), absl::StatusCode::kInvalidArgument);
   }
@@ -279,9 +279,9 @@ TEST(AuthenticatedPeerTransferTest, PeersPresentTheirTokenAndTenantsKeepTheirNam
   ASSERT_TRUE(ns.ok()) << ns.status();
   ASSERT_EQ(dc->OpenNamespace(Spec())->id, ns->id);
   ASSERT_EQ(bc->OpenNamespace(Spec())->id, ns->id);
-  const std::vector<std::string> keys = Keys("auth", 3);
+  const std::vector<std::string> keys = NumberedKeys("auth", 3);
   std::vector<std::string> data;
-  for (const std::string& k : keys) data.push_back(Bytes(k, kBlock));
+  for (const std::string& k : keys) data.push_back(DeterministicString(k, kBlock));
   ASSERT_TRUE(pc->Put(ns->id, keys, data).ok());
   ASSERT_TRUE(bc->Put(ns->id, keys, data).ok());
 

@@ -45,11 +45,6 @@ constexpr char kBetaToken[] = "beta-token-0123456789";
 constexpr char kAdminToken[] = "admin-token-0123456789";
 constexpr char kPeerToken[] = "peer-token-0123456789";
 
-std::string Bytes(const std::string& tag, size_t n) {
-  const std::vector<uint8_t> b = DeterministicBytes(tag, n);
-  return std::string(b.begin(), b.end());
-}
-
 // 2 * 1 layer * 1 head * 64 dim * 16 tokens * 2 bytes = 4 KiB blocks.
 client::NamespaceOptions Spec() {
   client::NamespaceOptions o;
@@ -308,8 +303,8 @@ TEST_F(SecurityRpcTest, TenantsWithIdenticalKeysNeverSeeEachOthersBlocks) {
   const std::vector<std::string> keys = {"k0", "k1", "k2"};
   std::vector<std::string> a_data, b_data;
   for (const std::string& k : keys) {
-    a_data.push_back(Bytes("alpha" + k, 4096));
-    b_data.push_back(Bytes("beta" + k, 4096));
+    a_data.push_back(DeterministicString("alpha" + k, 4096));
+    b_data.push_back(DeterministicString("beta" + k, 4096));
   }
   ASSERT_TRUE(alpha->Put(a->id, keys, a_data).ok());
   // Beta's identical request finds nothing: no hit, no timing difference.
