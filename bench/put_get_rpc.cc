@@ -62,7 +62,11 @@ int main(int argc, char** argv) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
-  if (!csv) std::printf("put_get_rpc: %d clients, %d operations per size\n", clients, ops);
+  if (!csv) {
+    std::printf("put_get_rpc: %d clients, %d operations per size, Puts in %s\n", clients, ops,
+                chunk_bytes == 0 ? "one chunk per block"
+                                 : absl::StrCat("chunks of ", chunk_bytes, " bytes").c_str());
+  }
   {
     std::atomic<int> next{0};
     std::vector<std::thread> threads;
@@ -136,7 +140,7 @@ int main(int argc, char** argv) {
                   chunk.set_key(key);
                   chunk.set_block_bytes(size);
                 }
-                chunk.set_data(value.substr(at, step));
+                chunk.set_data(value.data() + at, std::min(step, value.size() - at));
                 w->Write(chunk);
               }
               w->WritesDone();

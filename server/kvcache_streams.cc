@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/grpc_status.h"
+#include "base/mutex.h"
 #include "base/status_macros.h"
 #include "server/async/read_ahead.h"
 #include "server/async/tsan_handoff.h"

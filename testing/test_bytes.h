@@ -3,6 +3,7 @@
 #ifndef KVTIER_TESTING_TEST_BYTES_H_
 #define KVTIER_TESTING_TEST_BYTES_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
