@@ -22,9 +22,9 @@
 #include <memory>
 #include <new>
 
-namespace kvtier {
+#include "base/huge_page.h"
 
-inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+namespace kvtier {
 
 template <typename T>
 class HugePageAllocator {

@@ -15,17 +15,13 @@
 #include "absl/strings/str_cat.h"
 #include "cluster/testing/fake_etcd.h"
 #include "testing/in_process_peer_channel.h"
+#include "testing/keyed_chain.h"
 #include "testing/loopback_transport.h"
-#include "testing/test_bytes.h"
 
 namespace kvtier {
 namespace {
 
 constexpr uint64_t kBlock = 64 * 1024;
-
-std::vector<uint8_t> Content(const BlockKey& key) {
-  return DeterministicBytes(std::string(key.bytes()), kBlock);
-}
 
 struct Node {
   std::string address;
@@ -36,30 +32,16 @@ struct Node {
   NamespaceId ns;
 
   void PutChain(const std::vector<BlockKey>& keys) {
-    auto batch = cache->BeginPut(ns);
-    ASSERT_TRUE(batch.ok()) << batch.status();
-    BlockKey parent;
-    for (const BlockKey& k : keys) {
-      ASSERT_TRUE((*batch)->StartBlock(k, parent, kBlock).ok());
-      ASSERT_TRUE((*batch)->Append(Content(k)).ok());
-      parent = k;
-    }
-    ASSERT_TRUE((*batch)->Commit().ok());
+    absl::Status s = PutKeyedChain(*cache, ns, keys, kBlock);
+    ASSERT_TRUE(s.ok()) << s;
   }
   // The leading blocks of `keys` this node serves, each checked byte-exact.
   size_t ServesExactly(const std::vector<BlockKey>& keys) {
     const size_t n = cache->CachedPrefix(ns, keys);
     if (n == 0) return 0;
-    auto handles = cache->Read(ns, absl::MakeConstSpan(keys).subspan(0, n));
-    EXPECT_TRUE(handles.ok()) << handles.status();
-    if (!handles.ok()) return 0;
-    for (size_t i = 0; i < n; ++i) {
-      const std::vector<uint8_t> want = Content(keys[i]);
-      EXPECT_TRUE(std::equal(want.begin(), want.end(), (*handles)[i].bytes().begin(),
-                             (*handles)[i].bytes().end()))
-          << "block " << i << " differs";
-    }
-    return n;
+    absl::Status s = ReadsKeyedBytes(*cache, ns, absl::MakeConstSpan(keys).subspan(0, n), kBlock);
+    EXPECT_TRUE(s.ok()) << s;
+    return s.ok() ? n : 0;
   }
 };
 

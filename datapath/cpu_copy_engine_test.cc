@@ -5,19 +5,14 @@
 #include <atomic>
 #include <cstring>
 #include <numeric>
-#include <random>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "testing/test_bytes.h"
+
 namespace kvtier {
 namespace {
-
-std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
 
 TEST(CpuCopyEngineTest, CopiesEveryOpOfABatchAndCompletesOnce) {
   auto engine = CpuCopyEngine::Create(3);
@@ -26,7 +21,7 @@ TEST(CpuCopyEngineTest, CopiesEveryOpOfABatchAndCompletesOnce) {
   const std::vector<size_t> sizes = {
       1, 17, 4096, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 * (1 << 20) + 5, 32768};
   const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
-  std::vector<uint8_t> src = Pattern(total, 1), dst(total, 0);
+  std::vector<uint8_t> src = DeterministicBytes("1", total), dst(total, 0);
   CopyBatch batch;
   // Scatter in reverse order, so a wrong offset shows.
   size_t at = 0, back = total;
@@ -95,7 +90,7 @@ TEST(CpuCopyEngineTest, EmptyBatchCompletesOk) {
 TEST(CpuCopyEngineTest, DestructorRunsEveryAcceptedCompletion) {
   std::atomic<int> completed{0};
   constexpr int kBatches = 200;
-  std::vector<uint8_t> src = Pattern(1 << 16, 2);
+  std::vector<uint8_t> src = DeterministicBytes("2", 1 << 16);
   std::vector<std::vector<uint8_t>> dst(kBatches, std::vector<uint8_t>(src.size()));
   {
     auto engine = CpuCopyEngine::Create(2);
@@ -119,7 +114,8 @@ TEST(CpuCopyEngineTest, ConcurrentSubmittersEachGetTheirBytes) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int r = 0; r < kRounds; ++r) {
-        std::vector<uint8_t> src = Pattern(3000 + 97 * r, t * 1000 + r), dst(src.size());
+        std::vector<uint8_t> src = DeterministicBytes(absl::StrCat(t * 1000 + r), 3000 + 97 * r),
+                             dst(src.size());
         CopyBatch b;
         b.ops.push_back({dst.data(), src.data(), 1000});
         b.ops.push_back({dst.data() + 1000, src.data() + 1000, src.size() - 1000});

@@ -5,18 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <random>
 #include <vector>
+
+#include "testing/test_bytes.h"
 
 namespace kvtier {
 namespace {
-
-std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
 
 TEST(CopyEngineFactoryTest, PicksABackendThatWorksHere) {
   absl::StatusOr<std::unique_ptr<CopyEngine>> engine = CreateCopyEngine({});
@@ -28,7 +22,7 @@ TEST(CopyEngineFactoryTest, PicksABackendThatWorksHere) {
     EXPECT_EQ(caps.name, "cpu");
     EXPECT_FALSE(caps.detail.empty());
   }
-  std::vector<uint8_t> src = Pattern(5000, 3), dst(5000);
+  std::vector<uint8_t> src = DeterministicBytes("3", 5000), dst(5000);
   CopyBatch b;
   b.ops.push_back({dst.data(), src.data(), src.size()});
   EXPECT_TRUE((*engine)->CopySync(b).ok());

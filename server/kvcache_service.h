@@ -41,7 +41,11 @@
 
 namespace kvtier {
 
-class KvCacheService final : public v1::KvCache::CallbackService {
+// Get is a raw method (grpc::ByteBuffer in and out; the wire format is
+// GetRequest's and GetChunk's): its chunks are written without a GetChunk
+// object in between (server/get_chunk_frame.h).
+class KvCacheService final
+    : public v1::KvCache::WithRawCallbackMethod_Get<v1::KvCache::CallbackService> {
  public:
   // What the service delegates to. Pointers must outlive the service.
   struct Deps {
@@ -93,7 +97,8 @@ class KvCacheService final : public v1::KvCache::CallbackService {
   grpc::ServerUnaryReactor* Lookup(Ctx* context, const v1::LookupRequest* request,
                                    v1::LookupResponse* response) override;
   grpc::ServerReadReactor<v1::PutChunk>* Put(Ctx* context, v1::PutResponse* response) override;
-  grpc::ServerWriteReactor<v1::GetChunk>* Get(Ctx* context, const v1::GetRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Get(Ctx* context,
+                                                  const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Release(Ctx* context, const v1::ReleaseRequest* request,
                                     v1::ReleaseResponse* response) override;
   grpc::ServerUnaryReactor* Delete(Ctx* context, const v1::DeleteRequest* request,

@@ -6,8 +6,9 @@
 //   arrives while a chunk is being stored.
 // - Get reads its blocks (pinned) on the executor, then writes chunk after
 //   chunk from the reactor as the client takes them: a chunk is a copy out
-//   of a pinned block, no lock held. The pins are dropped on the executor,
-//   before the last chunk leaves with the status.
+//   of a pinned block, no lock held, straight into the bytes gRPC sends (a
+//   raw method: server/get_chunk_frame.h). The pins are dropped on the
+//   executor, before the last chunk leaves with the status.
 // Both admit their caller in the handler (cheap, no lock), so a caller that
 // may not call them never holds a place in their limits.
 #include <algorithm>
@@ -18,12 +19,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "base/grpc_status.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
 #include "server/async/read_ahead.h"
 #include "server/async/tsan_handoff.h"
 #include "server/async/unary_call.h"
+#include "server/get_chunk_frame.h"
 #include "server/grpc_auth.h"
 #include "server/kvcache_service.h"
 #include "server/proto_convert.h"
@@ -177,13 +180,13 @@ grpc::ServerReadReactor<v1::PutChunk>* KvCacheService::Put(Ctx* context,
 }
 
 // One Get stream. Owned by gRPC; deletes itself in OnDone.
-class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChunk> {
+class KvCacheService::GetCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  GetCall(KvCacheService* service, Ctx* context, const v1::GetRequest* request, std::string tenant,
+  GetCall(KvCacheService* service, Ctx* context, v1::GetRequest request, std::string tenant,
           CallLimit::Ticket ticket)
       : service_(service),
         context_(context),
-        request_(request),
+        request_(std::move(request)),
         tenant_(std::move(tenant)),
         ticket_(std::move(ticket)) {
     if (!service_->deps_.executor->Submit([this] {
@@ -212,18 +215,18 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
   absl::Status Prepare() {
     const Deps& deps = service_->deps_;
     ASSIGN_OR_RETURN(NamespaceKeys req,
-                     NamespaceKeysFromProto(request_->namespace_id(), request_->keys(),
+                     NamespaceKeysFromProto(request_.namespace_id(), request_.keys(),
                                             deps.cache->options().max_keys_per_request));
     RETURN_IF_ERROR(deps.cache->CheckTenant(req.ns, tenant_));
-    chunk_bytes_ = request_->max_chunk_bytes() == 0
+    chunk_bytes_ = request_.max_chunk_bytes() == 0
                        ? deps.get_chunk_bytes
-                       : std::min<uint64_t>(request_->max_chunk_bytes(), deps.max_chunk_bytes);
-    if (deps.cluster_tier != nullptr && request_->group() == 0) {
+                       : std::min<uint64_t>(request_.max_chunk_bytes(), deps.max_chunk_bytes);
+    if (deps.cluster_tier != nullptr && request_.group() == 0) {
       // A miss stays a miss; the pull leaves the call time to answer.
       deps.cluster_tier->Fill(req.ns, req.keys, /*judged=*/false, CallDeadline(*context_));
     }
     ASSIGN_OR_RETURN(handles_,
-                     deps.cache->Read(req.ns, req.keys, /*verify=*/true, request_->group()));
+                     deps.cache->Read(req.ns, req.keys, /*verify=*/true, request_.group()));
     transform_ = deps.transforms->Find(req.ns);
     if (transform_ != nullptr) decoded_.resize(transform_->plain_bytes());
     watch_ = service_->WatchIdle(context_);
@@ -246,13 +249,8 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
     const absl::Span<const uint8_t> bytes =
         transform_ != nullptr ? absl::Span<const uint8_t>(decoded_) : h.bytes();
     const uint64_t n = std::min<uint64_t>(chunk_bytes_, bytes.size() - offset_);
-    chunk_.Clear();
-    if (offset_ == 0) {
-      chunk_.set_key(std::string(h.key().bytes()));
-      chunk_.set_block_bytes(bytes.size());
-    }
-    chunk_.set_offset(offset_);
-    chunk_.set_data(bytes.data() + offset_, n);
+    frame_ = GetChunkFrame(offset_ == 0 ? h.key().bytes() : absl::string_view(), bytes.size(),
+                           offset_, bytes.subspan(offset_, n));
     offset_ += n;
     if (offset_ == bytes.size()) {
       ++block_;
@@ -260,7 +258,7 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
     }
     if (block_ < handles_.size()) {
       HandOff(this);
-      return StartWrite(&chunk_);
+      return StartWrite(&frame_);
     }
     // The last chunk is a copy: the pins go, then the status leaves with
     // it (a caller that deletes its blocks on the OK must find them
@@ -273,7 +271,7 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
   void WriteLast() {
     handles_.clear();
     HandOff(this);
-    StartWriteAndFinish(&chunk_, grpc::WriteOptions(), grpc::Status::OK);
+    StartWriteAndFinish(&frame_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
   // Drops the pins (see WriteNext on threads), then answers. The idle watch
@@ -290,7 +288,7 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
 
   KvCacheService* const service_;
   Ctx* const context_;
-  const v1::GetRequest* const request_;
+  const v1::GetRequest request_;
   const std::string tenant_;
   CallLimit::Ticket ticket_;
   std::unique_ptr<StreamIdleReaper::Watch> watch_;
@@ -298,22 +296,23 @@ class KvCacheService::GetCall final : public grpc::ServerWriteReactor<v1::GetChu
   std::vector<BlockCache::ReadHandle> handles_;
   std::shared_ptr<BlockTransform> transform_;
   std::vector<uint8_t> decoded_;
-  size_t block_ = 0;     // the block being written
-  uint64_t offset_ = 0;  // within it
-  v1::GetChunk chunk_;
+  size_t block_ = 0;        // the block being written
+  uint64_t offset_ = 0;     // within it
+  grpc::ByteBuffer frame_;  // the chunk being written (get_chunk_frame.h)
 };
 
-grpc::ServerWriteReactor<v1::GetChunk>* KvCacheService::Get(Ctx* context,
-                                                            const v1::GetRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* KvCacheService::Get(Ctx* context,
+                                                                const grpc::ByteBuffer* request) {
+  using Refused = RefusedCall<grpc::ServerWriteReactor<grpc::ByteBuffer>>;
   absl::StatusOr<Identity> who = Admit(*deps_.auth, *context, RoleOf("KvCache", "Get"));
-  if (!who.ok()) {
-    return new RefusedCall<grpc::ServerWriteReactor<v1::GetChunk>>(Finished("Get", who.status()));
+  if (!who.ok()) return new Refused(Finished("Get", who.status()));
+  v1::GetRequest parsed;
+  if (absl::Status s = ParseRawRequest(*request, "GetRequest", &parsed); !s.ok()) {
+    return new Refused(Finished("Get", s));
   }
   absl::StatusOr<CallLimit::Ticket> ticket = limits_.Of("Get").Enter();
-  if (!ticket.ok()) {
-    return new RefusedCall<grpc::ServerWriteReactor<v1::GetChunk>>(ToGrpc(ticket.status()));
-  }
-  return new GetCall(this, context, request, who->tenant, *std::move(ticket));
+  if (!ticket.ok()) return new Refused(ToGrpc(ticket.status()));
+  return new GetCall(this, context, std::move(parsed), who->tenant, *std::move(ticket));
 }
 
 }  // namespace kvtier

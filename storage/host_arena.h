@@ -30,7 +30,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "base/huge_page_allocator.h"
+#include "base/huge_page.h"
 
 namespace kvtier {
 
@@ -39,7 +39,7 @@ class HostArena {
   enum class Pages { kBase, kTransparentHuge };
   enum class Commit { kOnFirstTouch, kAtCreate };
   // A kTransparentHuge arena is aligned to kHugePageBytes (x86-64's huge
-  // page, base/huge_page_allocator.h).
+  // page, base/huge_page.h).
 
   // RESOURCE_EXHAUSTED if the mapping fails, or if kAtCreate cannot fault
   // it all in (more than base/available_memory.h's AvailableMemoryBytes(),

@@ -22,8 +22,8 @@
 #include "storage/block_cache.h"
 #include "testing/faulty_transport.h"
 #include "testing/in_process_peer_channel.h"
+#include "testing/keyed_chain.h"
 #include "testing/loopback_transport.h"
-#include "testing/test_bytes.h"
 #include "transfer/transport_wrapper.h"
 
 namespace kvtier {
@@ -39,10 +39,6 @@ std::vector<BlockKey> Keys(const std::string& prefix, int n) {
   std::vector<BlockKey> out;
   for (int i = 0; i < n; ++i) out.push_back(Key(absl::StrCat(prefix, "-", i)));
   return out;
-}
-
-std::vector<uint8_t> Content(const BlockKey& key) {
-  return DeterministicBytes(std::string(key.bytes()), kBlock);
 }
 
 // A transport that cuts its connection in the middle of the next Execute
@@ -117,17 +113,10 @@ struct Node {
     return n;
   }
 
-  // Stores `keys` as one chain, each block's bytes Content(key).
+  // Stores `keys` as one chain, each block's bytes KeyedBytes(key, kBlock).
   void PutChain(const std::vector<BlockKey>& keys) {
-    auto batch = cache->BeginPut(ns);
-    ASSERT_TRUE(batch.ok()) << batch.status();
-    BlockKey parent;
-    for (const BlockKey& k : keys) {
-      ASSERT_TRUE((*batch)->StartBlock(k, parent, kBlock).ok());
-      ASSERT_TRUE((*batch)->Append(Content(k)).ok());
-      parent = k;
-    }
-    ASSERT_TRUE((*batch)->Commit().ok());
+    absl::Status s = PutKeyedChain(*cache, ns, keys, kBlock);
+    ASSERT_TRUE(s.ok()) << s;
   }
 
   size_t Matched(const std::vector<BlockKey>& keys) {
@@ -140,13 +129,8 @@ struct Node {
   void ExpectHasExactly(const std::vector<BlockKey>& keys, size_t n) {
     ASSERT_EQ(Matched(keys), n);
     if (n == 0) return;
-    auto handles = cache->Read(ns, absl::MakeConstSpan(keys).subspan(0, n));
-    ASSERT_TRUE(handles.ok()) << handles.status();
-    for (size_t i = 0; i < n; ++i) {
-      const std::vector<uint8_t> want = Content(keys[i]);
-      ASSERT_EQ((*handles)[i].bytes().size(), want.size()) << i;
-      EXPECT_TRUE(std::equal(want.begin(), want.end(), (*handles)[i].bytes().begin())) << i;
-    }
+    absl::Status s = ReadsKeyedBytes(*cache, ns, absl::MakeConstSpan(keys).subspan(0, n), kBlock);
+    EXPECT_TRUE(s.ok()) << s;
   }
 
   uint64_t HostUsed() { return cache->Snapshot().host.used_bytes; }

@@ -51,9 +51,10 @@ class ReadAhead {
   void Finish() { finished_ = true; }
 
  private:
-  int head_ = 0;    // the oldest filled buffer
-  int filled_ = 0;  // filled buffers not yet stored; the next read fills (head_ + filled_) % 2
-  bool read_waiting_ = false;  // both buffers filled: the next read waits for Stored
+  int head_ = 0;  // the oldest filled buffer
+  // Filled buffers not yet stored; the next read fills (head_ + filled_) % 2.
+  // When both are filled, the next read waits for Stored.
+  int filled_ = 0;
   bool stream_ended_ = false;
   bool draining_ = false;  // a drain is submitted or running
   bool finished_ = false;
@@ -67,11 +68,7 @@ inline ReadAhead::Arrival ReadAhead::Arrived(bool ok) {
   }
   if (ok) {
     ++filled_;
-    if (filled_ < kBuffers) {
-      a.read_into = (head_ + filled_) % kBuffers;
-    } else {
-      read_waiting_ = true;
-    }
+    if (filled_ < kBuffers) a.read_into = (head_ + filled_) % kBuffers;
   } else {
     stream_ended_ = true;
   }
@@ -88,10 +85,10 @@ inline ReadAhead::Step ReadAhead::Next() {
 }
 
 inline int ReadAhead::Stored() {
+  const bool read_waiting = filled_ == kBuffers;
   head_ = (head_ + 1) % kBuffers;
   --filled_;
-  if (!read_waiting_ || finished_) return kNoRead;
-  read_waiting_ = false;
+  if (!read_waiting || finished_) return kNoRead;
   return (head_ + filled_) % kBuffers;
 }
 
