@@ -41,11 +41,15 @@
 
 namespace kvtier {
 
-// Get is a raw method (grpc::ByteBuffer in and out; the wire format is
-// GetRequest's and GetChunk's): its chunks are written without a GetChunk
-// object in between (server/get_chunk_frame.h).
+// Put and Get are raw methods (grpc::ByteBuffer in and out; the wire
+// format is their messages'), so that a block's bytes are copied once on
+// their way in or out: a Put chunk's data goes from the slices gRPC
+// received into the block's slot (server/put_chunk_frame.h), a Get chunk's
+// from the pinned block into the slice gRPC sends
+// (server/get_chunk_frame.h).
 class KvCacheService final
-    : public v1::KvCache::WithRawCallbackMethod_Get<v1::KvCache::CallbackService> {
+    : public v1::KvCache::WithRawCallbackMethod_Put<
+          v1::KvCache::WithRawCallbackMethod_Get<v1::KvCache::CallbackService>> {
  public:
   // What the service delegates to. Pointers must outlive the service.
   struct Deps {
@@ -96,7 +100,7 @@ class KvCacheService final
                                           v1::OpenNamespaceResponse* response) override;
   grpc::ServerUnaryReactor* Lookup(Ctx* context, const v1::LookupRequest* request,
                                    v1::LookupResponse* response) override;
-  grpc::ServerReadReactor<v1::PutChunk>* Put(Ctx* context, v1::PutResponse* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Put(Ctx* context, grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Get(Ctx* context,
                                                   const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Release(Ctx* context, const v1::ReleaseRequest* request,

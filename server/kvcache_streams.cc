@@ -1,7 +1,9 @@
 // KvCacheService's two byte streams on gRPC's callback API. Neither holds a
 // worker while the client sends or receives:
-// - Put reads a chunk, hands it to the executor (PutAssembly::Add copies it
-//   into its slot) and reads the next into a second buffer meanwhile; the
+// - Put reads a chunk, hands it to the executor (PutAssembly::Add copies its
+//   data from the slices gRPC received into its slot, a raw method:
+//   server/put_chunk_frame.h) and reads the next into a second buffer
+//   meanwhile; the
 //   end of the stream commits on the executor too, in the same task when it
 //   arrives while a chunk is being stored.
 // - Get reads its blocks (pinned) on the executor, then writes chunk after
@@ -31,6 +33,7 @@
 #include "server/kvcache_service.h"
 #include "server/proto_convert.h"
 #include "server/put_assembly.h"
+#include "server/put_chunk_frame.h"
 #include "server/rpc_roles.h"
 #include "spdlog/spdlog.h"
 
@@ -51,9 +54,9 @@ const grpc::Status kShuttingDown(grpc::StatusCode::UNAVAILABLE, "server shutting
 // chunk, the next is read into a second buffer, and an end of the stream
 // that arrives while a chunk is being stored is committed by the same
 // executor task, without another hop.
-class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChunk> {
+class KvCacheService::PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  PutCall(KvCacheService* service, Ctx* context, v1::PutResponse* response, std::string tenant,
+  PutCall(KvCacheService* service, Ctx* context, grpc::ByteBuffer* response, std::string tenant,
           CallLimit::Ticket ticket)
       : service_(service),
         context_(context),
@@ -104,19 +107,27 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
       }
       if (step.kind == ReadAhead::Step::kIdle) return;
       if (step.kind == ReadAhead::Step::kCommit) return End(Commit());
-      if (absl::Status s = AddChunk(chunks_[step.buffer]); !s.ok()) return End(s);
+      if (absl::Status s = AddChunk(std::move(chunks_[step.buffer])); !s.ok()) return End(s);
       MutexLock lock(&mu_);
       StartReadLocked(ahead_.Stored());
     }
   }
 
-  // On the executor.
-  absl::Status AddChunk(const v1::PutChunk& chunk) {
-    ASSIGN_OR_RETURN(
-        std::optional<uint8_t> retention,
-        RetentionFromProto(chunk.has_retention_priority(), chunk.retention_priority()));
-    return put_->Add({chunk.namespace_id(), chunk.key(), chunk.parent_key(), chunk.block_bytes(),
-                      chunk.data(), chunk.group(), retention});
+  // On the executor: splits the chunk's message (its data stays in the
+  // received slices) and hands it to the assembly, which copies the data
+  // into its slot; the message's slices go once it is stored.
+  absl::Status AddChunk(grpc::ByteBuffer raw) {
+    absl::Status s = frame_.Parse(std::move(raw));
+    if (s.ok()) {
+      const v1::PutChunk& f = frame_.fields();
+      absl::StatusOr<std::optional<uint8_t>> retention =
+          RetentionFromProto(f.has_retention_priority(), f.retention_priority());
+      s = !retention.ok() ? retention.status()
+                          : put_->Add({f.namespace_id(), f.key(), f.parent_key(), f.block_bytes(),
+                                       ChunkBytes(frame_.data()), f.group(), *retention});
+    }
+    frame_.Clear();
+    return s;
   }
 
   // On the executor, after the client closed its side (or went away).
@@ -129,10 +140,13 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
         cluster != nullptr && r.blocks_stored > 0 && put_->ns().has_value()) {
       cluster->Offer(*put_->ns(), put_->last_key());  // to the chain's owner, in the background
     }
-    response_->set_blocks_stored(r.blocks_stored);
-    response_->set_blocks_already_cached(r.blocks_already_cached);
-    response_->set_bytes_stored(r.bytes_stored);
-    response_->set_blocks_unusable(r.blocks_unusable);
+    v1::PutResponse response;
+    response.set_blocks_stored(r.blocks_stored);
+    response.set_blocks_already_cached(r.blocks_already_cached);
+    response.set_bytes_stored(r.bytes_stored);
+    response.set_blocks_unusable(r.blocks_unusable);
+    grpc::Slice bytes(response.SerializeAsString());
+    *response_ = grpc::ByteBuffer(&bytes, 1);
     return absl::OkStatus();
   }
 
@@ -154,28 +168,26 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<v1::PutChun
 
   KvCacheService* const service_;
   Ctx* const context_;
-  v1::PutResponse* const response_;
+  grpc::ByteBuffer* const response_;  // a PutResponse's bytes (a raw method)
   CallLimit::Ticket ticket_;
   std::unique_ptr<StreamIdleReaper::Watch> watch_;  // touched under mu_ until End
   std::optional<PutAssembly> put_;                  // used by the drain only; reset by End
-  // Written by the read ahead_ names, read by the drain it gives them to.
-  v1::PutChunk chunks_[ReadAhead::kBuffers];
+  // Written by the read ahead_ names, taken by the drain it gives them to.
+  grpc::ByteBuffer chunks_[ReadAhead::kBuffers];
+  PutChunkFrame frame_;  // the drain's; empty between chunks
   Mutex mu_;
   ReadAhead ahead_ ABSL_GUARDED_BY(mu_);
 };
 
-grpc::ServerReadReactor<v1::PutChunk>* KvCacheService::Put(Ctx* context,
-                                                           v1::PutResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* KvCacheService::Put(Ctx* context,
+                                                               grpc::ByteBuffer* response) {
+  using Refused = RefusedCall<grpc::ServerReadReactor<grpc::ByteBuffer>>;
   // The caller first (cheap, no lock): a caller that may not Put never
   // holds a place in the limit.
   absl::StatusOr<Identity> who = Admit(*deps_.auth, *context, RoleOf("KvCache", "Put"));
-  if (!who.ok()) {
-    return new RefusedCall<grpc::ServerReadReactor<v1::PutChunk>>(Finished("Put", who.status()));
-  }
+  if (!who.ok()) return new Refused(Finished("Put", who.status()));
   absl::StatusOr<CallLimit::Ticket> ticket = limits_.Of("Put").Enter();
-  if (!ticket.ok()) {
-    return new RefusedCall<grpc::ServerReadReactor<v1::PutChunk>>(ToGrpc(ticket.status()));
-  }
+  if (!ticket.ok()) return new Refused(ToGrpc(ticket.status()));
   return new PutCall(this, context, response, who->tenant, *std::move(ticket));
 }
 

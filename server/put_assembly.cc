@@ -85,7 +85,12 @@ absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk ", index_, " sets parent_key, block_bytes or group without a key"));
   }
-  if (transform_ == nullptr) return batch_->Append(Bytes(chunk.data));
+  if (transform_ == nullptr) {
+    for (absl::string_view piece : chunk.data.pieces()) {
+      RETURN_IF_ERROR(batch_->Append(Bytes(piece)));
+    }
+    return absl::OkStatus();
+  }
   if (!pending_.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat("chunk ", index_, " has data but no block"));
   }
@@ -94,7 +99,8 @@ absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
                                                    pending_->key.ToHex(), " overflows its ",
                                                    transform_->plain_bytes(), " bytes"));
   }
-  pending_->data.append(chunk.data.data(), chunk.data.size());
+  for (absl::string_view piece : chunk.data.pieces())
+    pending_->data.append(piece.data(), piece.size());
   return absl::OkStatus();
 }
 

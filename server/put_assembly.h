@@ -21,12 +21,37 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "encoding/block_transform.h"
 #include "server/storage_encoding.h"
 #include "storage/block_cache.h"
 #include "storage/block_key.h"
 
 namespace kvtier {
+
+// A chunk's data: one view, or several in order (the slices gRPC received
+// it in: server/put_chunk_frame.h). Views only, like PutChunkFields.
+class ChunkBytes {
+ public:
+  ChunkBytes() = default;
+  // Implicit, so that a chunk of one piece is written as its bytes.
+  ChunkBytes(absl::string_view one) : one_(one), size_(one.size()) {}         // NOLINT
+  ChunkBytes(const std::string& one) : ChunkBytes(absl::string_view(one)) {}  // NOLINT
+  ChunkBytes(const char* one) : ChunkBytes(absl::string_view(one)) {}         // NOLINT
+  explicit ChunkBytes(absl::Span<const absl::string_view> pieces) : pieces_(pieces) {
+    for (absl::string_view p : pieces) size_ += p.size();
+  }
+
+  absl::Span<const absl::string_view> pieces() const {
+    return pieces_.empty() ? absl::Span<const absl::string_view>(&one_, 1) : pieces_;
+  }
+  uint64_t size() const { return size_; }
+
+ private:
+  absl::string_view one_;
+  absl::Span<const absl::string_view> pieces_;
+  uint64_t size_ = 0;
+};
 
 // One chunk of a Put stream, as the bytes its message carried (the views
 // need to live only for the call to Add).
@@ -35,7 +60,7 @@ struct PutChunkFields {
   absl::string_view key;           // non-empty: this chunk starts a block
   absl::string_view parent_key;
   uint64_t block_bytes = 0;
-  absl::string_view data;
+  ChunkBytes data;
   uint32_t group = 0;  // the layer group of a hybrid namespace's block
   // First chunk: the Put's retention priority (validated), if given.
   std::optional<uint8_t> retention = std::nullopt;

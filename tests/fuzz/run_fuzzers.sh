@@ -5,9 +5,12 @@
 #   planner_fuzz  the planner's Hugging Face config parser and reports
 #   storage_fuzz  NVMe slot headers and catalog records read back from disk
 #   config_fuzz   the daemon's YAML configuration
+#   put_chunk_fuzz  the Put stream's message parser (server/put_chunk_frame.h)
+#                   against protobuf's
 # With BUILD_DIR (a CMake build with KVTIER_BUILD_FUZZ=ON, as `make
 # test-asan` makes) the targets come from BUILD_DIR/fuzz; without it the
-# three small ones are compiled here with clang and handler_fuzz is skipped.
+# three small ones are compiled here with clang and handler_fuzz and
+# put_chunk_fuzz are skipped.
 # A crash leaves its input in OUT_DIR (crash-*) and fails the script; turn it
 # into a regression test before fixing.
 #   tests/fuzz/run_fuzzers.sh [SECONDS] [OUT_DIR] [BUILD_DIR]
@@ -47,13 +50,13 @@ STORAGE=("$ROOT"/storage/{slot_header,checksum,catalog,block_key,namespace_spec}
 CONFIG=("$ROOT"/server/config.cc "${COSTMODEL[@]}" "$ROOT"/tests/fuzz/config_fuzz.cc)
 TARGETS=(planner storage config)
 if [[ -n "$PREBUILT" ]]; then
-  for t in handler planner storage config; do
+  for t in handler planner storage config put_chunk; do
     [[ -x "$PREBUILT/fuzz/${t}_fuzz" ]] || { echo "no $PREBUILT/fuzz/${t}_fuzz" >&2; exit 1; }
     cp "$PREBUILT/fuzz/${t}_fuzz" "$OUT/"
   done
-  TARGETS=(handler planner storage config)
+  TARGETS=(handler planner storage config put_chunk)
 else
-  echo "=== compiling (handler_fuzz needs a CMake fuzz build; skipped)"
+  echo "=== compiling (handler_fuzz and put_chunk_fuzz need a CMake fuzz build; skipped)"
   compile "${PLANNER[@]}" "${STORAGE[@]}" "${CONFIG[@]}"
   link planner_fuzz "${PLANNER[@]}" --
   link storage_fuzz "${STORAGE[@]}" -- -lrocksdb -lxxhash
