@@ -21,6 +21,10 @@ grpc::ByteBuffer GetChunkFrame(absl::string_view key, uint64_t block_bytes, uint
   }
   head.set_offset(offset);
   std::string bytes = head.SerializeAsString();
+  if (data.empty()) {  // proto3 leaves an empty field out
+    grpc::Slice only(bytes);
+    return grpc::ByteBuffer(&only, 1);
+  }
   {
     google::protobuf::io::StringOutputStream stream(&bytes);  // appends
     google::protobuf::io::CodedOutputStream out(&stream);

@@ -2,7 +2,8 @@
 // which gRPC serves as a raw method (grpc::ByteBuffer in and out) so that a
 // block's bytes are copied once on their way out: into the slice gRPC
 // sends. The typed method copied them twice, into the GetChunk message's
-// string and again when gRPC serialized it.
+// string and again when gRPC serialized it. (A namespace with a storage
+// encoding serves from its decode buffer: one copy more, as before.)
 //
 // Thread-safety: free functions of their arguments.
 #ifndef KVTIER_SERVER_GET_CHUNK_FRAME_H_
@@ -22,8 +23,8 @@ namespace kvtier {
 // A v1::GetChunk of `key` (empty: not the block's first chunk, which
 // alone carries key and block_bytes), `block_bytes`, `offset` and `data`:
 // the leading fields serialized by protobuf, then the data field's tag and
-// length, then the data, copied into a slice of its own. It parses as the
-// GetChunk with those fields.
+// length, then the data, copied into a slice of its own: the bytes
+// protobuf writes for the GetChunk with those fields.
 grpc::ByteBuffer GetChunkFrame(absl::string_view key, uint64_t block_bytes, uint64_t offset,
                                absl::Span<const uint8_t> data);
 

@@ -57,6 +57,12 @@ TEST(GetChunkFrameTest, IsTheBytesProtobufWritesForTheSameMessage) {
   EXPECT_EQ(Dump(GetChunkFrame(typed.key(), 70000, 65536, data)), typed.SerializeAsString());
 }
 
+TEST(GetChunkFrameTest, AnEmptyChunkIsProtobufsEncodingToo) {
+  v1::GetChunk typed;
+  typed.set_offset(7);
+  EXPECT_EQ(Dump(GetChunkFrame("", 0, 7, {})), typed.SerializeAsString());
+}
+
 TEST(GetChunkFrameTest, CopiesTheDataOut) {
   std::vector<uint8_t> block = DeterministicBytes("block", 1024);
   const grpc::ByteBuffer frame = GetChunkFrame("k", block.size(), 0, block);

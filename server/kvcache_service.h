@@ -46,7 +46,9 @@ namespace kvtier {
 // their way in or out: a Put chunk's data goes from the slices gRPC
 // received into the block's slot (server/put_chunk_frame.h), a Get chunk's
 // from the pinned block into the slice gRPC sends
-// (server/get_chunk_frame.h).
+// (server/get_chunk_frame.h). Not once: blocks of a namespace with a
+// storage encoding (encoded and decoded through a buffer), and Put messages
+// not as protobuf's serializer writes them (protobuf parses those whole).
 class KvCacheService final
     : public v1::KvCache::WithRawCallbackMethod_Put<
           v1::KvCache::WithRawCallbackMethod_Get<v1::KvCache::CallbackService>> {

@@ -3,9 +3,8 @@
 // - Put reads a chunk, hands it to the executor (PutAssembly::Add copies its
 //   data from the slices gRPC received into its slot, a raw method:
 //   server/put_chunk_frame.h) and reads the next into a second buffer
-//   meanwhile; the
-//   end of the stream commits on the executor too, in the same task when it
-//   arrives while a chunk is being stored.
+//   meanwhile; the end of the stream commits on the executor too, in the
+//   same task when it arrives while a chunk is being stored.
 // - Get reads its blocks (pinned) on the executor, then writes chunk after
 //   chunk from the reactor as the client takes them: a chunk is a copy out
 //   of a pinned block, no lock held, straight into the bytes gRPC sends (a
@@ -107,17 +106,18 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<grpc::ByteB
       }
       if (step.kind == ReadAhead::Step::kIdle) return;
       if (step.kind == ReadAhead::Step::kCommit) return End(Commit());
-      if (absl::Status s = AddChunk(std::move(chunks_[step.buffer])); !s.ok()) return End(s);
+      if (absl::Status s = AddChunk(&chunks_[step.buffer]); !s.ok()) return End(s);
       MutexLock lock(&mu_);
       StartReadLocked(ahead_.Stored());
     }
   }
 
-  // On the executor: splits the chunk's message (its data stays in the
-  // received slices) and hands it to the assembly, which copies the data
-  // into its slot; the message's slices go once it is stored.
-  absl::Status AddChunk(grpc::ByteBuffer raw) {
-    absl::Status s = frame_.Parse(std::move(raw));
+  // On the executor: takes the chunk's message out of its read buffer,
+  // splits it (its data stays in the received slices) and hands it to the
+  // assembly, which copies the data into its slot; the message's slices go
+  // once it is stored.
+  absl::Status AddChunk(grpc::ByteBuffer* raw) {
+    absl::Status s = frame_.Parse(raw);
     if (s.ok()) {
       const v1::PutChunk& f = frame_.fields();
       absl::StatusOr<std::optional<uint8_t>> retention =

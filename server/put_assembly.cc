@@ -85,12 +85,7 @@ absl::Status PutAssembly::Add(const PutChunkFields& chunk) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk ", index_, " sets parent_key, block_bytes or group without a key"));
   }
-  if (transform_ == nullptr) {
-    for (absl::string_view piece : chunk.data.pieces()) {
-      RETURN_IF_ERROR(batch_->Append(Bytes(piece)));
-    }
-    return absl::OkStatus();
-  }
+  if (transform_ == nullptr) return batch_->Append(chunk.data.pieces());
   if (!pending_.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat("chunk ", index_, " has data but no block"));
   }

@@ -223,6 +223,31 @@ TEST_F(PutAssemblyTest, BytesPastTheDeclaredSizeAreRefusedAsThePutBatchSays) {
   EXPECT_EQ(put.Add({"", "", "", 0, "efg"}), want);
 }
 
+TEST_F(PutAssemblyTest, AChunkInPiecesIsStoredInOrderAndCheckedWhole) {
+  PutAssembly put(cache_.get(), &transforms_, "");
+  const std::string a = Bytes('a', kBlock);
+  const absl::string_view all(a);
+  const absl::string_view first[] = {all.substr(0, 10), all.substr(10, 100), all.substr(110, 6)};
+  ASSERT_TRUE(put.Add({hex_, "k1", "", kBlock, ChunkBytes(first)}).ok());
+  // 10 bytes more than the block has room for, in two pieces: refused as
+  // one chunk of their total, before either piece is copied.
+  const std::string over = Bytes('o', kBlock - 116 + 10);
+  const absl::string_view rest[] = {absl::string_view(over).substr(0, 4),
+                                    absl::string_view(over).substr(4)};
+  const absl::Status s = put.Add({"", "", "", 0, ChunkBytes(rest)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find(absl::StrCat("chunk of ", over.size(), " bytes overruns")),
+            std::string::npos)
+      << s;
+
+  PutAssembly again(cache_.get(), &transforms_, "");
+  ASSERT_TRUE(again.Add({hex_, "k1", "", kBlock, ChunkBytes(first)}).ok());
+  const absl::string_view tail[] = {all.substr(116, 1), all.substr(117)};
+  ASSERT_TRUE(again.Add({"", "", "", 0, ChunkBytes(tail)}).ok());
+  ASSERT_TRUE(again.Commit().ok());
+  EXPECT_EQ(Stored(plain_, "k1"), a);
+}
+
 TEST_F(PutAssemblyTest, EncodedBlocksAreCollectedWholeThenEncoded) {
   const NamespaceId enc = Open("fp8", "", "fp8-e4m3/vllm-nhd/g16");
   ASSERT_NE(transform_, nullptr);

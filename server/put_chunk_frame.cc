@@ -26,6 +26,10 @@ constexpr uint32_t Tag(int field, WireType type) {
 
 constexpr uint32_t kDataTag = Tag(v1::PutChunk::kDataFieldNumber, kLengthDelimited);
 
+// The longest length-delimited value protobuf's parser takes (a size up to
+// INT_MAX less its 16 slop bytes); a longer one is left to protobuf.
+constexpr uint64_t kMaxLength = INT_MAX - 16;
+
 // The tags protobuf's serializer writes for PutChunk's fields but data.
 bool IsOtherField(uint32_t tag) {
   switch (tag) {
@@ -53,7 +57,7 @@ bool CopyField(uint32_t tag, CodedInputStream& in, CodedOutputStream& out) {
   }
   uint32_t n;
   std::string bytes;
-  if (!in.ReadVarint32(&n) || n > INT_MAX || !in.ReadString(&bytes, static_cast<int>(n))) {
+  if (!in.ReadVarint32(&n) || n > kMaxLength || !in.ReadString(&bytes, static_cast<int>(n))) {
     return false;
   }
   out.WriteVarint32(n);
@@ -64,25 +68,29 @@ bool CopyField(uint32_t tag, CodedInputStream& in, CodedOutputStream& out) {
 }  // namespace
 
 void PutChunkFrame::Clear() {
-  raw_.Clear();
+  slices_.clear();
+  held_.Clear();
   fields_.Clear();
   data_.clear();
-  data_bytes_ = 0;
   rest_.clear();
   copied_data_.clear();
   copied_ = false;
 }
 
-absl::Status PutChunkFrame::Parse(grpc::ByteBuffer raw) {
+absl::Status PutChunkFrame::Parse(grpc::ByteBuffer* raw) {
   Clear();
-  raw_ = std::move(raw);
+  grpc::ByteBuffer taken;
+  taken.Swap(raw);
+  if (!taken.Dump(&slices_).ok()) return absl::InvalidArgumentError("malformed PutChunk");
+  grpc::ByteBuffer held(slices_.data(), slices_.size());
+  held_.Swap(&held);
   if (Split()) return absl::OkStatus();
   // Not as protobuf's serializer writes a PutChunk (or not one at all):
   // protobuf parses it, and decides.
   fields_.Clear();
   data_.clear();
   rest_.clear();
-  grpc::ProtoBufferReader reader(&raw_);
+  grpc::ProtoBufferReader reader(&held_);
   if (!reader.status().ok() || !fields_.ParseFromZeroCopyStream(&reader)) {
     Clear();
     return absl::InvalidArgumentError("malformed PutChunk");
@@ -90,14 +98,14 @@ absl::Status PutChunkFrame::Parse(grpc::ByteBuffer raw) {
   copied_ = true;
   copied_data_ = std::move(*fields_.mutable_data());
   fields_.clear_data();
-  data_bytes_ = copied_data_.size();
   data_.emplace_back(copied_data_);
-  raw_.Clear();
+  slices_.clear();
+  held_.Clear();
   return absl::OkStatus();
 }
 
 bool PutChunkFrame::Split() {
-  grpc::ProtoBufferReader reader(&raw_);
+  grpc::ProtoBufferReader reader(&held_);
   if (!reader.status().ok()) return false;
   CodedInputStream in(&reader);
   uint64_t other_bytes = 0;  // of the fields copied to rest_, as received
@@ -122,13 +130,12 @@ bool PutChunkFrame::Split() {
       // later data field replaces it, as in protobuf.
       const int length_at = in.CurrentPosition();
       uint64_t n;
-      if (!in.ReadVarint64(&n) || n > INT_MAX ||
+      if (!in.ReadVarint64(&n) || n > kMaxLength ||
           in.CurrentPosition() - length_at !=
               static_cast<int>(CodedOutputStream::VarintSize64(n))) {
         return false;
       }
       data_.clear();
-      data_bytes_ = n;
       while (n > 0) {
         const void* at;
         int size;

@@ -32,15 +32,20 @@ namespace kvtier {
 
 class PutChunkFrame {
  public:
-  // Takes `raw` (its slices, by reference) and splits it. INVALID_ARGUMENT
-  // for bytes that are not a PutChunk; the frame is then empty.
-  absl::Status Parse(grpc::ByteBuffer raw);
+  PutChunkFrame() = default;
+  // Not copyable: data() views memory the frame holds.
+  PutChunkFrame(const PutChunkFrame&) = delete;
+  PutChunkFrame& operator=(const PutChunkFrame&) = delete;
+
+  // Takes the message in `*raw` (its slices, leaving *raw empty) and splits
+  // it. INVALID_ARGUMENT for bytes that are not a PutChunk; the frame is
+  // then empty.
+  absl::Status Parse(grpc::ByteBuffer* raw);
 
   // Every field of the message but data (data() is empty).
   const v1::PutChunk& fields() const { return fields_; }
-  // The data field's bytes, in order; valid until the next Parse.
+  // The data field's bytes, in order; valid until the next Parse or Clear.
   absl::Span<const absl::string_view> data() const { return data_; }
-  uint64_t data_bytes() const { return data_bytes_; }
   // Whether protobuf parsed the message, its data copied (see above).
   bool copied() const { return copied_; }
 
@@ -52,10 +57,13 @@ class PutChunkFrame {
   // for a message it does not take.
   bool Split();
 
-  grpc::ByteBuffer raw_;  // holds the slices data_ views
+  // The message's slices as the frame holds them (Dump's: a compressed
+  // message's are its uncompressed bytes), and a buffer of them that
+  // Split reads; data_ views their memory.
+  std::vector<grpc::Slice> slices_;
+  grpc::ByteBuffer held_;
   v1::PutChunk fields_;
   std::vector<absl::string_view> data_;
-  uint64_t data_bytes_ = 0;
   std::string rest_;         // the other fields' bytes, for protobuf to parse
   std::string copied_data_;  // the data protobuf parsed, where Split did not take the message
   bool copied_ = false;

@@ -474,6 +474,9 @@ class BlockCache::PutBatch {
   // daemon (a client's shared-memory file); reading a vanished page fails
   // the batch with FAILED_PRECONDITION instead of raising SIGBUS.
   absl::Status Append(absl::Span<const uint8_t> data, absl::Span<const uint8_t> may_vanish = {});
+  // The bytes of `pieces`, in order (a message in the slices gRPC received
+  // it in), as one Append: checked whole before any piece is copied.
+  absl::Status Append(absl::Span<const absl::string_view> pieces);
 
   // Names a block whose bytes another party writes straight into its slot
   // (a peer's remote put, or this daemon's remote get) instead of Append.
@@ -548,6 +551,8 @@ class BlockCache::PutBatch {
         hybrid_(hybrid),
         judged_with_(judged_with) {}
   absl::Status Fail(absl::Status status);
+  // Append's checks for `bytes` more of the open block (failing the batch).
+  absl::Status CheckAppend(uint64_t bytes);
   // StartBlock's work, without ending the batch on error.
   absl::Status Reserve(const BlockKey& key, const BlockKey& parent, uint64_t size, uint32_t group);
   void ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache_->mu_);

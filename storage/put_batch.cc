@@ -168,22 +168,38 @@ absl::Status BlockCache::PutBatch::Reserve(const BlockKey& key, const BlockKey& 
   return absl::OkStatus();
 }
 
-absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data,
-                                          absl::Span<const uint8_t> may_vanish) {
+absl::Status BlockCache::PutBatch::CheckAppend(uint64_t bytes) {
   if (dead_ || done_) return absl::FailedPreconditionError("put batch already ended");
   if (staged_.empty()) {
     return Fail(absl::InvalidArgumentError("data arrived before any block was named"));
   }
-  Staged& s = staged_.back();
+  const Staged& s = staged_.back();
   if (s.filling) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("block ", s.key.ToHex(), " is filled in place (StartFill), not appended")));
   }
-  if (data.size() > s.size - s.filled) {
+  if (bytes > s.size - s.filled) {
     return Fail(absl::InvalidArgumentError(
-        absl::StrCat("chunk of ", data.size(), " bytes overruns block ", s.key.ToHex(), " (",
-                     s.filled, " of ", s.size, " bytes already received)")));
+        absl::StrCat("chunk of ", bytes, " bytes overruns block ", s.key.ToHex(), " (", s.filled,
+                     " of ", s.size, " bytes already received)")));
   }
+  return absl::OkStatus();
+}
+
+absl::Status BlockCache::PutBatch::Append(absl::Span<const absl::string_view> pieces) {
+  uint64_t bytes = 0;
+  for (absl::string_view p : pieces) bytes += p.size();
+  RETURN_IF_ERROR(CheckAppend(bytes));
+  for (absl::string_view p : pieces) {
+    RETURN_IF_ERROR(Append({reinterpret_cast<const uint8_t*>(p.data()), p.size()}));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlockCache::PutBatch::Append(absl::Span<const uint8_t> data,
+                                          absl::Span<const uint8_t> may_vanish) {
+  RETURN_IF_ERROR(CheckAppend(data.size()));
+  Staged& s = staged_.back();
   if (s.slot.has_value()) {
     // The slot belongs to this batch alone until Commit: no lock needed. Copy
     // and hash in cache-sized pieces, hashing the copy: one pass over memory,

@@ -46,12 +46,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kvtier::v1::PutChunk want;
   const bool want_ok = want.ParseFromString(bytes);
   PutChunkFrame frame;
-  const bool ok = frame.Parse(grpc::ByteBuffer(slices.data(), slices.size())).ok();
+  grpc::ByteBuffer raw(slices.data(), slices.size());
+  const bool ok = frame.Parse(&raw).ok();
   if (ok != want_ok) Fail(ok ? "accepted what protobuf refuses" : "refused a PutChunk");
   if (!ok) return 0;
   std::string got;
   for (auto piece : frame.data()) got.append(piece.data(), piece.size());
-  if (got != want.data() || frame.data_bytes() != want.data().size()) Fail("other data");
+  if (got != want.data()) Fail("other data");
   want.clear_data();
   if (frame.fields().SerializeAsString() != want.SerializeAsString()) Fail("other fields");
   return 0;
