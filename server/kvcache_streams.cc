@@ -117,17 +117,23 @@ class KvCacheService::PutCall final : public grpc::ServerReadReactor<grpc::ByteB
   // assembly, which copies the data into its slot; the message's slices go
   // once it is stored.
   absl::Status AddChunk(grpc::ByteBuffer* raw) {
-    absl::Status s = frame_.Parse(raw);
-    if (s.ok()) {
-      const v1::PutChunk& f = frame_.fields();
-      absl::StatusOr<std::optional<uint8_t>> retention =
-          RetentionFromProto(f.has_retention_priority(), f.retention_priority());
-      s = !retention.ok() ? retention.status()
-                          : put_->Add({f.namespace_id(), f.key(), f.parent_key(), f.block_bytes(),
-                                       ChunkBytes(frame_.data()), f.group(), *retention});
-    }
+    absl::Status s = AddFrame(raw);
     frame_.Clear();
     return s;
+  }
+  absl::Status AddFrame(grpc::ByteBuffer* raw) {
+    // A refusal before the assembly sees the chunk names it, as its own do.
+    auto named = [this](const absl::Status& s) {
+      return absl::Status(s.code(),
+                          absl::StrCat("chunk ", put_->chunks_added(), ": ", s.message()));
+    };
+    if (absl::Status s = frame_.Parse(raw); !s.ok()) return named(s);
+    const v1::PutChunk& f = frame_.fields();
+    absl::StatusOr<std::optional<uint8_t>> retention =
+        RetentionFromProto(f.has_retention_priority(), f.retention_priority());
+    if (!retention.ok()) return named(retention.status());
+    return put_->Add({f.namespace_id(), f.key(), f.parent_key(), f.block_bytes(),
+                      ChunkBytes(frame_.data()), f.group(), *retention});
   }
 
   // On the executor, after the client closed its side (or went away).

@@ -92,6 +92,8 @@ class PutAssembly {
     return batch_ == nullptr ? std::nullopt : std::optional<NamespaceId>(batch_->ns());
   }
   const BlockKey& last_key() const { return last_key_; }
+  // The chunks Add has taken (refused ones included): the next one's index.
+  int64_t chunks_added() const { return index_ + 1; }
 
  private:
   // An encoded namespace's block, collected whole before it is encoded.

@@ -126,6 +126,15 @@ TEST_F(KvCacheRpcTest, BadPut) {
   EXPECT_REJECTED_UNCHANGED(
       StatusCode::INVALID_ARGUMENT,
       PutChunks({Start(ns_, "x", "a", 1000, small), Start(ns_, "y", "x", 10, small)}));
+  // A chunk that is not a PutChunk (namespace_id, a proto3 string, not
+  // UTF-8: protobuf's client only logs it): refused naming the chunk, and
+  // the block before it is not stored.
+  v1::PutChunk not_utf8 = Data(small);
+  not_utf8.set_namespace_id(std::string("\xc3\x28", 2));
+  EXPECT_REJECTED_UNCHANGED(StatusCode::INVALID_ARGUMENT,
+                            PutChunks({Start(ns_, "x", "a", 1000, small), not_utf8}));
+  const grpc::Status malformed = PutChunks({Start(ns_, "x", "a", 1000, small), not_utf8});
+  EXPECT_EQ(malformed.error_message(), "chunk 1: malformed PutChunk");
   // Key cached under another parent.
   EXPECT_REJECTED_UNCHANGED(StatusCode::ALREADY_EXISTS,
                             PutChunks({Start(ns_, "b", "r", 1000, small)}));
