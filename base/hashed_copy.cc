@@ -19,21 +19,45 @@ namespace {
 // Below this a streaming copy is not worth its fence and alignment.
 constexpr size_t kStreamMinBytes = 256;
 
-// StreamCopy without the closing fence.
-void StreamCopyUnfenced(uint8_t* dst, const uint8_t* src, size_t n) {
+// Copies n bytes from src to dst (and with kTwin the same bytes to `twin`,
+// which may be unaligned), without the closing fence. With kTwin every
+// source byte is read once and both copies are stored from the same value,
+// so dst and twin agree even if src changes meanwhile.
+template <bool kTwin>
+void CopyUnfenced(uint8_t* dst, uint8_t* twin, const uint8_t* src, size_t n) {
+  // A piece stored by memcpy: with kTwin, into twin first and from there to
+  // dst, so that src is read once.
+  auto plain = [&](size_t len) {
+    if constexpr (kTwin) {
+      std::memcpy(twin, src, len);
+      std::memcpy(dst, twin, len);
+      twin += len;
+    } else {
+      std::memcpy(dst, src, len);
+    }
+    dst += len;
+    src += len;
+    n -= len;
+  };
 #if KVTIER_STREAMING_STORES
   if (n >= kStreamMinBytes) {
     // Align the destination to 16 bytes: the stores need it, loads do not.
-    const size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
-    std::memcpy(dst, src, head);
-    dst += head;
-    src += head;
-    n -= head;
+    plain((16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15);
     for (; n >= 64; n -= 64, dst += 64, src += 64) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32));
-      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48));
+      __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
+      __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32));
+      __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48));
+      if constexpr (kTwin) {
+        // The values are pinned to registers here, so the compiler cannot
+        // read src again for the second store.
+        asm volatile("" : "+x"(a), "+x"(b), "+x"(c), "+x"(d));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(twin), a);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(twin + 16), b);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(twin + 32), c);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(twin + 48), d);
+        twin += 64;
+      }
       _mm_stream_si128(reinterpret_cast<__m128i*>(dst), a);
       _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 16), b);
       _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 32), c);
@@ -41,7 +65,7 @@ void StreamCopyUnfenced(uint8_t* dst, const uint8_t* src, size_t n) {
     }
   }
 #endif
-  std::memcpy(dst, src, n);
+  plain(n);
 }
 
 }  // namespace
@@ -53,7 +77,7 @@ void StoreFence() {
 }
 
 void StreamCopy(void* dst, const void* src, size_t n) {
-  StreamCopyUnfenced(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
+  CopyUnfenced<false>(static_cast<uint8_t*>(dst), nullptr, static_cast<const uint8_t*>(src), n);
   StoreFence();
 }
 
@@ -63,20 +87,8 @@ void CopyAndHash(void* dst, const void* src, size_t n, Checksum64Stream& hash) {
   alignas(64) uint8_t bounce[kHashedCopyPiece];
   for (size_t at = 0; at < n; at += kHashedCopyPiece) {
     const size_t len = std::min(kHashedCopyPiece, n - at);
-    std::memcpy(bounce, s + at, len);
+    CopyUnfenced<true>(d + at, bounce, s + at, len);
     hash.Update(absl::Span<const uint8_t>(bounce, len));
-    StreamCopyUnfenced(d + at, bounce, len);
-  }
-  StoreFence();
-}
-
-void HashAndCopy(void* dst, const void* src, size_t n, Checksum64Stream& hash) {
-  auto* d = static_cast<uint8_t*>(dst);
-  const auto* s = static_cast<const uint8_t*>(src);
-  for (size_t at = 0; at < n; at += kHashedCopyPiece) {
-    const size_t len = std::min(kHashedCopyPiece, n - at);
-    hash.Update(absl::Span<const uint8_t>(s + at, len));
-    StreamCopyUnfenced(d + at, s + at, len);
   }
   StoreFence();
 }

@@ -99,11 +99,6 @@ bool GuardedCopyAndHash(void* dst, const void* src, size_t n, Checksum64Stream& 
   return RunGuarded(guard_lo, guard_size, [&] { CopyAndHash(dst, src, n, hash); });
 }
 
-bool GuardedHashAndCopy(void* dst, const void* src, size_t n, Checksum64Stream& hash,
-                        const void* guard_lo, size_t guard_size) {
-  return RunGuarded(guard_lo, guard_size, [&] { HashAndCopy(dst, src, n, hash); });
-}
-
 bool GuardedEqual(const void* a, const void* b, size_t n, bool* equal, const void* guard_lo,
                   size_t guard_size) {
   return RunGuarded(guard_lo, guard_size, [&] { *equal = std::memcmp(a, b, n) == 0; });

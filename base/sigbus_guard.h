@@ -39,14 +39,10 @@ void InstallSigbusGuard();
 bool GuardedCopy(void* dst, const void* src, size_t n, const void* guard_lo, size_t guard_size);
 
 // CopyAndHash (base/hashed_copy.h: the bytes stored at `dst` are what gets
-// hashed, even if `src` changes meanwhile), guarded as GuardedCopy. On false
-// the stream's state is unspecified: Reset it.
+// hashed, even if `src` changes meanwhile), guarded as GuardedCopy (the
+// guarded region may hold `src` or `dst`). On false the stream's state is
+// unspecified: Reset it.
 bool GuardedCopyAndHash(void* dst, const void* src, size_t n, Checksum64Stream& hash,
-                        const void* guard_lo, size_t guard_size);
-
-// HashAndCopy (base/hashed_copy.h: `src` is hashed, then copied; it must not
-// change meanwhile), guarded as GuardedCopy.
-bool GuardedHashAndCopy(void* dst, const void* src, size_t n, Checksum64Stream& hash,
                         const void* guard_lo, size_t guard_size);
 
 // memcmp(a, b, n) == 0 into *equal; false if it faulted as above.

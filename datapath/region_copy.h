@@ -5,7 +5,7 @@
 //    ABORTED for the others and every later block.
 //  - Load reads groups of blocks (pinned by BlockCache::Read), copies each
 //    into the region, hashing each piece of the pinned block as it copies it
-//    (base/hashed_copy.h: HashAndCopy), and reports OK only when the bytes
+//    (base/hashed_copy.h: CopyAndHash), and reports OK only when the bytes
 //    copied match the block's checksum; a block that cannot be read (not
 //    cached), fails verification (it is dropped, as a Get would) or does not
 //    fit its room gets its own error, and the rest still load. The engine

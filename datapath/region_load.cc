@@ -44,7 +44,7 @@ BlockOutcome LoadHostBlock(BlockCache& cache, const RegionBlock& block, uint32_t
     for (size_t at = done; at < piece_end && !vanished; at += BlockCache::kCopyChunk) {
       const size_t n = std::min(BlockCache::kCopyChunk, piece_end - at);
       vanished =
-          !GuardedHashAndCopy(dst + (at - done), src.data() + at, n, hash, host_base, region_size);
+          !GuardedCopyAndHash(dst + (at - done), src.data() + at, n, hash, host_base, region_size);
     }
     done = piece_end;
     if (vanished || done == src.size()) break;
@@ -53,7 +53,7 @@ BlockOutcome LoadHostBlock(BlockCache& cache, const RegionBlock& block, uint32_t
     o.bytes = 0;
     o.status = VanishedMemoryError(absl::StrCat("block ", block.key.ToHex()));
   } else if (hash.Digest() != h.checksum()) {
-    // The hash read the cache's pinned bytes the copy came from.
+    // The hash read the bytes copied, as they came from the pinned slot.
     o.bytes = 0;
     cache.ReportChecksumMismatch(h);
     o.status = absl::NotFoundError(
