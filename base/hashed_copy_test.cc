@@ -23,8 +23,8 @@ namespace {
 
 // Sizes around the streaming threshold, the 64-byte store step and the
 // hashed piece, at every alignment mix of source and destination.
-constexpr size_t kSizes[] = {0,    1,     15,    63,    64,    255,   256,   257,
-                             4095, 16383, 16384, 16385, 65536, 65600, 100007};
+constexpr size_t kSizes[] = {0,    1,    15,    63,    64,    255,   256,   257,   4095,
+                             4096, 4097, 16383, 16384, 16385, 65536, 65600, 100007};
 constexpr size_t kOffsets[] = {0, 1, 8, 15};
 constexpr size_t kGuard = 64;  // canary bytes either side of the destination
 
