@@ -30,6 +30,9 @@ void CopyUnfenced(uint8_t* dst, uint8_t* twin, const uint8_t* src, size_t n) {
   auto plain = [&](size_t len) {
     if constexpr (kTwin) {
       std::memcpy(twin, src, len);
+      // Without it the compiler may copy dst from src instead (a copy of a
+      // copy is one of the source to it, unless src may have changed).
+      asm volatile("" ::: "memory");
       std::memcpy(dst, twin, len);
       twin += len;
     } else {

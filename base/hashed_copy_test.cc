@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -95,18 +96,24 @@ TEST(HashedCopyTest, PiecesOfABlockHashAsTheWholeBlock) {
 TEST(HashedCopyTest, TheChecksumDescribesTheBytesStoredWhileTheSourceChanges) {
   constexpr size_t kBytes = 256 << 10;
   struct Shared {
+    std::atomic<bool> started{false};
     std::atomic<bool> stop{false};
     alignas(64) uint8_t bytes[kBytes];
   };
   void* map =
       mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(map, MAP_FAILED);
+  absl::Cleanup unmap = [&] { munmap(map, sizeof(Shared)); };
   auto* shared = new (map) Shared;
   std::memset(shared->bytes, 0, kBytes);
+  const pid_t parent = getpid();
   const pid_t writer = fork();
   ASSERT_GE(writer, 0);
   if (writer == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the test
+    // Never outlives the test, even if it died before the prctl.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    shared->started.store(true, std::memory_order_relaxed);
     // Each generation writes its own value over every byte, 8 bytes at a
     // time, so a copy that overlaps it sees two generations.
     for (uint64_t gen = 1; !shared->stop.load(std::memory_order_relaxed); ++gen) {
@@ -120,14 +127,19 @@ TEST(HashedCopyTest, TheChecksumDescribesTheBytesStoredWhileTheSourceChanges) {
   absl::Cleanup stop_writer = [&] {
     shared->stop.store(true, std::memory_order_relaxed);
     int status = 0;
-    waitpid(writer, &status, 0);
-    munmap(map, sizeof(Shared));
+    EXPECT_EQ(waitpid(writer, &status, 0), writer);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "writer status " << status;
   };
+  // Until 200 copies were torn, or 20 s on a machine too busy to run the
+  // writer beside this thread.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!shared->started.load(std::memory_order_relaxed) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
   std::vector<uint8_t> dst(kBytes + 1);
   int torn = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  for (int copies = 0; copies < 20000 && torn < 200; ++copies) {
-    if (std::chrono::steady_clock::now() > deadline) break;
+  for (int copies = 0; torn < 200 && std::chrono::steady_clock::now() < deadline; ++copies) {
     Checksum64Stream hash;
     // Offset by one byte: the head, the streamed body and the tail all race.
     CopyAndHash(dst.data() + 1, shared->bytes, kBytes, hash);

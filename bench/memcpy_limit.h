@@ -67,7 +67,7 @@ inline MemcpyLimit BestMemcpy(const uint8_t* src, uint8_t* dst, uint64_t bytes, 
 }
 
 // One thread's copy with the block checksum fused in, as the daemon's Save
-// does per block (base/hashed_copy.h: CopyAndHash, 64 KiB at a time): `bytes`
+// and Load do per block (base/hashed_copy.h: CopyAndHash, 64 KiB at a time): `bytes`
 // from `src` to `dst` in `block`-sized blocks, each with its own XXH3-64; the
 // fastest of `rounds`, in 1e9 bytes per second. Not the limit: the reference
 // that tells how much of a gap to it is the checksum and how much is the

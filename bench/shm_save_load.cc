@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
       };
       best_save = std::min(best_save, transfer(true));
       best_load = std::min(best_load, transfer(false));
-      if (std::memcmp(mem, mem + region_bytes, region_bytes) != 0) {
+      if (std::memcmp(mem, mem + region_bytes, n * block) != 0) {
         std::fprintf(stderr, "loaded bytes differ from saved bytes\n");
         exit_code = 1;
       }

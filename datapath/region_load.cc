@@ -18,9 +18,9 @@ namespace kvtier {
 namespace {
 
 // Loads a block of the host tier into a host region: scatters it over the
-// block's pieces in order, hashing each piece of the pinned block, then
-// copying it from the CPU cache. Only a block whose bytes copied match its
-// checksum is OK. Touches
+// block's pieces in order, hashing the bytes copied as it copies them
+// (base/hashed_copy.h: CopyAndHash). Only a block whose bytes copied match
+// its checksum is OK. Touches
 // nothing shared but `cache` (thread-safe), so blocks of one group may load
 // on several threads.
 BlockOutcome LoadHostBlock(BlockCache& cache, const RegionBlock& block, uint32_t index,
