@@ -14,7 +14,12 @@
 //    thread, and when another thread blocks in Await (which releases it
 //    too), so whoever changes the guarded state need not signal.
 //  - Not reentrant; AssertHeld() informs the analysis only (no run-time check).
-// Unlock costs one branch when nobody awaits.
+// Unlock costs one branch when nobody awaits; while a thread awaits, every
+// Unlock wakes it (a system call, and the waiter then takes the lock to
+// re-evaluate its condition). So a thread that sleeps until told (a
+// dispatcher, a background mover) awaits a Mutex of its own, not one its
+// callers take on a hot path: the block event bus's dispatcher awaiting the
+// bus's lock cost a wake-up and a context switch per stored block.
 #ifndef KVTIER_BASE_MUTEX_H_
 #define KVTIER_BASE_MUTEX_H_
 

@@ -35,6 +35,7 @@ BlockEventBus::~BlockEventBus() {
     MutexLock lock(&mu_);
     stop_ = true;
   }
+  WakeDispatcher();
   dispatcher_.join();
   for (const std::weak_ptr<Subscription>& w : subscribers_) {
     if (std::shared_ptr<Subscription> sub = w.lock()) sub->Lose();
@@ -43,18 +44,31 @@ BlockEventBus::~BlockEventBus() {
 
 void BlockEventBus::OnBlockEvent(const BlockEvent& event) {
   reported_.fetch_add(1, std::memory_order_relaxed);
-  MutexLock lock(&mu_);
-  const uint64_t seq = next_seq_++;
-  if (subscribers_.empty() || overflowed_) return;  // nobody to tell, or all lost
-  if (pending_.size() >= options_.max_pending) {
-    // The dispatcher is that far behind: every subscriber is lost (at its
-    // next pass) and nothing more is kept meanwhile.
-    overflowed_ = true;
-    pending_.clear();
-    pending_.shrink_to_fit();
-    return;
+  bool wake = false;
+  {
+    MutexLock lock(&mu_);
+    const uint64_t seq = next_seq_++;
+    if (subscribers_.empty() || overflowed_) return;  // nobody to tell, or all lost
+    if (pending_.size() >= options_.max_pending) {
+      // The dispatcher is that far behind: every subscriber is lost (at its
+      // next pass) and nothing more is kept meanwhile.
+      overflowed_ = true;
+      pending_.clear();
+      pending_.shrink_to_fit();
+      wake = true;
+    } else {
+      // The first event since the dispatcher's last pass wakes it; it takes
+      // every later one with it.
+      wake = pending_.empty();
+      pending_.push_back(Sequenced{seq, event});
+    }
   }
-  pending_.push_back(Sequenced{seq, event});
+  if (wake) WakeDispatcher();
+}
+
+void BlockEventBus::WakeDispatcher() {
+  MutexLock lock(&wake_mu_);
+  wake_ = true;
 }
 
 std::shared_ptr<BlockEventBus::Subscription> BlockEventBus::Subscribe(std::optional<NamespaceId> ns,
@@ -88,11 +102,15 @@ void BlockEventBus::DispatchLoop() {
     std::vector<std::shared_ptr<Subscription>> subs;
     bool overflow = false;
     {
+      // Woken by the first event since the last pass (or an overflow, or
+      // stop); the timeout is a backstop. A wake that comes while the pass
+      // below runs makes the next pass start at once.
+      MutexLock lock(&wake_mu_);
+      wake_mu_.AwaitWithTimeout(Condition(&wake_), options_.backstop);
+      wake_ = false;
+    }
+    {
       MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || overflowed_ || !pending_.empty();
-      };
-      mu_.AwaitWithTimeout(Condition(&ready), absl::Milliseconds(200));
       if (stop_) return;
       batch.swap(pending_);
       overflow = overflowed_;

@@ -49,6 +49,9 @@ class BlockEventBus final : public BlockEventSink {
     size_t subscriber_capacity = 1 << 16;
     // Events the dispatcher may have pending.
     size_t max_pending = 1 << 20;
+    // How long the dispatcher sleeps at most when nothing wakes it (each
+    // first event after a pass, an overflow and the bus's destruction do).
+    absl::Duration backstop = absl::Milliseconds(200);
   };
   // How the bus asks for the cache's contents: BlockCache::SnapshotInto.
   using SnapshotFn = std::function<void(BlockEventSink* into, absl::FunctionRef<void()> then)>;
@@ -80,7 +83,9 @@ class BlockEventBus final : public BlockEventSink {
     uint64_t seq;
     BlockEvent event;
   };
-  void DispatchLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void DispatchLoop() ABSL_LOCKS_EXCLUDED(mu_, wake_mu_);
+  // Wakes the dispatcher (it runs a pass at once).
+  void WakeDispatcher() ABSL_LOCKS_EXCLUDED(wake_mu_);
 
   const Options options_;
   const SnapshotFn snapshot_;
@@ -92,6 +97,12 @@ class BlockEventBus final : public BlockEventSink {
   bool overflowed_ ABSL_GUARDED_BY(mu_) = false;  // pending_ hit max_pending
   std::vector<std::weak_ptr<Subscription>> subscribers_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // The dispatcher sleeps on a Mutex of its own, not on mu_: a thread
+  // awaiting a Mutex is woken by every Unlock of it (base/mutex.h), and mu_
+  // is taken for every event the cache reports, under the cache's lock.
+  // Set when pending_ gains its first event, on overflow and on stop.
+  Mutex wake_mu_;
+  bool wake_ ABSL_GUARDED_BY(wake_mu_) = false;
   std::thread dispatcher_;
 };
 

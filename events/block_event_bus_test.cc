@@ -122,6 +122,30 @@ TEST_F(BlockEventBusTest, SnapshotThenChangesMirrorTheContentsUnderConcurrentWri
   EXPECT_GT(mirror.removed(Medium::kHost), 0u);  // evictions were seen
 }
 
+// The dispatcher sleeps until the first event after its last pass wakes
+// it, not on the lock the cache takes for every event (which woke it once
+// per stored block). With the backstop out of reach, every wave of events
+// arrives only if its first event woke the dispatcher, and the bus's
+// destruction returns only if it wakes it too.
+TEST_F(BlockEventBusTest, EachWaveOfEventsWakesTheDispatcher) {
+  BlockEventBus::Options options;
+  options.backstop = absl::Hours(1);
+  Make(options);
+  auto sub = bus_->Subscribe(std::nullopt, /*snapshot=*/false);
+  for (int wave = 0; wave < 10; ++wave) {
+    const int n = 1 + wave % 3;
+    ASSERT_TRUE(Put(ns_, absl::StrCat("w", wave, "-"), n).ok());
+    const std::vector<BlockEvent> got = Drain(*sub, n);
+    ASSERT_EQ(got.size(), static_cast<size_t>(n)) << "wave " << wave;
+    EXPECT_EQ(got.back().key, Key(absl::StrCat("w", wave, "-", n - 1)));
+  }
+  const absl::Time t0 = absl::Now();
+  cache_->SetEventSink(nullptr);
+  bus_.reset();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(30));
+  EXPECT_TRUE(sub->lost());
+}
+
 TEST_F(BlockEventBusTest, NamespaceFilter) {
   auto sub = bus_->Subscribe(other_, /*snapshot=*/false);
   ASSERT_TRUE(Put(ns_, "a", 2).ok());

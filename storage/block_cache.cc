@@ -125,7 +125,7 @@ BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
 
 BlockCache::~BlockCache() {
   {
-    MutexLock lock(&mu_);
+    MutexLock lock(&mover_sleep_mu_);
     stop_mover_ = true;
   }
   if (mover_.joinable()) mover_.join();
@@ -411,8 +411,8 @@ void BlockCache::MoverLoop() {
   const absl::Duration interval = options_.nvme->mover_interval;
   while (true) {
     {
-      MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(Condition(&stop_mover_), interval)) return;
+      MutexLock lock(&mover_sleep_mu_);
+      if (mover_sleep_mu_.AwaitWithTimeout(Condition(&stop_mover_), interval)) return;
     }
     RunMoverOnce();
   }

@@ -395,7 +395,10 @@ class BlockCache {
   TransferMeter nvme_meter_;
 
   Mutex mover_mu_;  // serializes mover passes
-  bool stop_mover_ ABSL_GUARDED_BY(mu_) = false;
+  // The mover sleeps on a Mutex of its own: a thread awaiting mu_ would be
+  // woken by every Unlock of it (base/mutex.h), that is, by every call.
+  Mutex mover_sleep_mu_;
+  bool stop_mover_ ABSL_GUARDED_BY(mover_sleep_mu_) = false;
   std::thread mover_;
 };
 
