@@ -2,6 +2,7 @@
 #include "datapath/region_copy.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <optional>
@@ -111,6 +112,19 @@ void OnTwoThreads(CopyWorkers* workers, const std::function<void(size_t part)>& 
   } else {
     part(1);
   }
+}
+
+void ForEachOnTwoThreads(CopyWorkers* workers, size_t count,
+                         const std::function<void(size_t part, size_t k)>& block) {
+  // Relaxed: the counter only hands out indices; OnTwoThreads' join orders
+  // each block's writes before the caller's reads.
+  std::atomic<size_t> next{0};
+  OnTwoThreads(workers, [&](size_t part) {
+    for (size_t k = next.fetch_add(1, std::memory_order_relaxed); k < count;
+         k = next.fetch_add(1, std::memory_order_relaxed)) {
+      block(part, k);
+    }
+  });
 }
 
 }  // namespace kvtier

@@ -38,6 +38,16 @@ inline constexpr uint64_t kTwoThreadGroupBytes = 2ull << 20;
 // thread started for it; where no thread can be had, both on this thread.
 void OnTwoThreads(CopyWorkers* workers, const std::function<void(size_t part)>& part);
 
+// Runs block(part, k) once for each k in [0, count), on two threads as
+// OnTwoThreads does (part 0 or 1: the thread running it, for state kept
+// per thread), each thread taking the next k that neither has taken yet. A
+// thread held up (by the VM's other work, a page fault) leaves more blocks
+// to the other, where a fixed split would make the call wait for its
+// half. block(part, k) must touch only k's own state and its part's; what
+// it wrote is visible to the caller on return.
+void ForEachOnTwoThreads(CopyWorkers* workers, size_t count,
+                         const std::function<void(size_t part, size_t k)>& block);
+
 }  // namespace kvtier
 
 #endif  // KVTIER_DATAPATH_REGION_GROUPS_H_

@@ -212,17 +212,14 @@ absl::Status LoadIntoRegion(BlockCache& cache, const NamespaceId& ns, MemoryRegi
     uint64_t group_bytes = 0;
     for (size_t i = next; i < end; ++i) group_bytes += blocks[i].TotalSize();
     if (handles.ok() && host_only && end - next >= 2 && group_bytes >= kTwoThreadGroupBytes) {
-      // Blocks alternate between this thread and a helper; each writes only
-      // its own outcomes.
+      // The blocks go to this thread and a helper, each taking the next one
+      // not yet taken; each writes only its own outcomes.
       if (!keep_going()) return absl::CancelledError("Load abandoned by its caller");
       outcomes.resize(end - next);
-      auto load_every_other = [&](size_t first) {
-        for (size_t k = first; k < end - next; k += 2) {
-          outcomes[k] = LoadHostBlock(cache, blocks[next + k], static_cast<uint32_t>(next + k),
-                                      (*handles)[k], host_base, region.size());
-        }
-      };
-      OnTwoThreads(workers, load_every_other);
+      ForEachOnTwoThreads(workers, end - next, [&](size_t, size_t k) {
+        outcomes[k] = LoadHostBlock(cache, blocks[next + k], static_cast<uint32_t>(next + k),
+                                    (*handles)[k], host_base, region.size());
+      });
     } else if (handles.ok()) {
       for (size_t i = next; i < end; ++i) {
         if (!keep_going()) return absl::CancelledError("Load abandoned by its caller");

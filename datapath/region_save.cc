@@ -18,9 +18,9 @@ namespace kvtier {
 namespace {
 
 // Copies blocks [next, end) of a host region into their slots of `batch`,
-// hashing each copy while it is in cache, on two threads (blocks alternate
-// between this thread and a helper; each touches only its own blocks'
-// slots and results). The batch is only touched here, before and after.
+// hashing each copy while it is in cache, on two threads (this thread and a
+// helper, each taking the next block not yet taken; each touches only its
+// own blocks' slots and results). The batch is only touched here, before and after.
 // On an error returns it and sets *failed_at to the first failed block.
 absl::Status FillOnTwoThreads(CopyWorkers* workers, BlockCache::PutBatch& batch,
                               absl::Span<const RegionBlock> blocks, size_t next, size_t end,
@@ -39,25 +39,22 @@ absl::Status FillOnTwoThreads(CopyWorkers* workers, BlockCache::PutBatch& batch,
   }
   std::vector<uint64_t> checksums(end - next, 0);
   std::vector<char> vanished(end - next, 0);
-  auto fill_every_other = [&](size_t start) {
-    Checksum64Stream hash;
-    for (size_t k = start; k < end - next; k += 2) {
-      if (slots[k].empty()) continue;  // already cached
-      hash.Reset();
-      uint64_t at = 0;
-      for (const RegionRange& r : blocks[next + k].Ranges()) {
-        for (uint64_t done = 0; done < r.size && !vanished[k]; done += BlockCache::kCopyChunk) {
-          const size_t n = std::min<uint64_t>(BlockCache::kCopyChunk, r.size - done);
-          vanished[k] =
-              !GuardedCopyAndHash(slots[k].data() + at + done, host_base + r.offset + done, n, hash,
-                                  host_base, region_size);
-        }
-        at += r.size;
+  Checksum64Stream hashes[2];
+  ForEachOnTwoThreads(workers, end - next, [&](size_t part, size_t k) {
+    if (slots[k].empty()) return;  // already cached
+    Checksum64Stream& hash = hashes[part];
+    hash.Reset();
+    uint64_t at = 0;
+    for (const RegionRange& r : blocks[next + k].Ranges()) {
+      for (uint64_t done = 0; done < r.size && !vanished[k]; done += BlockCache::kCopyChunk) {
+        const size_t n = std::min<uint64_t>(BlockCache::kCopyChunk, r.size - done);
+        vanished[k] = !GuardedCopyAndHash(slots[k].data() + at + done, host_base + r.offset + done,
+                                          n, hash, host_base, region_size);
       }
-      if (!vanished[k]) checksums[k] = hash.Digest();
+      at += r.size;
     }
-  };
-  OnTwoThreads(workers, fill_every_other);
+    if (!vanished[k]) checksums[k] = hash.Digest();
+  });
   for (size_t k = 0; k < end - next; ++k) {
     absl::Status st = vanished[k] ? VanishedMemoryError(absl::StrCat("blocks[", next + k, "]"))
                                   : batch.Filled(first + k, checksums[k]);
