@@ -16,8 +16,8 @@
 // max_pending events behind, every subscriber is lost.
 //
 // Thread-safety: thread-safe. Lock order: the cache's lock, then the bus's,
-// then a subscription's. Subscriptions may outlive the bus (they are then
-// lost). Destroy the bus after unsetting it as the cache's sink.
+// then a subscription's; the dispatcher's wake lock is taken alone, last. Subscriptions may outlive
+// the bus (they are then lost). Destroy the bus after unsetting it as the cache's sink.
 #ifndef KVTIER_EVENTS_BLOCK_EVENT_BUS_H_
 #define KVTIER_EVENTS_BLOCK_EVENT_BUS_H_
 
@@ -64,7 +64,7 @@ class BlockEventBus final : public BlockEventSink {
   BlockEventBus& operator=(const BlockEventBus&) = delete;
 
   // BlockEventSink; called under the cache's lock.
-  void OnBlockEvent(const BlockEvent& event) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnBlockEvent(const BlockEvent& event) override ABSL_LOCKS_EXCLUDED(mu_, wake_mu_);
 
   // A new subscriber to the events of `ns` (every namespace when nullopt),
   // with the current contents first if `snapshot`. `wake` (may be empty)

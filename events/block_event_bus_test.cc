@@ -124,12 +124,13 @@ TEST_F(BlockEventBusTest, SnapshotThenChangesMirrorTheContentsUnderConcurrentWri
 
 // The dispatcher sleeps until the first event after its last pass wakes
 // it, not on the lock the cache takes for every event (which woke it once
-// per stored block). With the backstop out of reach, every wave of events
-// arrives only if its first event woke the dispatcher, and the bus's
-// destruction returns only if it wakes it too.
+// per stored block). With the backstop beyond every wait here, every wave
+// of events arrives (within Drain's 10 s) only if its first event woke the
+// dispatcher, and the bus's destruction returns within 30 s only if it
+// wakes it too.
 TEST_F(BlockEventBusTest, EachWaveOfEventsWakesTheDispatcher) {
   BlockEventBus::Options options;
-  options.backstop = absl::Hours(1);
+  options.backstop = absl::Seconds(60);
   Make(options);
   auto sub = bus_->Subscribe(std::nullopt, /*snapshot=*/false);
   for (int wave = 0; wave < 10; ++wave) {
