@@ -124,10 +124,7 @@ BlockCache::BlockCache(const BlockCacheOptions& options, Clock* clock,
 }
 
 BlockCache::~BlockCache() {
-  {
-    MutexLock lock(&mover_sleep_mu_);
-    stop_mover_ = true;
-  }
+  stop_mover_.Notify();
   if (mover_.joinable()) mover_.join();
 }
 
@@ -410,10 +407,7 @@ std::vector<DeviceWear> BlockCache::Wear() {
 void BlockCache::MoverLoop() {
   const absl::Duration interval = options_.nvme->mover_interval;
   while (true) {
-    {
-      MutexLock lock(&mover_sleep_mu_);
-      if (mover_sleep_mu_.AwaitWithTimeout(Condition(&stop_mover_), interval)) return;
-    }
+    if (stop_mover_.WaitForNotificationWithTimeout(interval)) return;
     RunMoverOnce();
   }
 }

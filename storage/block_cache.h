@@ -317,7 +317,7 @@ class BlockCache {
   BlockCache(const BlockCacheOptions& options, Clock* clock, std::unique_ptr<HostArena> arena,
              std::unique_ptr<SlabAllocator> allocator, std::unique_ptr<EvictionPolicy> policy);
   void ProbeTiers();
-  void MoverLoop();
+  void MoverLoop() ABSL_LOCKS_EXCLUDED(mu_, mover_mu_);
 
   absl::Status CheckKeyCount(size_t n) const;
   // Lookup's argument checks, and its work under the lock (with a caller:
@@ -395,10 +395,10 @@ class BlockCache {
   TransferMeter nvme_meter_;
 
   Mutex mover_mu_;  // serializes mover passes
-  // The mover sleeps on a Mutex of its own: a thread awaiting mu_ would be
-  // woken by every Unlock of it (base/mutex.h), that is, by every call.
-  Mutex mover_sleep_mu_;
-  bool stop_mover_ ABSL_GUARDED_BY(mover_sleep_mu_) = false;
+  // The mover sleeps on a lock of its own (the Notification's): a thread
+  // awaiting mu_ would be woken by every Unlock of it (base/mutex.h), that
+  // is, by every call.
+  Notification stop_mover_;
   std::thread mover_;
 };
 
