@@ -12,19 +12,15 @@ v1::BlockCompletion CompletionRuns::Message(const BlockOutcome& o) const {
   return c;
 }
 
-bool CompletionRuns::Push(v1::BlockCompletion c, uint32_t through) const {
-  return push_(std::move(c), through + 1 == blocks_);
-}
-
 bool CompletionRuns::Add(const BlockOutcome& o) {
-  if (!runs_) return Push(Message(o), o.index);
+  if (!runs_) return push_(Message(o));
   if (pending_ && o.status.ok() && o.bytes == bytes_ && o.index == first_ + count_ &&
       count_ < kMaxRun) {
     ++count_;
     return count_ < kMaxRun || Flush();
   }
   if (!Flush()) return false;
-  if (!o.status.ok()) return Push(Message(o), o.index);
+  if (!o.status.ok()) return push_(Message(o));
   pending_ = true;
   first_ = o.index;
   count_ = 1;
@@ -37,7 +33,7 @@ bool CompletionRuns::Flush() {
   pending_ = false;
   v1::BlockCompletion c = Message(BlockOutcome{first_, absl::OkStatus(), bytes_});
   if (count_ > 1) c.set_run(count_);
-  return Push(std::move(c), first_ + count_ - 1);
+  return push_(std::move(c));
 }
 
 }  // namespace kvtier

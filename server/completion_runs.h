@@ -26,15 +26,11 @@ class CompletionRuns {
  public:
   static constexpr uint32_t kMaxRun = kRegionCopyGroup;
 
-  // `push(message, last)` sends one message (false: the caller is gone);
-  // `last` is true for the message that reports block `blocks - 1`, the
-  // request's last, after which the call has nothing more to say (the
-  // caller may hold it back to leave with the call's status). `key_of(i)`
-  // is the request's key of block i.
-  CompletionRuns(bool runs, uint32_t blocks,
-                 std::function<bool(v1::BlockCompletion, bool last)> push,
+  // `push` sends one message (false: the caller is gone); `key_of(i)` is the
+  // request's key of block i.
+  CompletionRuns(bool runs, std::function<bool(v1::BlockCompletion)> push,
                  std::function<std::string(uint32_t)> key_of)
-      : runs_(runs), blocks_(blocks), push_(std::move(push)), key_of_(std::move(key_of)) {}
+      : runs_(runs), push_(std::move(push)), key_of_(std::move(key_of)) {}
 
   // One block's outcome, in request order. False once a push failed.
   bool Add(const BlockOutcome& outcome);
@@ -43,12 +39,9 @@ class CompletionRuns {
 
  private:
   v1::BlockCompletion Message(const BlockOutcome& outcome) const;
-  // Sends `c`, which reports blocks up to `through`.
-  bool Push(v1::BlockCompletion c, uint32_t through) const;
 
   const bool runs_;
-  const uint32_t blocks_;
-  const std::function<bool(v1::BlockCompletion, bool)> push_;
+  const std::function<bool(v1::BlockCompletion)> push_;
   const std::function<std::string(uint32_t)> key_of_;
   bool pending_ = false;
   uint32_t first_ = 0;

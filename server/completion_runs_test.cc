@@ -14,16 +14,15 @@ struct Sent {
   int32_t code;
   uint64_t bytes;
   std::string key;
-  bool last;
 };
 
 class CompletionRunsTest : public ::testing::Test {
  protected:
-  CompletionRuns Make(bool runs, uint32_t blocks = 1000) {
+  CompletionRuns Make(bool runs) {
     return CompletionRuns(
-        runs, blocks,
-        [this](v1::BlockCompletion c, bool last) {
-          sent_.push_back({c.index(), c.run(), c.code(), c.size_bytes(), c.key(), last});
+        runs,
+        [this](v1::BlockCompletion c) {
+          sent_.push_back({c.index(), c.run(), c.code(), c.size_bytes(), c.key()});
           return sent_.size() < fail_after_;
         },
         [](uint32_t i) { return absl::StrCat("k", i); });
@@ -66,50 +65,6 @@ TEST_F(CompletionRunsTest, RunsEndAtFailuresSizeChangesTheGroupSizeAndFlush) {
     EXPECT_EQ(sent_[i].code, std::get<2>(want[i])) << i;
     EXPECT_EQ(sent_[i].bytes, std::get<3>(want[i])) << i;
     EXPECT_EQ(sent_[i].key, absl::StrCat("k", sent_[i].index)) << i;
-  }
-}
-
-TEST_F(CompletionRunsTest, OnlyTheMessageReportingTheLastBlockIsMarkedLast) {
-  {  // one block per message
-    CompletionRuns c = Make(false, 3);
-    for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(c.Add(Ok(i)));
-    ASSERT_EQ(sent_.size(), 3u);
-    EXPECT_FALSE(sent_[0].last);
-    EXPECT_FALSE(sent_[1].last);
-    EXPECT_TRUE(sent_[2].last);
-  }
-  sent_.clear();
-  {  // a run that reaches kMaxRun at the last block goes out from Add, marked
-    const uint32_t n = CompletionRuns::kMaxRun + 3;
-    CompletionRuns c = Make(true, n);
-    for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(c.Add(Ok(i, 100)));
-    for (uint32_t i = 3; i < n; ++i) ASSERT_TRUE(c.Add(Ok(i)));
-    ASSERT_EQ(sent_.size(), 2u);
-    EXPECT_FALSE(sent_[0].last);
-    EXPECT_EQ(sent_[1].index, 3u);
-    EXPECT_EQ(sent_[1].run, CompletionRuns::kMaxRun);
-    EXPECT_TRUE(sent_[1].last);
-    ASSERT_TRUE(c.Flush());
-    EXPECT_EQ(sent_.size(), 2u);
-  }
-  sent_.clear();
-  {  // a failed last block: the run before it is not last, the failure is
-    CompletionRuns c = Make(true, 4);
-    for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(c.Add(Ok(i)));
-    ASSERT_TRUE(c.Add({3, absl::InternalError("x"), 0}));
-    ASSERT_EQ(sent_.size(), 2u);
-    EXPECT_FALSE(sent_[0].last);
-    EXPECT_TRUE(sent_[1].last);
-  }
-  sent_.clear();
-  {  // a run left to Flush
-    CompletionRuns c = Make(true, 5);
-    for (uint32_t i = 0; i < 5; ++i) ASSERT_TRUE(c.Add(Ok(i)));
-    EXPECT_TRUE(sent_.empty());
-    ASSERT_TRUE(c.Flush());
-    ASSERT_EQ(sent_.size(), 1u);
-    EXPECT_EQ(sent_[0].run, 5u);
-    EXPECT_TRUE(sent_[0].last);
   }
 }
 

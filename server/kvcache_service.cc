@@ -415,14 +415,9 @@ grpc::Status KvCacheService::RegionTransfer(
   }
   absl::StatusOr<std::shared_ptr<MemoryRegion>> region = deps_.regions->Find(region_id, who.tenant);
   if (!region.ok()) return Finish(rpc, region.status());
-  // The message for the last block leaves with the call's status (Close).
-  using Send = QueuedWriter<v1::BlockCompletion>::Send;
   CompletionRuns completions(
-      runs, static_cast<uint32_t>(blocks.size()),
-      [&](v1::BlockCompletion c, bool last) {
-        return !context->IsCancelled() &&
-               out->Push(std::move(c), last ? Send::kWithClose : Send::kNow);
-      },
+      runs,
+      [&](v1::BlockCompletion c) { return !context->IsCancelled() && out->Push(std::move(c)); },
       [&](uint32_t i) { return std::string(blocks[i].key.bytes()); });
   const OutcomeSink sink = [&](const BlockOutcome& o) { return completions.Add(o); };
   const KeepGoing keep_going = [context] { return !context->IsCancelled(); };

@@ -3,11 +3,9 @@
 // messages from its thread without waiting for the client; the reactor
 // writes them in order, one write in flight at a time. Close(status) ends
 // the stream once everything pushed is written; the last message and the
-// status leave together when the last message is still queued at Close,
-// which a producer ensures by pushing it with Send::kWithClose. (No buffer
-// hint on the writes in between: in gRPC 1.51 such a write may not complete
-// until a later one flushes it, and the reactor waits for each write before
-// the next.)
+// status leave together. (No buffer hint on the writes in between: in gRPC
+// 1.51 such a write may not complete until a later one flushes it, and the
+// reactor waits for each write before the next.)
 //
 // Memory: the queue is bounded by what the producer pushes (a Save's or
 // Load's completions: at most one per block of the request); producers of
@@ -42,25 +40,15 @@ class QueuedWriter final : public grpc::ServerWriteReactor<Msg> {
                         std::unique_ptr<StreamIdleReaper::Watch> watch = nullptr)
       : ticket_(std::move(ticket)), watch_(std::move(watch)) {}
 
-  // When a pushed message starts to be written.
-  enum class Send {
-    kNow,  // at once, or after the writes already queued
-    // No sooner than Close, which the producer calls next: the message and
-    // the status then leave in one write (StartWriteAndFinish) instead of a
-    // write, its completion on a gRPC thread, and a Finish after it. For the
-    // last message of a call.
-    kWithClose,
-  };
-
   // Queues `message`. False once the client can no longer receive (a write
   // failed: cancelled, gone, deadline); the producer should stop then.
-  bool Push(Msg message, Send send = Send::kNow) {
+  bool Push(Msg message) {
     if (watch_ != nullptr) watch_->Touch();
     {
       MutexLock lock(&mu_);
       if (failed_) return false;
       queue_.push_back(std::move(message));
-      if (writing_ || send == Send::kWithClose) return true;
+      if (writing_) return true;
       writing_ = true;
     }
     Pump();
