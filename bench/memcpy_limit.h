@@ -1,7 +1,7 @@
 // BestMemcpy: the machine's copy limit for one copy shape, measured in the
 // run that uses it as a baseline: `bytes` from `src` to `dst` (both warmed
-// first) in `block`-sized copies, split into contiguous shares over 1 to
-// `max_threads` threads, each copy either a memcpy or a streaming copy
+// first) in `block`-sized copies over 1 to `max_threads` threads
+// (TimedOnThreads), each copy either a memcpy or a streaming copy
 // (non-temporal stores, base/hashed_copy.h: glibc's memcpy streams only
 // copies larger than most of the last-level cache, and on a machine with a
 // large one a streaming copy of a few MiB outruns it). Each thread count and
@@ -33,16 +33,17 @@ struct MemcpyLimit {
   bool streaming = false;  // whether with streaming stores (else memcpy)
 };
 
-// Seconds for copy(b, w) over blocks b in [0, blocks), split into
-// contiguous shares over `threads` threads (w: the share's index). This
-// thread copies share 0 and starts the others first, spinning until it
-// releases them with the clock started: no more threads are runnable than
-// copy (one more, on a machine with as many CPUs as threads, could take a
-// copier's CPU for a scheduler time slice inside the timed span). Each
-// share's thread is held to a CPU of its own (this thread's mask is
-// restored after): a started thread may otherwise be placed on its
-// starter's busy CPU (datapath/copy_workers.h saw it on this VM) and the
-// shares then run one after the other.
+// Seconds for copy(b, w) over blocks b in [0, blocks) on `threads` threads
+// (w: the thread's index), each taking the next block not yet taken, as
+// the daemon's two-thread copies do (datapath/region_groups.h:
+// ForEachOnTwoThreads). This thread copies too; the others are started,
+// each held to a CPU of its own (where there are at least as many CPUs as
+// threads, and more than one thread), and spin until all are in place
+// before the clock starts and they are released: no thread start-up is
+// timed, and no copier shares its CPU with another thread (a started
+// thread may otherwise be placed on its starter's busy CPU, as
+// datapath/copy_workers.h saw on this VM). This thread's CPU mask is
+// restored after.
 template <typename CopyBlock>
 double TimedOnThreads(int threads, uint64_t blocks, const CopyBlock& copy) {
   cpu_set_t allowed;
@@ -52,35 +53,48 @@ double TimedOnThreads(int threads, uint64_t blocks, const CopyBlock& copy) {
       if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
     }
   }
+  // One thread alone is left where the scheduler puts it: CPUs of a VM
+  // differ in speed (the host's other load), and pinning it to the first
+  // would make it the slowest one's figure.
+  const bool pin = threads > 1 && static_cast<size_t>(threads) <= cpus.size();
   const auto hold = [&](int w) {  // a failure leaves the scheduler's choice
-    if (cpus.empty()) return;
+    if (!pin) return;
     cpu_set_t one;
     CPU_ZERO(&one);
-    CPU_SET(cpus[w % cpus.size()], &one);
+    CPU_SET(cpus[w], &one);
     sched_setaffinity(0, sizeof(one), &one);
   };
+  std::atomic<int> ready{0};
   std::atomic<bool> go{false};
-  const auto share = [&](int w) {
-    const uint64_t first = blocks * w / threads, last = blocks * (w + 1) / threads;
-    for (uint64_t b = first; b < last; ++b) copy(b, w);
+  std::atomic<uint64_t> next{0};
+  const auto take_blocks = [&](int w) {
+    for (uint64_t b = next.fetch_add(1, std::memory_order_relaxed); b < blocks;
+         b = next.fetch_add(1, std::memory_order_relaxed)) {
+      copy(b, w);
+    }
   };
-  hold(0);
+  // Started before this thread is held to its CPU, so they inherit its
+  // whole mask and can start elsewhere.
   std::vector<std::thread> workers;
   for (int w = 1; w < threads; ++w) {
     workers.emplace_back([&, w] {
       hold(w);
+      ready.fetch_add(1, std::memory_order_release);
       while (!go.load(std::memory_order_acquire)) {
       }
-      share(w);
+      take_blocks(w);
     });
+  }
+  hold(0);
+  while (ready.load(std::memory_order_acquire) < threads - 1) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
-  share(0);
+  take_blocks(0);
   for (std::thread& w : workers) w.join();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!cpus.empty()) sched_setaffinity(0, sizeof(allowed), &allowed);
+  if (pin) sched_setaffinity(0, sizeof(allowed), &allowed);
   return seconds;
 }
 
@@ -109,19 +123,19 @@ inline MemcpyLimit BestMemcpy(const uint8_t* src, uint8_t* dst, uint64_t bytes, 
 // The copy with the block checksum fused in, as the daemon's Save and Load
 // do per block (base/hashed_copy.h: CopyAndHash, 64 KiB at a time): `bytes`
 // from `src` to `dst` in `block`-sized blocks, each with its own XXH3-64,
-// over 1 to `max_threads` threads as BestMemcpy's copies; the fastest run
-// of `rounds` per thread count. Not the limit: the reference that tells how
-// much of a gap to it is the checksum (the daemon copies a group on two
-// threads; on a machine whose cores share their execution units or memory
-// path, two threads' fused copies gain less over one than two memcpys do)
-// and how much is the daemon's own cost.
+// on one and on two threads (at most `max_threads`) as BestMemcpy's copies
+// run (the daemon copies a group on at most two); the fastest run of
+// `rounds` per thread count. Not the limit: the reference that tells how
+// much of a gap to it is the checksum (on a machine whose cores share their
+// execution units or memory path, two threads' fused copies gain less over
+// one than two memcpys do) and how much is the daemon's own cost.
 inline MemcpyLimit BestCopyAndHash(const uint8_t* src, uint8_t* dst, uint64_t bytes, uint64_t block,
                                    int rounds, int max_threads) {
   constexpr uint64_t kPiece = 64 << 10;
   const uint64_t blocks = bytes / block;
   std::memcpy(dst, src, blocks * block);
   MemcpyLimit best;
-  for (int t = 1; t <= std::max(1, max_threads); ++t) {
+  for (int t = 1; t <= std::clamp(max_threads, 1, 2); ++t) {
     // One stream per thread, reset per block, as the daemon keeps them.
     const std::unique_ptr<Checksum64Stream[]> hashes(new Checksum64Stream[t]);
     for (int r = 0; r < rounds; ++r) {

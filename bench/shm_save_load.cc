@@ -12,9 +12,9 @@
 // Prints GB/s, the thread count and copy kind that reached each limit, and
 // the ratios to them. Beside them, as a reference and not the target, the
 // same copies in each direction with the XXH3-64 block checksum fused in
-// ("c+h to" and "c+h from" the tier, the best of 1..N threads and of the
-// rounds, interleaved like the limits; the daemon copies a group on two
-// threads): what the daemon's copy itself can reach here, so the gap to the
+// ("c+h to" and "c+h from" the tier, the best of one and two threads, as
+// the daemon copies a group, and of the rounds, interleaved like the
+// limits): what the daemon's copy itself can reach here, so the gap to the
 // limit splits into the checksum's cost (limit against c+h) and the
 // daemon's own (c+h against Save or Load).
 //
@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
           bench::BestMemcpy(mem, (*copy_dst)->data(), n * block, block, 1, max_threads);
       if (to_tier.gbps > save_limit.gbps) save_limit = to_tier;
       const bench::MemcpyLimit from_tier = bench::BestMemcpy(
-          (*copy_dst)->data(), mem + region_bytes, n * block, block, 2, max_threads);
+          (*copy_dst)->data(), mem + region_bytes, n * block, block, 1, max_threads);
       if (from_tier.gbps > load_limit.gbps) load_limit = from_tier;
       // The fused copy-and-hash references, in the same directions.
       const bench::MemcpyLimit fused_to =
